@@ -1,0 +1,112 @@
+//! `strata demo`: replays `examples/demo_conversation.json` the way a
+//! chatbot backend uses Strata — `inject` then `record` on every user turn,
+//! `record` for the assistant's reply, `end_session` after each session —
+//! and prints each non-empty Memory Context and a few `memory_search` answers.
+//! It runs in a fresh temporary data directory (printed), so it can be re-run.
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use std::path::Path;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::model::{NewMessage, Role, Scope, SessionId};
+use crate::Memory;
+
+#[derive(Deserialize)]
+struct DemoFile {
+    user_id: String,
+    agent_id: String,
+    sessions: Vec<DemoSession>,
+    queries: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct DemoSession {
+    session_id: String,
+    messages: Vec<DemoMessage>,
+}
+
+#[derive(Deserialize)]
+struct DemoMessage {
+    role: Role,
+    content: String,
+    timestamp: DateTime<Utc>,
+}
+
+/// Runs the demo.
+pub async fn run(mut config: Config, file: &Path, json: bool) -> Result<()> {
+    let text = std::fs::read_to_string(file).map_err(|e| Error::Data(format!("cannot read {}: {e}", file.display())))?;
+    let demo: DemoFile = serde_json::from_str(&text).map_err(|e| Error::Data(format!("{}: {e}", file.display())))?;
+    let dir = tempfile::Builder::new().prefix("strata-demo-").tempdir()?;
+    config.data_dir = dir.path().to_path_buf();
+    let mem = Memory::open(config).await?;
+    let scope = Scope::new(demo.user_id, demo.agent_id)?;
+    let mut out = serde_json::Map::new();
+    let mut injections = Vec::new();
+    if !json {
+        println!("Strata demo: {} sessions for {scope} (data in {})\n", demo.sessions.len(), dir.path().display());
+    }
+    for s in &demo.sessions {
+        let sid = SessionId::new(s.session_id.clone())?;
+        if !json {
+            println!("=== session {sid} ({}) ===", s.messages.first().map(|m| m.timestamp.format("%Y-%m-%d").to_string()).unwrap_or_default());
+        }
+        for m in &s.messages {
+            if m.role == Role::User {
+                let r = mem.inject(&scope, &sid, &m.content).await?;
+                if !json {
+                    println!("user: {}", m.content);
+                    if r.trivial {
+                        println!("  (trivial: no recall)");
+                    } else if r.injected > 0 {
+                        println!("{}", indent(&r.section));
+                    } else {
+                        println!("  (no memory above threshold; top score {:.2})", r.top_score);
+                    }
+                }
+                injections.push(serde_json::json!({"session": sid, "message": m.content, "injected": r.injected, "top_score": r.top_score, "section": r.section}));
+            }
+            let msg = NewMessage { role: m.role, name: None, content: m.content.clone(), timestamp: m.timestamp };
+            mem.record(&scope, &sid, msg).await?;
+        }
+        mem.end_session(&scope, &sid).await?;
+        // let promotion finish before the next session so its memories can be recalled
+        mem.wait_idle().await?;
+        if !json {
+            println!();
+        }
+    }
+    let mut answers = Vec::new();
+    if !json {
+        println!("=== memory_search ===");
+    }
+    for q in &demo.queries {
+        let hits = mem.memory_search(&scope, q, 3).await?;
+        if !json {
+            println!("? {q}");
+            for h in &hits {
+                println!("  {:.2} [{}] {}", h.score, h.when.format("%Y-%m-%d"), h.abstract_);
+            }
+        }
+        answers.push(serde_json::json!({"query": q, "hits": hits}));
+    }
+    if let Some(top) = answers.first().and_then(|a| a["hits"][0]["id"].as_str().map(str::to_string)) {
+        let ex = mem.memory_expand(&scope, &crate::model::EpisodeId::parse(&top)?, false).await?;
+        if !json {
+            println!("\n=== memory_expand {top} ===\n{}", ex.episode.summary);
+        }
+        out.insert("expanded".into(), serde_json::to_value(&ex)?);
+    }
+    mem.shutdown().await?;
+    if json {
+        out.insert("injections".into(), injections.into());
+        out.insert("searches".into(), answers.into());
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    }
+    Ok(())
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n")
+}

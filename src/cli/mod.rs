@@ -1,0 +1,264 @@
+//! The `strata` command line: a thin client of the library.
+//!
+//! Global flags build the layered [`Config`] (default < `--config FILE` <
+//! `STRATA__*` env < `--data-dir` / `--set key=value`); each subcommand lives
+//! in its own function. Data commands take `--user`/`--agent` and `--json`.
+
+mod demo;
+mod import;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::model::{EpisodeId, Scope, SessionId};
+use crate::Memory;
+
+/// Tiered conversational memory runtime.
+#[derive(Debug, Parser)]
+#[command(name = "strata", version, about)]
+pub struct Cli {
+    /// TOML config file layered over the compiled-in defaults.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Data directory (overrides `data_dir`).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Override any config key, e.g. `--set recall.min_score=0.4` (repeatable).
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `--user` / `--agent`.
+#[derive(Debug, Clone, Args)]
+pub struct ScopeArgs {
+    /// End-user id.
+    #[arg(long)]
+    pub user: String,
+    /// Agent id.
+    #[arg(long)]
+    pub agent: String,
+}
+
+impl ScopeArgs {
+    fn scope(&self) -> Result<Scope> {
+        Scope::new(self.user.clone(), self.agent.clone())
+    }
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay the example conversation as a chatbot backend would and show what memory injects.
+    Demo {
+        /// Conversation file (see examples/demo_conversation.json for the shape).
+        #[arg(long, default_value = "examples/demo_conversation.json")]
+        file: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recall benchmarks.
+    Eval {
+        /// Which benchmark.
+        #[command(subcommand)]
+        bench: EvalCommand,
+    },
+    /// Bulk-load messages from a JSONL file (one message per line).
+    Import {
+        /// JSONL file: {"user_id","agent_id","session_id","role","content","timestamp"} per line.
+        file: PathBuf,
+        /// End every imported session afterwards (queues promotion).
+        #[arg(long)]
+        end_sessions: bool,
+        /// Return only when promotion has finished.
+        #[arg(long)]
+        wait: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// L1 search: episodes matching a query.
+    Search {
+        /// Scope.
+        #[command(flatten)]
+        scope: ScopeArgs,
+        /// The query.
+        query: String,
+        /// How many results.
+        #[arg(long, default_value_t = 5)]
+        top_k: usize,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// L1 expand: an episode's full summary (and raw session).
+    Expand {
+        /// Scope.
+        #[command(flatten)]
+        scope: ScopeArgs,
+        /// Episode id (from search).
+        id: String,
+        /// Include the raw session messages.
+        #[arg(long)]
+        raw: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// L0: the Memory Context that would be injected for a user message.
+    Inject {
+        /// Scope.
+        #[command(flatten)]
+        scope: ScopeArgs,
+        /// Session the message belongs to (its recent user turns join the query).
+        #[arg(long)]
+        session: String,
+        /// The user's message.
+        message: String,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove expired episodes from every index now.
+    Prune {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `strata eval ...`.
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// Replay LoCoMo conversations and report recall@k of gold sessions against a BM25-on-raw baseline.
+    Locomo(crate::eval::runner::LocomoArgs),
+    /// Fit the Platt calibration of keyword and vector scores on LoCoMo data.
+    Calibrate(crate::eval::runner::CalibrateArgs),
+}
+
+/// Entry point used by `main.rs`: parses arguments, sets up tracing, runs, maps errors to exit codes.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Builds the config from the global flags.
+pub fn load_config(cli: &Cli) -> Result<Config> {
+    let mut overrides = Vec::new();
+    if let Some(d) = &cli.data_dir {
+        overrides.push(("data_dir".to_string(), format!("{:?}", d.display().to_string())));
+    }
+    for kv in &cli.set {
+        let (k, v) = kv.split_once('=').ok_or_else(|| Error::Config(format!("--set {kv:?}: expected KEY=VALUE")))?;
+        overrides.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    Config::load(cli.config.as_deref(), &overrides)
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+/// Runs a parsed command; returns the process exit code.
+pub async fn run(cli: Cli) -> Result<ExitCode> {
+    let config = load_config(&cli)?;
+    match cli.command {
+        Command::Demo { file, json } => demo::run(config, &file, json).await.map(|_| ExitCode::SUCCESS),
+        Command::Eval { bench: EvalCommand::Locomo(args) } => crate::eval::runner::run_locomo(config, args).await.map(|_| ExitCode::SUCCESS),
+        Command::Eval { bench: EvalCommand::Calibrate(args) } => crate::eval::runner::run_calibrate(config, args).await.map(|_| ExitCode::SUCCESS),
+        Command::Import { file, end_sessions, wait, json } => import::run(config, &file, end_sessions, wait, json).await,
+        Command::Search { scope, query, top_k, json } => {
+            let scope = scope.scope()?;
+            let mem = Memory::open(config).await?;
+            let hits = mem.memory_search(&scope, &query, top_k).await;
+            mem.shutdown().await?;
+            let hits = hits?;
+            if json {
+                print_json(&hits)?;
+            } else if hits.is_empty() {
+                println!("no episodes found");
+            } else {
+                for h in hits {
+                    println!("{:.3}  {}  [{}]  {}", h.score, h.id, h.when.format("%Y-%m-%d"), h.abstract_);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Expand { scope, id, raw, json } => {
+            let scope = scope.scope()?;
+            let id = EpisodeId::parse(&id)?;
+            let mem = Memory::open(config).await?;
+            let ex = mem.memory_expand(&scope, &id, raw).await;
+            mem.shutdown().await?;
+            let ex = ex?;
+            if json {
+                print_json(&ex)?;
+            } else {
+                let e = &ex.episode;
+                println!("episode {} (session {}, {} to {}, {} summary)", e.id, e.session_id, e.started_at, e.ended_at, e.summary_kind.as_str());
+                println!("abstract: {}\n\n{}", e.abstract_, e.summary);
+                if let Some(msgs) = &ex.raw {
+                    println!("\n--- raw session ({} messages) ---", msgs.len());
+                    for m in msgs {
+                        println!("[{}] {}: {}", m.message.timestamp.format("%Y-%m-%d %H:%M"), m.message.speaker(), m.message.content);
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Inject { scope, session, message, json } => {
+            let scope = scope.scope()?;
+            let session = SessionId::new(session)?;
+            let mem = Memory::open(config).await?;
+            let r = mem.inject(&scope, &session, &message).await;
+            mem.shutdown().await?;
+            let r = r?;
+            if json {
+                print_json(&r)?;
+            } else if r.trivial {
+                println!("(trivial message: nothing injected)");
+            } else if r.injected == 0 {
+                println!("(nothing above min_score; top score {:.3})", r.top_score);
+            } else {
+                print!("{}", r.section);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Prune { json } => {
+            let mem = Memory::open(config).await?;
+            let r = mem.prune().await;
+            mem.shutdown().await?;
+            let r = r?;
+            if json {
+                print_json(&r)?;
+            } else {
+                println!("removed {} expired episodes in {} scopes", r.episodes_removed, r.scopes);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

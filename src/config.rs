@@ -1,0 +1,282 @@
+//! Typed, layered, validated configuration.
+//!
+//! Layers, lowest first: the compiled-in `config/default.toml` < a TOML file
+//! (`--config FILE`) < `STRATA__*` environment variables (`__` separates
+//! levels: `STRATA__RECALL__MIN_SCORE=0.4`) < CLI flags (applied by the
+//! caller as a last TOML/figment layer). Unknown keys are rejected with the
+//! key's name (`#[serde(deny_unknown_fields)]`), and [`Config::validate`]
+//! checks ranges.
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The compiled-in default configuration (`config/default.toml`).
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+/// Whole configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Directory for SQLite (`strata.db`), `keyword/` (tantivy) and `vectors/`.
+    pub data_dir: PathBuf,
+    /// Recall (L0 inject, L1 search).
+    pub recall: RecallConfig,
+    /// Episodic tier.
+    pub episodes: EpisodesConfig,
+    /// Working tier sessions.
+    pub sessions: SessionsConfig,
+    /// Scheduled pruning.
+    pub pruner: PrunerConfig,
+    /// Local embedding model.
+    pub embedding: EmbeddingConfig,
+    /// Background workers.
+    pub workers: WorkersConfig,
+}
+
+/// Fusion method for hybrid recall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fusion {
+    /// Weighted sum of calibrated scores (`text_weight * p_kw + vector_weight * p_vec`).
+    Weighted,
+    /// Reciprocal rank fusion (Cormack et al. 2009), `sum w / (rrf_k + rank)`;
+    /// the threshold is still applied to the calibrated weighted score.
+    Rrf,
+}
+
+/// Platt scaling parameters: `p = 1 / (1 + exp(-(slope * x + intercept)))`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibration {
+    /// Multiplies the raw feature.
+    pub slope: f64,
+    /// Added after scaling.
+    pub intercept: f64,
+}
+
+impl Calibration {
+    /// Maps a raw retriever feature to a probability in (0, 1).
+    pub fn apply(&self, x: f64) -> f64 {
+        1.0 / (1.0 + (-(self.slope * x + self.intercept)).exp())
+    }
+}
+
+/// `[recall]`: see `config/default.toml` for each key's meaning and source.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecallConfig {
+    /// Keyword weight in weighted fusion (default 0.7).
+    pub text_weight: f64,
+    /// Vector weight in weighted fusion (default 0.3).
+    pub vector_weight: f64,
+    /// Threshold on the fused calibrated score, in [0, 1] (default 0.3).
+    pub min_score: f64,
+    /// Most abstracts injected per turn (default 5).
+    pub max_entries: usize,
+    /// Over-fetch factor per retriever (default 2).
+    pub overfetch: usize,
+    /// Previous user turns added to the recall query (default 2).
+    pub recent_turns: usize,
+    /// Recall query cap, in graphemes, tail kept (default 300).
+    pub recent_chars: usize,
+    /// `weighted` or `rrf`.
+    pub fusion: Fusion,
+    /// RRF constant k (default 60, from Cormack et al. 2009).
+    pub rrf_k: f64,
+    /// Keyword boost of the raw session text field relative to the summary.
+    pub raw_text_boost: f32,
+    /// Platt scaling of the keyword feature.
+    pub keyword_calibration: Calibration,
+    /// Platt scaling of the vector (cosine) feature.
+    pub vector_calibration: Calibration,
+    /// Messages that never trigger recall.
+    pub trivial_messages: Vec<String>,
+}
+
+/// `[episodes]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EpisodesConfig {
+    /// Days an episode lives after it is written; 0 = forever.
+    pub ttl_days: u32,
+    /// Extractive summary: most sentences.
+    pub summary_max_sentences: usize,
+    /// Extractive summary: most graphemes.
+    pub summary_max_chars: usize,
+}
+
+/// `[sessions]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// Seconds (wall clock) without a new message before an open session is ended.
+    pub idle_timeout_secs: u64,
+}
+
+/// `[pruner]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrunerConfig {
+    /// Six-field cron expression (seconds first), as tokio-cron-scheduler takes it.
+    pub cron: String,
+    /// Run the scheduled pruner inside `Memory` (a CLI `strata prune` works either way).
+    pub enabled: bool,
+}
+
+/// `[embedding]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingConfig {
+    /// Folder with `model.safetensors`, `tokenizer.json`, `config.json`.
+    pub model_dir: PathBuf,
+    /// Inputs per forward pass.
+    pub batch_size: usize,
+    /// Word pieces per input (at most 256 for all-MiniLM-L6-v2).
+    pub max_tokens: usize,
+    /// In-memory cache capacity, in vectors.
+    pub cache_entries: usize,
+}
+
+/// `[workers]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkersConfig {
+    /// Events per episodic batch.
+    pub batch_size: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self::load(None, &[]).expect("compiled-in default config is valid")
+    }
+}
+
+impl Config {
+    /// Loads default < `file` < `STRATA__*` env < `overrides` (key path, TOML value
+    /// pairs such as `("recall.min_score", "0.4")`), then validates.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the file, the unknown key or the invalid value.
+    pub fn load(file: Option<&Path>, overrides: &[(String, String)]) -> Result<Self> {
+        let mut fig = Figment::from(Toml::string(DEFAULT_TOML));
+        if let Some(f) = file {
+            if !f.exists() {
+                return Err(Error::Config(format!("config file {} does not exist", f.display())));
+            }
+            fig = fig.merge(Toml::file(f));
+        }
+        fig = fig.merge(Env::prefixed("STRATA__").split("__").lowercase(true));
+        for (key, value) in overrides {
+            let v: toml::Value = toml::from_str(&format!("v = {value}"))
+                .map(|t: toml::Table| t["v"].clone())
+                .unwrap_or_else(|_| toml::Value::String(value.clone()));
+            fig = fig.merge(Serialized::global(key.as_str(), v).key(key));
+        }
+        let cfg: Config = fig.extract().map_err(|e| Error::Config(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks value ranges.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the first invalid key.
+    pub fn validate(&self) -> Result<()> {
+        let r = &self.recall;
+        let bad = |k: &str, why: &str| Err(Error::Config(format!("{k}: {why}")));
+        if !(0.0..=1.0).contains(&r.text_weight) || !(0.0..=1.0).contains(&r.vector_weight) {
+            return bad("recall.text_weight/vector_weight", "must be within [0, 1]");
+        }
+        if ((r.text_weight + r.vector_weight) - 1.0).abs() > 1e-6 {
+            return bad("recall.text_weight/vector_weight", "must sum to 1");
+        }
+        if !(0.0..=1.0).contains(&r.min_score) {
+            return bad("recall.min_score", "must be within [0, 1]");
+        }
+        if r.max_entries == 0 || r.max_entries > 100 {
+            return bad("recall.max_entries", "must be within 1..=100");
+        }
+        if r.overfetch == 0 || r.overfetch > 20 {
+            return bad("recall.overfetch", "must be within 1..=20");
+        }
+        if r.recent_chars == 0 {
+            return bad("recall.recent_chars", "must be positive");
+        }
+        if r.rrf_k <= 0.0 {
+            return bad("recall.rrf_k", "must be positive");
+        }
+        if r.raw_text_boost < 0.0 {
+            return bad("recall.raw_text_boost", "must not be negative");
+        }
+        if self.sessions.idle_timeout_secs == 0 {
+            return bad("sessions.idle_timeout_secs", "must be positive");
+        }
+        if self.embedding.batch_size == 0 {
+            return bad("embedding.batch_size", "must be positive");
+        }
+        if self.embedding.max_tokens == 0 || self.embedding.max_tokens > 512 {
+            return bad("embedding.max_tokens", "must be within 1..=512");
+        }
+        if self.workers.batch_size == 0 {
+            return bad("workers.batch_size", "must be positive");
+        }
+        if self.episodes.summary_max_sentences == 0 || self.episodes.summary_max_chars < 20 {
+            return bad("episodes.summary_max_*", "sentences must be positive and chars at least 20");
+        }
+        if self.pruner.cron.split_whitespace().count() < 6 {
+            return bad("pruner.cron", "needs six fields (sec min hour day month weekday)");
+        }
+        Ok(())
+    }
+
+    /// Path of the SQLite database.
+    pub fn db_path(&self) -> PathBuf {
+        self.data_dir.join("strata.db")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_parses_and_validates() {
+        let c: Config = toml::from_str(DEFAULT_TOML).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.recall.text_weight, 0.7);
+        assert_eq!(c.recall.vector_weight, 0.3);
+        assert_eq!(c.recall.min_score, 0.3);
+        assert_eq!(c.recall.max_entries, 5);
+        assert_eq!(c.recall.overfetch, 2);
+        assert_eq!(c.recall.recent_turns, 2);
+        assert_eq!(c.recall.recent_chars, 300);
+        assert_eq!(c.recall.fusion, Fusion::Weighted);
+        assert_eq!(c.pruner.cron, "0 0 */6 * * *");
+        assert!(c.recall.trivial_messages.iter().any(|m| m == "안녕하세요"));
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "[recall]\nmin_scroe = 0.5\n").unwrap();
+        let e = Config::load(Some(&f), &[]).unwrap_err().to_string();
+        assert!(e.contains("min_scroe"), "{e}");
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "[recall]\nmin_score = 0.5\nmax_entries = 3\n").unwrap();
+        let c = Config::load(Some(&f), &[("recall.max_entries".into(), "7".into())]).unwrap();
+        assert_eq!(c.recall.min_score, 0.5);
+        assert_eq!(c.recall.max_entries, 7);
+        let e = Config::load(None, &[("recall.min_score".into(), "1.5".into())]).unwrap_err();
+        assert!(e.to_string().contains("recall.min_score"));
+    }
+}

@@ -1,0 +1,57 @@
+//! Errors: one enum for the crate, with a variant per failing layer.
+//!
+//! Messages are lowercase without trailing punctuation.
+
+/// Crate-wide result.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in Strata.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The caller passed bad input (empty text, malformed id, ...). Nothing was stored.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// The id does not exist in this scope (or belongs to another scope, which
+    /// is reported the same way so that scopes cannot probe each other).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Configuration could not be loaded or failed validation.
+    #[error("config: {0}")]
+    Config(String),
+    /// The system of record (SQLite) failed.
+    #[error("record store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The keyword index (tantivy) failed.
+    #[error("keyword index: {0}")]
+    Keyword(String),
+    /// The vector index failed.
+    #[error("vector index: {0}")]
+    Vector(String),
+    /// The embedding model failed or is missing.
+    #[error("embedder: {0}")]
+    Embedder(String),
+    /// The chat model (summariser) failed.
+    #[error("chat model: {0}")]
+    Chat(String),
+    /// A file could not be read or written.
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    /// JSON (de)serialisation failed.
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A benchmark data file could not be read.
+    #[error("data: {0}")]
+    Data(String),
+    /// A background task panicked or was cancelled.
+    #[error("task: {0}")]
+    Task(String),
+    /// The runtime is shutting down.
+    #[error("memory is shut down")]
+    Shutdown,
+}
+
+impl From<tokio::task::JoinError> for Error {
+    fn from(e: tokio::task::JoinError) -> Self {
+        Error::Task(e.to_string())
+    }
+}

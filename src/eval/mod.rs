@@ -1,0 +1,7 @@
+//! Evaluation: benchmark loaders, the BM25-over-raw-text baseline, metrics,
+//! and the `strata eval` runners.
+
+pub mod bm25;
+pub mod locomo;
+pub mod metrics;
+pub mod runner;

@@ -1,0 +1,68 @@
+//! # Strata
+//!
+//! A tiered conversational memory runtime. A chatbot backend calls
+//! [`Memory::record`] on every message, [`Memory::inject`] on every user
+//! turn (a short "## Memory Context" for the system prompt), and
+//! [`Memory::end_session`] when a conversation ends; finished sessions are
+//! summarised into searchable episodes in the background. The model gets
+//! [`Memory::memory_search`] and [`Memory::memory_expand`] as tools.
+//!
+//! Tiers: *working* (raw messages of open sessions, SQLite), *episodic* (one
+//! summary per finished session with a one-line abstract, indexed by BM25 in
+//! tantivy and by vectors in qdrant-edge), and *semantic* (an entity graph,
+//! in a later release).
+//!
+//! ```no_run
+//! use strata::{Config, Memory, NewMessage, Scope, SessionId};
+//!
+//! # #[tokio::main] async fn main() -> strata::Result<()> {
+//! let mut config = Config::default();
+//! config.data_dir = "/tmp/strata-doc".into();
+//! let memory = Memory::open(config).await?;
+//! let scope = Scope::new("mina", "assistant")?;
+//! let s1 = SessionId::new("2026-03-02")?;
+//! let t = chrono::Utc::now();
+//! memory.record(&scope, &s1, NewMessage::user("I moved from Seattle to Portland last month.", t)).await?;
+//! memory.end_session(&scope, &s1).await?;
+//! memory.wait_idle().await?; // promotion is asynchronous
+//!
+//! let s2 = SessionId::new("2026-03-09")?;
+//! let ctx = memory.inject(&scope, &s2, "Which city did I move to?").await?;
+//! println!("{}", ctx.section); // "## Memory Context\n- [...] user: I moved from Seattle to Portland..."
+//! let hits = memory.memory_search(&scope, "Portland move", 5).await?;
+//! let full = memory.memory_expand(&scope, &hits[0].id, true).await?;
+//! assert!(full.episode.summary.contains("Portland"));
+//! memory.shutdown().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Layout
+//! - [`model`]: scopes, ids, messages, sessions, episodes (depends on nothing internal).
+//! - [`config`]: layered, validated configuration.
+//! - [`store`]: store traits and the embedded backends (SQLite, tantivy, qdrant-edge).
+//! - [`llm`]: embedder and chat-model traits; local MiniLM and the offline summariser.
+//! - [`bus`]: flume wake-ups over the durable outbox.
+//! - [`worker`]: episodic promotion, idle sweeper, pruner.
+//! - [`recall`]: trivial filter, recall query, calibrated fusion, abstracts.
+//! - [`memory`]: the [`Memory`] API.
+//! - [`eval`]: LoCoMo replay, BM25 baseline and metrics.
+//! - [`cli`]: the `strata` command line (a thin client of the library).
+#![warn(missing_docs)]
+
+pub mod bus;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod eval;
+pub mod llm;
+pub mod memory;
+pub mod model;
+pub mod recall;
+pub mod store;
+pub mod text;
+pub mod worker;
+
+pub use config::Config;
+pub use error::{Error, Result};
+pub use memory::{InjectResult, Memory, SearchHit};
+pub use model::{Episode, EpisodeId, NewMessage, Role, Scope, SessionId};

@@ -1,0 +1,120 @@
+//! Model roles: [`Embedder`] (sentence embeddings) and [`ChatModel`]
+//! (summarisation), each behind a trait so an OpenAI-compatible backend can
+//! replace the local default.
+//!
+//! - [`local::LocalEmbedder`]: all-MiniLM-L6-v2 through candle (384 dims).
+//! - [`CachedEmbedder`]: wraps any embedder with an LRU cache keyed by the
+//!   BLAKE3 hash of (model id, text).
+//! - [`offline::OfflineChat`]: extractive summariser, used when no LLM endpoint is configured.
+
+pub mod local;
+pub mod offline;
+
+use async_trait::async_trait;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::model::SummaryKind;
+
+/// Turns texts into unit-length vectors.
+#[async_trait]
+pub trait Embedder: Send + Sync + 'static {
+    /// Vector dimension.
+    fn dim(&self) -> usize;
+    /// A stable id of the model (cache key, index compatibility check).
+    fn model_id(&self) -> &str;
+    /// Embeds a batch; output `i` belongs to input `i`. Long inputs are
+    /// truncated safely by the implementation (never an error).
+    ///
+    /// # Errors
+    /// [`Error::Embedder`] when the model fails.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>>;
+}
+
+/// LRU cache in front of an [`Embedder`], keyed by BLAKE3(model id, text).
+pub struct CachedEmbedder {
+    inner: Arc<dyn Embedder>,
+    cache: Mutex<lru::LruCache<[u8; 32], Arc<Vec<f32>>>>,
+}
+
+impl CachedEmbedder {
+    /// Wraps `inner` with room for `capacity` vectors (at least 1).
+    pub fn new(inner: Arc<dyn Embedder>, capacity: usize) -> Self {
+        let cap = NonZeroUsize::new(capacity.max(1)).expect("non-zero");
+        Self { inner, cache: Mutex::new(lru::LruCache::new(cap)) }
+    }
+
+    fn key(&self, text: &str) -> [u8; 32] {
+        let mut h = blake3::Hasher::new();
+        h.update(self.inner.model_id().as_bytes());
+        h.update(&[0]);
+        h.update(text.as_bytes());
+        *h.finalize().as_bytes()
+    }
+}
+
+#[async_trait]
+impl Embedder for CachedEmbedder {
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        let keys: Vec<[u8; 32]> = texts.iter().map(|t| self.key(t)).collect();
+        let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(texts.len());
+        let mut missing = Vec::new();
+        {
+            let mut c = self.cache.lock().map_err(|_| Error::Task("embedding cache poisoned".into()))?;
+            for (i, k) in keys.iter().enumerate() {
+                match c.get(k) {
+                    Some(v) => out.push(Some(v.as_ref().clone())),
+                    None => {
+                        out.push(None);
+                        missing.push(i);
+                    }
+                }
+            }
+        }
+        if !missing.is_empty() {
+            let batch: Vec<String> = missing.iter().map(|&i| texts[i].clone()).collect();
+            let vecs = self.inner.embed(&batch).await?;
+            let mut c = self.cache.lock().map_err(|_| Error::Task("embedding cache poisoned".into()))?;
+            for (&i, v) in missing.iter().zip(vecs) {
+                c.put(keys[i], Arc::new(v.clone()));
+                out[i] = Some(v);
+            }
+        }
+        Ok(out.into_iter().map(|v| v.unwrap_or_default()).collect())
+    }
+}
+
+/// One turn of a session transcript handed to a [`ChatModel`].
+#[derive(Debug, Clone)]
+pub struct TranscriptTurn {
+    /// Speaker label (name or role).
+    pub speaker: String,
+    /// What was said.
+    pub text: String,
+}
+
+/// A summary produced by a [`ChatModel`].
+#[derive(Debug, Clone)]
+pub struct Summary {
+    /// The summary text.
+    pub text: String,
+    /// Extractive (offline) or LLM.
+    pub kind: SummaryKind,
+}
+
+/// The chat-model role: the promotion tasks that need language understanding.
+#[async_trait]
+pub trait ChatModel: Send + Sync + 'static {
+    /// Summarises one finished session.
+    ///
+    /// # Errors
+    /// [`Error::Chat`] when the model fails; the caller retries and then parks the job.
+    async fn summarize(&self, transcript: &[TranscriptTurn]) -> Result<Summary>;
+}

@@ -1,0 +1,448 @@
+//! [`Memory`]: the API boundary. It wires the stores, the bus and the
+//! workers, and implements the turn path (`record`, `inject`) and the L1
+//! tools (`memory_search`, `memory_expand`).
+//!
+//! Architecture Invariant: nothing here awaits a chat model; promotion runs in
+//! the workers. The request path awaits only SQLite, the two indexes and (for
+//! the vector half of recall) one query embedding.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::bus::Bus;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::llm::local::LocalEmbedder;
+use crate::llm::offline::{ExtractiveOptions, OfflineChat};
+use crate::llm::{CachedEmbedder, ChatModel, Embedder};
+use crate::model::*;
+use crate::recall::fusion::{fuse, FusedHit, Retrievers};
+use crate::recall::query::build_query;
+use crate::recall::trivial::TrivialFilter;
+use crate::store::qdrant_edge::EdgeVectorIndex;
+use crate::store::sqlite::SqliteStore;
+use crate::store::tantivy_index::TantivyIndex;
+use crate::store::{EventKind, KeywordIndex, KeywordResult, RecordStore, VectorIndex};
+use crate::worker;
+
+/// Longest accepted query, in bytes (64 KiB); longer queries are an error.
+pub const MAX_QUERY_BYTES: usize = 64 * 1024;
+/// Largest `top_k` accepted by [`Memory::memory_search`].
+pub const MAX_TOP_K: usize = 100;
+
+/// Everything the workers and the API share.
+pub struct Shared {
+    /// Validated configuration.
+    pub config: Config,
+    /// System of record.
+    pub records: Arc<dyn RecordStore>,
+    /// BM25 index.
+    pub keyword: Arc<dyn KeywordIndex>,
+    /// Vector index.
+    pub vectors: Arc<dyn VectorIndex>,
+    /// Embedding model (cached).
+    pub embedder: Arc<dyn Embedder>,
+    /// Summariser.
+    pub chat: Arc<dyn ChatModel>,
+    /// Wake-ups for workers.
+    pub bus: Bus,
+    trivial: TrivialFilter,
+}
+
+/// Optional replacements for the default components (tests, eval, embedding
+/// a shared model in several `Memory` instances). `None` = built from config.
+#[derive(Default, Clone)]
+pub struct Components {
+    /// Embedding model (wrapped in the content-hash cache by `open_with`).
+    pub embedder: Option<Arc<dyn Embedder>>,
+    /// Chat model; default is the offline extractive summariser.
+    pub chat: Option<Arc<dyn ChatModel>>,
+    /// Keep the SQLite database in memory and the keyword index in RAM
+    /// (the vector index still lives under `data_dir`).
+    pub ephemeral: bool,
+    /// Do not start background workers (promotion then runs only via
+    /// [`Memory::run_pending`]); used by crash-recovery tests.
+    pub no_workers: bool,
+}
+
+/// Result of [`Memory::inject`].
+#[derive(Debug, Clone, Serialize)]
+pub struct InjectResult {
+    /// The "## Memory Context" section to add to the system prompt; empty when nothing qualified.
+    pub section: String,
+    /// Abstracts injected (0 when trivial or below threshold).
+    pub injected: usize,
+    /// Best fused score seen (even when below threshold), for tuning `min_score`; 0 when none.
+    pub top_score: f64,
+    /// The injected entries.
+    pub entries: Vec<SearchHit>,
+    /// True when the message was trivial and recall was skipped.
+    pub trivial: bool,
+    /// The recall query that was run (empty when trivial).
+    pub query: String,
+}
+
+/// One L1 search result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchHit {
+    /// Episode id (pass to `memory_expand`).
+    pub id: EpisodeId,
+    /// The session the episode summarises.
+    pub session_id: SessionId,
+    /// One-line abstract.
+    #[serde(rename = "abstract")]
+    pub abstract_: String,
+    /// Calibrated fused score in [0, 1].
+    pub score: f64,
+    /// When the session happened (caller's clock, first message).
+    pub when: DateTime<Utc>,
+}
+
+/// Result of [`Memory::memory_expand`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Expanded {
+    /// The episode with its full summary.
+    pub episode: Episode,
+    /// The raw session, when asked for.
+    pub raw: Option<Vec<Message>>,
+}
+
+/// Search options beyond `query` and `top_k` (ablations, tuning).
+#[derive(Debug, Clone, Copy)]
+pub struct SearchOptions {
+    /// Which retrievers run.
+    pub retrievers: Retrievers,
+    /// Fusion override (`None` = config).
+    pub fusion: Option<crate::config::Fusion>,
+    /// Drop results below `recall.min_score` (inject does; L1 search does not by default).
+    pub apply_threshold: bool,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        Self { retrievers: Retrievers::Hybrid, fusion: None, apply_threshold: false }
+    }
+}
+
+/// The Strata runtime. Cheap to clone; all clones share one set of stores and workers.
+///
+/// ```no_run
+/// # async fn f() -> strata::Result<()> {
+/// use strata::{Config, Memory, NewMessage, Scope, SessionId};
+/// let memory = Memory::open(Config::default()).await?;
+/// let scope = Scope::new("alice", "support-bot")?;
+/// let session = SessionId::new("thread-1")?;
+/// memory.record(&scope, &session, NewMessage::user("I moved to Portland", chrono::Utc::now())).await?;
+/// memory.end_session(&scope, &session).await?;
+/// memory.shutdown().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Memory {
+    shared: Arc<Shared>,
+    tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    stop: Arc<watch::Sender<bool>>,
+    scheduler: Arc<tokio::sync::Mutex<Option<tokio_cron_scheduler::JobScheduler>>>,
+}
+
+fn check_query(q: &str) -> Result<()> {
+    if q.trim().is_empty() {
+        return Err(Error::InvalidInput("query must not be empty or whitespace".into()));
+    }
+    if q.len() > MAX_QUERY_BYTES {
+        return Err(Error::InvalidInput(format!("query is {} bytes, longer than the {MAX_QUERY_BYTES}-byte limit", q.len())));
+    }
+    Ok(())
+}
+
+impl Memory {
+    /// Opens the embedded stores under `config.data_dir`, loads the local
+    /// embedding model, replays pending outbox events and starts the workers.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an invalid config, [`Error::Embedder`] when the
+    /// model folder is missing (the message says how to fetch it), store errors.
+    pub async fn open(config: Config) -> Result<Self> {
+        Self::open_with(config, Components::default()).await
+    }
+
+    /// Loads the embedder named in config (blocking work on the blocking pool).
+    pub async fn load_embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
+        let e = config.embedding.clone();
+        let local = tokio::task::spawn_blocking(move || LocalEmbedder::load(&e.model_dir, e.batch_size, e.max_tokens)).await??;
+        Ok(Arc::new(local))
+    }
+
+    /// [`Memory::open`] with some components supplied by the caller.
+    pub async fn open_with(config: Config, components: Components) -> Result<Self> {
+        config.validate()?;
+        let embedder = match components.embedder {
+            Some(e) => e,
+            None => Self::load_embedder(&config).await?,
+        };
+        let embedder: Arc<dyn Embedder> = Arc::new(CachedEmbedder::new(embedder, config.embedding.cache_entries));
+        let chat: Arc<dyn ChatModel> = components.chat.unwrap_or_else(|| {
+            Arc::new(OfflineChat {
+                options: ExtractiveOptions {
+                    max_sentences: config.episodes.summary_max_sentences,
+                    max_chars: config.episodes.summary_max_chars,
+                },
+            })
+        });
+        let dir = config.data_dir.clone();
+        let boost = config.recall.raw_text_boost;
+        let dim = embedder.dim();
+        let ephemeral = components.ephemeral;
+        let (records, keyword, vectors) = tokio::task::spawn_blocking(move || -> Result<_> {
+            std::fs::create_dir_all(&dir)?;
+            let records = if ephemeral { SqliteStore::open_in_memory()? } else { SqliteStore::open(&dir.join("strata.db"))? };
+            let keyword = if ephemeral { TantivyIndex::in_ram(boost)? } else { TantivyIndex::open(&dir.join("keyword"), boost)? };
+            let vectors = EdgeVectorIndex::open(&dir.join("vectors"), dim)?;
+            Ok((records, keyword, vectors))
+        })
+        .await??;
+        let trivial = TrivialFilter::new(&config.recall.trivial_messages);
+        let shared = Arc::new(Shared {
+            config,
+            records: Arc::new(records),
+            keyword: Arc::new(keyword),
+            vectors: Arc::new(vectors),
+            embedder,
+            chat,
+            bus: Bus::new(),
+            trivial,
+        });
+        let (stop, stop_rx) = watch::channel(false);
+        let mem = Memory {
+            shared: shared.clone(),
+            tasks: Arc::new(Mutex::new(Vec::new())),
+            stop: Arc::new(stop),
+            scheduler: Arc::new(tokio::sync::Mutex::new(None)),
+        };
+        if !components.no_workers {
+            let wake = shared.bus.subscribe(EventKind::SessionCompleted);
+            let mut tasks = mem.tasks.lock().expect("tasks mutex");
+            tasks.push(tokio::spawn(worker::episodic::run(shared.clone(), wake, stop_rx.clone())));
+            tasks.push(tokio::spawn(worker::idle::run(shared.clone(), stop_rx)));
+            drop(tasks);
+            if shared.config.pruner.enabled {
+                *mem.scheduler.lock().await = Some(worker::pruner::schedule(shared.clone()).await?);
+            }
+            // replay whatever a previous process left pending
+            shared.bus.publish(EventKind::SessionCompleted);
+        }
+        Ok(mem)
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// Internals shared with workers (for tools such as `strata eval`).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Records one message in the working tier (durable on return; < 1 ms typical).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for empty/whitespace or over-long content, or
+    /// a session that was already ended.
+    pub async fn record(&self, scope: &Scope, session: &SessionId, message: NewMessage) -> Result<MessageId> {
+        message.validate()?;
+        self.shared.records.append_message(scope, session, &message, Utc::now()).await
+    }
+
+    /// L0 auto-injection for one user turn: the section to add to the system
+    /// prompt. Uses the session's last `recall.recent_turns` recorded user
+    /// turns as context. Call it before `record`ing the turn.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty or over-long message.
+    pub async fn inject(&self, scope: &Scope, session: &SessionId, user_message: &str) -> Result<InjectResult> {
+        check_query(user_message)?;
+        let cfg = &self.shared.config.recall;
+        if self.shared.trivial.is_trivial(user_message) {
+            return Ok(InjectResult { section: String::new(), injected: 0, top_score: 0.0, entries: vec![], trivial: true, query: String::new() });
+        }
+        let previous = self.shared.records.recent_user_turns(scope, session, cfg.recent_turns).await?;
+        let query = build_query(&previous, user_message, cfg.recent_chars);
+        let limit = cfg.max_entries;
+        let fused = self.retrieve(scope, &query, limit * cfg.overfetch, SearchOptions::default()).await?;
+        let top_score = fused.first().map(|h| h.score).unwrap_or(0.0);
+        let kept: Vec<FusedHit> = fused.into_iter().filter(|h| h.score >= cfg.min_score).take(limit).collect();
+        let entries = self.hydrate(scope, kept).await?;
+        let section = render_section(&entries);
+        Ok(InjectResult { injected: entries.len(), section, top_score, entries, trivial: false, query })
+    }
+
+    /// L1 `memory_search`: the `top_k` best episodes for `query` (ids,
+    /// abstracts, calibrated scores, dates), without a threshold.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty query or `top_k` outside 1..=100.
+    pub async fn memory_search(&self, scope: &Scope, query: &str, top_k: usize) -> Result<Vec<SearchHit>> {
+        self.memory_search_with(scope, query, top_k, SearchOptions::default()).await
+    }
+
+    /// [`Memory::memory_search`] with ablation options.
+    pub async fn memory_search_with(&self, scope: &Scope, query: &str, top_k: usize, opts: SearchOptions) -> Result<Vec<SearchHit>> {
+        check_query(query)?;
+        if top_k == 0 || top_k > MAX_TOP_K {
+            return Err(Error::InvalidInput(format!("top_k must be within 1..={MAX_TOP_K}, got {top_k}")));
+        }
+        let overfetch = self.shared.config.recall.overfetch;
+        let mut fused = self.retrieve(scope, query, top_k * overfetch, opts).await?;
+        if opts.apply_threshold {
+            let min = self.shared.config.recall.min_score;
+            fused.retain(|h| h.score >= min);
+        }
+        // over-fetch covers episodes dropped in hydration (expired between prunes)
+        let mut hits = self.hydrate(scope, fused).await?;
+        hits.truncate(top_k);
+        Ok(hits)
+    }
+
+    /// L1 `memory_expand`: the full summary of an episode, and its raw
+    /// session messages when `include_raw`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the id is unknown in this scope (ids of other
+    /// scopes are indistinguishable from unknown ids).
+    pub async fn memory_expand(&self, scope: &Scope, id: &EpisodeId, include_raw: bool) -> Result<Expanded> {
+        let episode = self.shared.records.episode(scope, id, Utc::now()).await?;
+        let raw = if include_raw { Some(self.shared.records.messages(scope, &episode.session_id).await?) } else { None };
+        Ok(Expanded { episode, raw })
+    }
+
+    /// Ends a session: marks it completed and queues promotion (returns at
+    /// once; summarising happens in the background). Ending twice is a no-op.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the session has no recorded message in this scope.
+    pub async fn end_session(&self, scope: &Scope, session: &SessionId) -> Result<()> {
+        if self.shared.records.complete_session(scope, session, Utc::now()).await?.is_some() {
+            self.shared.bus.publish(EventKind::SessionCompleted);
+        }
+        Ok(())
+    }
+
+    /// Session metadata (status, dates, count).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when unknown in this scope.
+    pub async fn session(&self, scope: &Scope, session: &SessionId) -> Result<Session> {
+        self.shared.records.session(scope, session).await
+    }
+
+    /// Removes expired episodes from every index now (the cron job does the same).
+    pub async fn prune(&self) -> Result<worker::pruner::PruneReport> {
+        worker::pruner::prune(&self.shared, Utc::now()).await
+    }
+
+    /// Prune as if the time were `now` (tests, what-if).
+    pub async fn prune_at(&self, now: DateTime<Utc>) -> Result<worker::pruner::PruneReport> {
+        worker::pruner::prune(&self.shared, now).await
+    }
+
+    /// Ends sessions idle at `now` (the idle sweeper does this periodically).
+    pub async fn sweep_idle_at(&self, now: DateTime<Utc>) -> Result<usize> {
+        worker::idle::sweep(&self.shared, now).await
+    }
+
+    /// Runs promotion inline until no event is pending (or only events in
+    /// backoff remain). Returns how many events were taken.
+    pub async fn run_pending(&self) -> Result<usize> {
+        let mut total = 0;
+        loop {
+            let n = worker::episodic::drain(&self.shared).await?;
+            if n == 0 {
+                return Ok(total);
+            }
+            total += n;
+        }
+    }
+
+    /// Waits until every queued session is promoted or parked.
+    pub async fn wait_idle(&self) -> Result<()> {
+        loop {
+            if self.shared.records.count_pending(&[EventKind::SessionCompleted]).await? == 0 {
+                return Ok(());
+            }
+            self.shared.bus.publish(EventKind::SessionCompleted);
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops the workers after they drain pending promotion, and stops the pruner schedule.
+    pub async fn shutdown(&self) -> Result<()> {
+        let _ = self.stop.send(true);
+        if let Some(mut s) = self.scheduler.lock().await.take() {
+            let _ = s.shutdown().await;
+        }
+        let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut *self.tasks.lock().expect("tasks mutex"));
+        for t in tasks {
+            t.await?;
+        }
+        Ok(())
+    }
+
+    async fn retrieve(&self, scope: &Scope, query: &str, limit: usize, opts: SearchOptions) -> Result<Vec<FusedHit>> {
+        let s = &self.shared;
+        let want_kw = opts.retrievers != Retrievers::VectorOnly;
+        let want_vec = opts.retrievers != Retrievers::KeywordOnly && s.config.recall.vector_weight > 0.0 || opts.retrievers == Retrievers::VectorOnly;
+        let kw = async {
+            if want_kw { s.keyword.search(scope, query, limit).await } else { Ok(KeywordResult::default()) }
+        };
+        let vec = async {
+            if want_vec {
+                let v = s.embedder.embed(&[query.to_string()]).await?;
+                let v = v.into_iter().next().ok_or_else(|| Error::Embedder("no vector returned".into()))?;
+                s.vectors.search(scope, &v, limit).await
+            } else {
+                Ok(Vec::new())
+            }
+        };
+        let (kw, vec) = tokio::try_join!(kw, vec)?;
+        let mut cfg = s.config.recall.clone();
+        if let Some(f) = opts.fusion {
+            cfg.fusion = f;
+        }
+        Ok(fuse(&cfg, &kw, &vec, opts.retrievers))
+    }
+
+    async fn hydrate(&self, scope: &Scope, fused: Vec<FusedHit>) -> Result<Vec<SearchHit>> {
+        let ids: Vec<EpisodeId> = fused.iter().map(|h| h.episode_id.clone()).collect();
+        let eps: HashMap<EpisodeId, Episode> =
+            self.shared.records.episodes(scope, &ids, Utc::now()).await?.into_iter().map(|e| (e.id.clone(), e)).collect();
+        Ok(fused
+            .into_iter()
+            .filter_map(|h| {
+                eps.get(&h.episode_id).map(|e| SearchHit {
+                    id: e.id.clone(),
+                    session_id: e.session_id.clone(),
+                    abstract_: e.abstract_.clone(),
+                    score: h.score,
+                    when: e.started_at,
+                })
+            })
+            .collect())
+    }
+}
+
+/// Renders the "## Memory Context" section (empty string for no entries).
+pub fn render_section(entries: &[SearchHit]) -> String {
+    if entries.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("## Memory Context\nRelevant notes from earlier conversations (most relevant first; call memory_expand with an id for details):\n");
+    for e in entries {
+        s.push_str(&format!("- [{}] {} (id: {})\n", e.when.format("%Y-%m-%d"), e.abstract_, e.id));
+    }
+    s
+}

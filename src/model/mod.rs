@@ -1,0 +1,398 @@
+//! Domain model: scopes, ids, messages, sessions and episodes.
+//!
+//! Architecture Invariant: this module imports nothing else from the crate
+//! except [`crate::error`] and [`crate::text`], so every other layer can depend on it.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// Longest accepted `user_id` / `agent_id` / `session_id`, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+
+fn validate_id(kind: &'static str, value: &str) -> Result<()> {
+    if value.trim().is_empty() {
+        return Err(Error::InvalidInput(format!("{kind} must not be empty")));
+    }
+    if value.len() > MAX_ID_BYTES {
+        return Err(Error::InvalidInput(format!(
+            "{kind} is {} bytes, longer than the {MAX_ID_BYTES}-byte limit",
+            value.len()
+        )));
+    }
+    if value.chars().any(|c| c.is_control()) {
+        return Err(Error::InvalidInput(format!("{kind} must not contain control characters")));
+    }
+    Ok(())
+}
+
+/// Who a piece of memory belongs to: one end user talking to one agent.
+///
+/// Every read and every write in Strata takes a `Scope`; no store method
+/// exists without one, so an unscoped query cannot be expressed. Construct it
+/// with [`Scope::new`], which rejects empty, whitespace-only, over-long
+/// (> [`MAX_ID_BYTES`] bytes) and control-character ids.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "RawScope")]
+pub struct Scope {
+    user_id: String,
+    agent_id: String,
+}
+
+#[derive(Deserialize)]
+struct RawScope {
+    user_id: String,
+    agent_id: String,
+}
+
+impl TryFrom<RawScope> for Scope {
+    type Error = Error;
+    fn try_from(r: RawScope) -> Result<Self> {
+        Scope::new(r.user_id, r.agent_id)
+    }
+}
+
+impl Scope {
+    /// Builds a validated scope.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when either id is empty, whitespace-only,
+    /// longer than [`MAX_ID_BYTES`] bytes, or contains control characters.
+    pub fn new(user_id: impl Into<String>, agent_id: impl Into<String>) -> Result<Self> {
+        let user_id = user_id.into();
+        let agent_id = agent_id.into();
+        validate_id("user_id", &user_id)?;
+        validate_id("agent_id", &agent_id)?;
+        Ok(Self { user_id, agent_id })
+    }
+    /// The end user's id.
+    pub fn user_id(&self) -> &str {
+        &self.user_id
+    }
+    /// The agent's id.
+    pub fn agent_id(&self) -> &str {
+        &self.agent_id
+    }
+    /// A single string key for indexes that filter on one field:
+    /// `user_id`, U+001F (unit separator), `agent_id`. Control characters are
+    /// rejected in ids, so the key is unambiguous.
+    pub fn key(&self) -> String {
+        format!("{}\u{1f}{}", self.user_id, self.agent_id)
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.user_id, self.agent_id)
+    }
+}
+
+/// Session id chosen by the caller (e.g. a chat thread id). Validated like
+/// scope ids: non-empty, at most [`MAX_ID_BYTES`] bytes, no control characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// Builds a validated session id.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on an empty, over-long or control-character id.
+    pub fn new(id: impl Into<String>) -> Result<Self> {
+        let id = id.into();
+        validate_id("session_id", &id)?;
+        Ok(Self(id))
+    }
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+macro_rules! int_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub i64);
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}", self.0)
+            }
+        }
+    };
+}
+
+int_id!(
+    /// Id of a recorded message (SQLite rowid; unique across scopes).
+    MessageId
+);
+int_id!(
+    /// Id of an outbox event (SQLite rowid).
+    EventId
+);
+
+/// Id of an episode: `ep_` followed by 32 hex digits (128 bits) of the BLAKE3
+/// hash of (scope key, session id). Deterministic, so re-running promotion for the
+/// same session overwrites the same episode (workers are idempotent).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EpisodeId(String);
+
+impl EpisodeId {
+    /// The episode id of `session` in `scope`.
+    pub fn for_session(scope: &Scope, session: &SessionId) -> Self {
+        let mut h = blake3::Hasher::new();
+        h.update(scope.key().as_bytes());
+        h.update(b"\x1e");
+        h.update(session.as_str().as_bytes());
+        let hex = h.finalize().to_hex();
+        Self(format!("ep_{}", &hex[..32]))
+    }
+    /// Parses an id given by a caller.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless it is `ep_` + 32 lowercase hex digits.
+    pub fn parse(s: &str) -> Result<Self> {
+        let s = s.trim();
+        let ok = s.len() == 35
+            && s.starts_with("ep_")
+            && s[3..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if ok {
+            Ok(Self(s.to_string()))
+        } else {
+            Err(Error::InvalidInput(format!("malformed episode id {s:?}: expected ep_ and 32 hex digits")))
+        }
+    }
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    /// The id's 128 bits as a UUID, used as the point id in vector indexes.
+    pub fn as_uuid(&self) -> uuid::Uuid {
+        uuid::Uuid::from_u128(u128::from_str_radix(&self.0[3..], 16).unwrap_or(0))
+    }
+}
+
+impl fmt::Display for EpisodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Who spoke a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The end user.
+    User,
+    /// The chatbot.
+    Assistant,
+    /// A system or tool message.
+    System,
+}
+
+impl Role {
+    /// Lowercase name as stored and serialised.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::System => "system",
+        }
+    }
+    /// Parses `user`, `assistant` or `system`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] on anything else.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "user" => Ok(Role::User),
+            "assistant" => Ok(Role::Assistant),
+            "system" => Ok(Role::System),
+            other => Err(Error::InvalidInput(format!("unknown role {other:?}: expected user, assistant or system"))),
+        }
+    }
+}
+
+/// Longest accepted message, in bytes (16 MiB). Larger messages are an error.
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A message to record in the working tier.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewMessage {
+    /// Who spoke.
+    pub role: Role,
+    /// Optional display name of the speaker (e.g. "Caroline"); used when
+    /// rendering the raw session and summaries.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The text, stored whole (up to [`MAX_MESSAGE_BYTES`]).
+    pub content: String,
+    /// The caller's timestamp of the message. Replays pass the original time,
+    /// so each session keeps its own date; it is never the ingestion time.
+    pub timestamp: DateTime<Utc>,
+}
+
+impl NewMessage {
+    /// A user message at `timestamp`.
+    pub fn user(content: impl Into<String>, timestamp: DateTime<Utc>) -> Self {
+        Self { role: Role::User, name: None, content: content.into(), timestamp }
+    }
+    /// An assistant message at `timestamp`.
+    pub fn assistant(content: impl Into<String>, timestamp: DateTime<Utc>) -> Self {
+        Self { role: Role::Assistant, name: None, content: content.into(), timestamp }
+    }
+    /// Sets the speaker's display name.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+    /// Checks the message before it is stored.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when the content is empty or whitespace-only,
+    /// or longer than [`MAX_MESSAGE_BYTES`] bytes.
+    pub fn validate(&self) -> Result<()> {
+        if self.content.trim().is_empty() {
+            return Err(Error::InvalidInput("message content must not be empty or whitespace".into()));
+        }
+        if self.content.len() > MAX_MESSAGE_BYTES {
+            return Err(Error::InvalidInput(format!(
+                "message is {} bytes, larger than the {MAX_MESSAGE_BYTES}-byte limit",
+                self.content.len()
+            )));
+        }
+        Ok(())
+    }
+    /// The speaker label used in transcripts: the name, else the role.
+    pub fn speaker(&self) -> &str {
+        self.name.as_deref().unwrap_or(self.role.as_str())
+    }
+}
+
+/// A stored message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Row id.
+    pub id: MessageId,
+    /// Session it belongs to.
+    pub session_id: SessionId,
+    /// Position in the session, from 0, in record order.
+    pub seq: i64,
+    /// The recorded message.
+    #[serde(flatten)]
+    pub message: NewMessage,
+}
+
+/// Lifecycle of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionStatus {
+    /// Still taking messages (working tier).
+    Open,
+    /// Ended by the caller or the idle timeout; promotion is queued or done.
+    Completed,
+}
+
+/// A session's metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    /// The caller's session id.
+    pub id: SessionId,
+    /// Open or completed.
+    pub status: SessionStatus,
+    /// Timestamp (caller's clock) of the first message.
+    pub started_at: DateTime<Utc>,
+    /// Timestamp (caller's clock) of the last message.
+    pub last_message_at: DateTime<Utc>,
+    /// Number of messages.
+    pub message_count: i64,
+}
+
+/// How an episode's summary was produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SummaryKind {
+    /// Offline extractive summariser: selected sentences of the session, not an LLM.
+    Extractive,
+    /// An LLM wrote the summary.
+    Llm,
+}
+
+impl SummaryKind {
+    /// Lowercase name as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SummaryKind::Extractive => "extractive",
+            SummaryKind::Llm => "llm",
+        }
+    }
+}
+
+/// One finished session, summarised: the episodic tier.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    /// Deterministic id (see [`EpisodeId::for_session`]).
+    pub id: EpisodeId,
+    /// The session it summarises.
+    pub session_id: SessionId,
+    /// Full summary (L1 `memory_expand`).
+    pub summary: String,
+    /// One-line abstract: the summary's first sentence of 20–200 characters (L0).
+    #[serde(rename = "abstract")]
+    pub abstract_: String,
+    /// Extractive or LLM.
+    pub summary_kind: SummaryKind,
+    /// Caller timestamp of the session's first message.
+    pub started_at: DateTime<Utc>,
+    /// Caller timestamp of the session's last message.
+    pub ended_at: DateTime<Utc>,
+    /// Wall-clock time the episode was written.
+    pub created_at: DateTime<Utc>,
+    /// Wall-clock expiry (created_at + `episodes.ttl_days`); `None` = never.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_rejects_bad_ids() {
+        assert!(Scope::new("", "a").is_err());
+        assert!(Scope::new("u", "  ").is_err());
+        assert!(Scope::new("u\u{1f}x", "a").is_err());
+        assert!(Scope::new("x".repeat(300), "a").is_err());
+        let s = Scope::new("민지", "bot").unwrap();
+        assert_eq!(s.key(), "민지\u{1f}bot");
+        assert!(serde_json::from_str::<Scope>(r#"{"user_id":"","agent_id":"a"}"#).is_err());
+    }
+
+    #[test]
+    fn episode_ids_are_deterministic_and_parse() {
+        let s = Scope::new("u", "a").unwrap();
+        let a = EpisodeId::for_session(&s, &SessionId::new("s1").unwrap());
+        let b = EpisodeId::for_session(&s, &SessionId::new("s1").unwrap());
+        let other = EpisodeId::for_session(&Scope::new("u2", "a").unwrap(), &SessionId::new("s1").unwrap());
+        assert_eq!(a, b);
+        assert_ne!(a, other);
+        assert_eq!(EpisodeId::parse(a.as_str()).unwrap(), a);
+        assert!(EpisodeId::parse("ep_xyz").is_err());
+    }
+
+    #[test]
+    fn empty_messages_rejected() {
+        let t = Utc::now();
+        assert!(NewMessage::user("   \n", t).validate().is_err());
+        assert!(NewMessage::user("hi", t).validate().is_ok());
+    }
+}

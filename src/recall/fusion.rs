@@ -1,0 +1,147 @@
+//! Hybrid fusion of keyword (BM25) and vector (cosine) hits.
+//!
+//! Scores must mean the same thing across queries so that one fixed
+//! `min_score` works, so neither retriever's raw score is min-max normalised
+//! over the result set (that would give every query's top hit a 1).
+//! Instead each raw score is mapped through a fixed Platt scaling
+//! (`p = σ(slope·x + intercept)`, Platt 1999), fitted offline on labelled
+//! LoCoMo dev candidates (`strata eval calibrate`), into an estimate of
+//! P(relevant):
+//! - keyword feature `x = BM25 / distinct query terms` (BM25 grows with
+//!   query length; the per-term mean does not);
+//! - vector feature `x = cosine similarity`.
+//!
+//! `weighted` fusion: `score = w_text · p_kw + w_vec · p_vec`, with a
+//! component of 0 when the episode was not among that retriever's candidates
+//! (defaults 0.7 / 0.3, DESIGN.md §2). `rrf` fusion orders by reciprocal rank
+//! fusion (Cormack, Clarke & Büttcher 2009: `Σ w / (k + rank)`, k = 60) but
+//! reports, and thresholds on, the same calibrated weighted score.
+
+use std::collections::HashMap;
+
+use crate::config::{Fusion, RecallConfig};
+use crate::model::EpisodeId;
+use crate::store::{Hit, KeywordResult};
+
+/// A fused candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FusedHit {
+    /// The episode.
+    pub episode_id: EpisodeId,
+    /// Calibrated fused score in [0, 1] (what `min_score` is compared to).
+    pub score: f64,
+    /// Raw BM25 score, when the keyword retriever returned it.
+    pub keyword: Option<f32>,
+    /// Raw cosine, when the vector retriever returned it.
+    pub vector: Option<f32>,
+    /// Ordering key (the score for weighted fusion, the RRF sum for rrf).
+    pub rank_key: f64,
+}
+
+/// Which retrievers take part (ablations in `strata eval`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retrievers {
+    /// Keyword and vector.
+    Hybrid,
+    /// BM25 only.
+    KeywordOnly,
+    /// Vectors only.
+    VectorOnly,
+}
+
+/// Calibrated keyword probability for a raw BM25 score.
+pub fn keyword_probability(cfg: &RecallConfig, bm25: f32, query_terms: usize) -> f64 {
+    cfg.keyword_calibration.apply(bm25 as f64 / query_terms.max(1) as f64)
+}
+
+/// Calibrated vector probability for a cosine similarity.
+pub fn vector_probability(cfg: &RecallConfig, cosine: f32) -> f64 {
+    cfg.vector_calibration.apply(cosine as f64)
+}
+
+/// Fuses both hit lists (each best first) into one list, best first.
+/// Does not apply the threshold or the limit.
+pub fn fuse(cfg: &RecallConfig, keyword: &KeywordResult, vector: &[Hit], which: Retrievers) -> Vec<FusedHit> {
+    let (wt, wv) = match which {
+        Retrievers::Hybrid => (cfg.text_weight, cfg.vector_weight),
+        Retrievers::KeywordOnly => (1.0, 0.0),
+        Retrievers::VectorOnly => (0.0, 1.0),
+    };
+    let mut by_id: HashMap<EpisodeId, FusedHit> = HashMap::new();
+    let mut rrf: HashMap<EpisodeId, f64> = HashMap::new();
+    if wt > 0.0 {
+        for (rank, h) in keyword.hits.iter().enumerate() {
+            let e = by_id.entry(h.episode_id.clone()).or_insert_with(|| empty(&h.episode_id));
+            e.keyword = Some(h.score);
+            e.score += wt * keyword_probability(cfg, h.score, keyword.query_terms);
+            *rrf.entry(h.episode_id.clone()).or_default() += wt / (cfg.rrf_k + rank as f64 + 1.0);
+        }
+    }
+    if wv > 0.0 {
+        for (rank, h) in vector.iter().enumerate() {
+            let e = by_id.entry(h.episode_id.clone()).or_insert_with(|| empty(&h.episode_id));
+            e.vector = Some(h.score);
+            e.score += wv * vector_probability(cfg, h.score);
+            *rrf.entry(h.episode_id.clone()).or_default() += wv / (cfg.rrf_k + rank as f64 + 1.0);
+        }
+    }
+    let mut out: Vec<FusedHit> = by_id
+        .into_values()
+        .map(|mut h| {
+            h.rank_key = match cfg.fusion {
+                Fusion::Weighted => h.score,
+                Fusion::Rrf => rrf[&h.episode_id],
+            };
+            h
+        })
+        .collect();
+    out.sort_by(|a, b| b.rank_key.total_cmp(&a.rank_key).then_with(|| b.score.total_cmp(&a.score)).then_with(|| a.episode_id.cmp(&b.episode_id)));
+    out
+}
+
+fn empty(id: &EpisodeId) -> FusedHit {
+    FusedHit { episode_id: id.clone(), score: 0.0, keyword: None, vector: None, rank_key: 0.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::model::{Scope, SessionId};
+
+    fn id(n: &str) -> EpisodeId {
+        EpisodeId::for_session(&Scope::new("u", "a").unwrap(), &SessionId::new(n).unwrap())
+    }
+
+    #[test]
+    fn scores_are_absolute_not_min_max() {
+        let cfg = Config::default().recall;
+        // a weak top hit stays weak: no normalisation to 1
+        let weak = KeywordResult { hits: vec![Hit { episode_id: id("a"), score: 0.2 }], query_terms: 5 };
+        let fused = fuse(&cfg, &weak, &[Hit { episode_id: id("a"), score: 0.05 }], Retrievers::Hybrid);
+        assert!(fused[0].score < cfg.min_score, "{}", fused[0].score);
+        let strong = KeywordResult { hits: vec![Hit { episode_id: id("b"), score: 30.0 }], query_terms: 3 };
+        let fused = fuse(&cfg, &strong, &[Hit { episode_id: id("b"), score: 0.8 }], Retrievers::Hybrid);
+        assert!(fused[0].score > cfg.min_score);
+        assert!(fused[0].score <= 1.0);
+    }
+
+    #[test]
+    fn weighted_and_rrf_order() {
+        let mut cfg = Config::default().recall;
+        let kw = KeywordResult {
+            hits: vec![Hit { episode_id: id("a"), score: 20.0 }, Hit { episode_id: id("b"), score: 10.0 }],
+            query_terms: 4,
+        };
+        let vec_hits = vec![Hit { episode_id: id("b"), score: 0.9 }, Hit { episode_id: id("c"), score: 0.5 }];
+        let w = fuse(&cfg, &kw, &vec_hits, Retrievers::Hybrid);
+        assert_eq!(w.len(), 3);
+        assert!(w.windows(2).all(|p| p[0].score >= p[1].score));
+        cfg.fusion = Fusion::Rrf;
+        let r = fuse(&cfg, &kw, &vec_hits, Retrievers::Hybrid);
+        assert_eq!(r[0].episode_id, id("b"), "b is in both lists");
+        let k = fuse(&cfg, &kw, &vec_hits, Retrievers::KeywordOnly);
+        assert_eq!(k.len(), 2);
+        assert!(k.iter().all(|h| h.vector.is_none()));
+    }
+}

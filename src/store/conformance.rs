@@ -1,0 +1,111 @@
+//! Conformance suite: the same tests run against every backend of a role.
+//! Each backend module instantiates them (see the `tests` modules below).
+
+use super::*;
+use crate::model::{Scope, SessionId};
+
+fn ep(scope: &Scope, n: &str) -> EpisodeId {
+    EpisodeId::for_session(scope, &SessionId::new(n).unwrap())
+}
+
+fn scopes() -> (Scope, Scope) {
+    (Scope::new("alice", "bot").unwrap(), Scope::new("bob", "bot").unwrap())
+}
+
+/// Keyword index contract: upsert replaces, search is scoped and ranked, delete is scoped.
+pub async fn keyword_index_contract(idx: &dyn KeywordIndex) {
+    let (a, b) = scopes();
+    let doc = |s: &Scope, n: &str, text: &str| KeywordDoc { scope: s.clone(), episode_id: ep(s, n), summary: text.into(), raw: String::new() };
+    idx.upsert(vec![
+        doc(&a, "1", "Alice moved to Portland and works on Project Atlas"),
+        doc(&a, "2", "Alice adopted a cat named Miso"),
+        doc(&b, "1", "Bob moved to Portland too"),
+    ])
+    .await
+    .unwrap();
+    let r = idx.search(&a, "Portland move", 10).await.unwrap();
+    assert_eq!(r.hits.len(), 1, "only alice's matching doc");
+    assert_eq!(r.hits[0].episode_id, ep(&a, "1"));
+    assert!(r.hits[0].score > 0.0);
+    assert_eq!(r.query_terms, 2);
+    // upsert replaces by id
+    idx.upsert(vec![doc(&a, "1", "Alice lives in Seattle")]).await.unwrap();
+    assert!(idx.search(&a, "Portland", 10).await.unwrap().hits.is_empty());
+    assert_eq!(idx.count(&a).await.unwrap(), 2);
+    // delete with another scope's ids is a no-op
+    idx.delete(&b, &[ep(&a, "2")]).await.unwrap();
+    assert_eq!(idx.count(&a).await.unwrap(), 2);
+    idx.delete(&a, &[ep(&a, "2")]).await.unwrap();
+    assert_eq!(idx.count(&a).await.unwrap(), 1);
+    assert_eq!(idx.count(&b).await.unwrap(), 1);
+    // Korean is searchable
+    idx.upsert(vec![doc(&a, "3", "동생 결혼식은 10월에 부산에서 해요")]).await.unwrap();
+    let r = idx.search(&a, "결혼식 언제", 10).await.unwrap();
+    assert_eq!(r.hits.first().map(|h| h.episode_id.clone()), Some(ep(&a, "3")));
+    // a query of only stop words / emoji matches nothing, without error
+    assert!(idx.search(&a, "the 👍", 10).await.unwrap().hits.is_empty());
+}
+
+fn unit(v: &[f32]) -> Vec<f32> {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter().map(|x| x / n).collect()
+}
+
+/// Vector index contract: dimension checked, search scoped and ranked by cosine, delete scoped.
+pub async fn vector_index_contract(idx: &dyn VectorIndex) {
+    let (a, b) = scopes();
+    assert_eq!(idx.dim(), 4);
+    let p = |s: &Scope, n: &str, v: &[f32]| VectorPoint { scope: s.clone(), episode_id: ep(s, n), vector: unit(v) };
+    idx.upsert(vec![p(&a, "1", &[1.0, 0.0, 0.0, 0.0]), p(&a, "2", &[0.0, 1.0, 0.0, 0.0]), p(&b, "1", &[1.0, 0.0, 0.0, 0.0])])
+        .await
+        .unwrap();
+    let hits = idx.search(&a, &unit(&[0.9, 0.1, 0.0, 0.0]), 10).await.unwrap();
+    assert_eq!(hits.len(), 2, "only alice's points");
+    assert_eq!(hits[0].episode_id, ep(&a, "1"));
+    assert!(hits[0].score > 0.9 && hits[0].score <= 1.0001, "cosine: {}", hits[0].score);
+    assert!(hits[0].score > hits[1].score);
+    assert!(idx.upsert(vec![VectorPoint { scope: a.clone(), episode_id: ep(&a, "x"), vector: vec![1.0; 3] }]).await.is_err());
+    // replace
+    idx.upsert(vec![p(&a, "1", &[0.0, 0.0, 1.0, 0.0])]).await.unwrap();
+    let hits = idx.search(&a, &unit(&[0.0, 0.0, 1.0, 0.0]), 1).await.unwrap();
+    assert_eq!(hits[0].episode_id, ep(&a, "1"));
+    assert_eq!(idx.count(&a).await.unwrap(), 2);
+    idx.delete(&b, &[ep(&a, "1")]).await.unwrap();
+    assert_eq!(idx.count(&a).await.unwrap(), 2, "another scope cannot delete");
+    idx.delete(&a, &[ep(&a, "1")]).await.unwrap();
+    assert_eq!(idx.count(&a).await.unwrap(), 1);
+    assert_eq!(idx.count(&b).await.unwrap(), 1);
+    idx.optimize().await.unwrap();
+}
+
+mod backends {
+    use super::*;
+
+    #[tokio::test]
+    async fn tantivy_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = tantivy_index::TantivyIndex::open(dir.path(), 0.5).unwrap();
+        keyword_index_contract(&idx).await;
+        drop(idx);
+        // reopen: data persisted
+        let idx = tantivy_index::TantivyIndex::open(dir.path(), 0.5).unwrap();
+        let (a, _) = scopes();
+        assert_eq!(idx.count(&a).await.unwrap(), 2);
+    }
+
+    #[tokio::test]
+    async fn tantivy_in_ram() {
+        keyword_index_contract(&tantivy_index::TantivyIndex::in_ram(0.5).unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn qdrant_edge() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = qdrant_edge::EdgeVectorIndex::open(dir.path(), 4).unwrap();
+        vector_index_contract(&idx).await;
+        drop(idx);
+        let idx = qdrant_edge::EdgeVectorIndex::open(dir.path(), 4).unwrap();
+        let (a, _) = scopes();
+        assert_eq!(idx.count(&a).await.unwrap(), 1, "persisted across reopen");
+    }
+}

@@ -1,0 +1,230 @@
+//! Store traits, one per role, and their embedded backends.
+//!
+//! | role | trait | embedded default |
+//! |---|---|---|
+//! | system of record | [`RecordStore`] | [`sqlite::SqliteStore`] |
+//! | keyword (BM25) | [`KeywordIndex`] | [`tantivy_index::TantivyIndex`] |
+//! | vectors | [`VectorIndex`] | [`qdrant_edge::EdgeVectorIndex`] |
+//!
+//! Architecture Invariant: every method that reads or writes user data takes
+//! a [`Scope`] (or items that carry one); a store never returns another
+//! scope's rows. The few maintenance methods that enumerate across scopes
+//! (`pending_events`, `idle_sessions`, `expired_episodes`) return only ids
+//! paired with their scope, never content, and are called only by workers.
+//! Stores never call the LLM. All write operations are idempotent.
+
+pub mod analyzer;
+pub mod qdrant_edge;
+pub mod sqlite;
+pub mod tantivy_index;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::model::{Episode, EpisodeId, EventId, Message, MessageId, NewMessage, Scope, Session, SessionId};
+
+/// Events on the durable outbox (the bus payloads).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// A session was ended (by the caller or the idle timeout): summarise it.
+    SessionCompleted {
+        /// Owner.
+        scope: Scope,
+        /// The session.
+        session_id: SessionId,
+    },
+    /// An episode was written (consumed by the semantic tier).
+    EpisodeCreated {
+        /// Owner.
+        scope: Scope,
+        /// The episode.
+        episode_id: EpisodeId,
+    },
+}
+
+impl Event {
+    /// The kind's stored name.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Event::SessionCompleted { .. } => EventKind::SessionCompleted,
+            Event::EpisodeCreated { .. } => EventKind::EpisodeCreated,
+        }
+    }
+    /// The event's scope.
+    pub fn scope(&self) -> &Scope {
+        match self {
+            Event::SessionCompleted { scope, .. } | Event::EpisodeCreated { scope, .. } => scope,
+        }
+    }
+}
+
+/// Event kinds, for routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// See [`Event::SessionCompleted`].
+    SessionCompleted,
+    /// See [`Event::EpisodeCreated`].
+    EpisodeCreated,
+}
+
+impl EventKind {
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::SessionCompleted => "session_completed",
+            EventKind::EpisodeCreated => "episode_created",
+        }
+    }
+}
+
+/// An outbox row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxEvent {
+    /// Row id.
+    pub id: EventId,
+    /// Payload.
+    pub event: Event,
+    /// Failed attempts so far.
+    pub attempts: u32,
+}
+
+/// Counts of rows removed by an erasure or prune, per table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeleteCounts {
+    /// Rows per table name.
+    pub rows: std::collections::BTreeMap<String, usize>,
+}
+
+/// The system of record: sessions, messages, episodes and the durable outbox.
+///
+/// Contract: a write that returns `Ok` is durable. State changes that produce
+/// events write the outbox row in the same transaction.
+#[async_trait]
+pub trait RecordStore: Send + Sync + 'static {
+    /// Appends a message to the session (creating the session when new).
+    /// `now` is the wall-clock time used for the idle timeout.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] for an invalid message, or when the
+    /// session is already completed (use a new session id).
+    async fn append_message(&self, scope: &Scope, session: &SessionId, msg: &NewMessage, now: DateTime<Utc>) -> Result<MessageId>;
+    /// Session metadata. [`crate::Error::NotFound`] when it does not exist in `scope`.
+    async fn session(&self, scope: &Scope, session: &SessionId) -> Result<Session>;
+    /// All messages of a session in record order. NotFound as above.
+    async fn messages(&self, scope: &Scope, session: &SessionId) -> Result<Vec<Message>>;
+    /// The last `n` user messages of a session, oldest first (empty when the session is unknown).
+    async fn recent_user_turns(&self, scope: &Scope, session: &SessionId, n: usize) -> Result<Vec<String>>;
+    /// Marks the session completed and writes `SessionCompleted` to the
+    /// outbox, in one transaction. Returns the event id, or `None` when it was
+    /// already completed (idempotent). NotFound when the session does not exist.
+    async fn complete_session(&self, scope: &Scope, session: &SessionId, now: DateTime<Utc>) -> Result<Option<EventId>>;
+    /// Writes (or overwrites) an episode, marks `done` events done and writes
+    /// `EpisodeCreated`, in one transaction.
+    async fn put_episode(&self, scope: &Scope, episode: &Episode, done: EventId) -> Result<()>;
+    /// The episode, if it exists in `scope` and has not expired at `now`.
+    /// NotFound otherwise.
+    async fn episode(&self, scope: &Scope, id: &EpisodeId, now: DateTime<Utc>) -> Result<Episode>;
+    /// The listed episodes that exist in `scope` and are live at `now`, in no particular order.
+    async fn episodes(&self, scope: &Scope, ids: &[EpisodeId], now: DateTime<Utc>) -> Result<Vec<Episode>>;
+    /// Number of live episodes in `scope`.
+    async fn count_episodes(&self, scope: &Scope) -> Result<usize>;
+    /// Deletes episodes of `scope` (raw sessions stay). Returns how many rows went.
+    async fn delete_episodes(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<usize>;
+
+    /// Pending events of the given kinds whose backoff has passed, oldest first (maintenance: crosses scopes).
+    async fn pending_events(&self, kinds: &[EventKind], limit: usize) -> Result<Vec<OutboxEvent>>;
+    /// Number of pending events of the given kinds (including those in backoff).
+    async fn count_pending(&self, kinds: &[EventKind]) -> Result<usize>;
+    /// Records a failed attempt and delays the event by an exponential backoff
+    /// (0.5 s x 2^attempts, at most 60 s); after `park_after` attempts the event is
+    /// parked (kept, visible, never dropped) and no longer pending.
+    async fn fail_event(&self, id: EventId, error: &str, park_after: u32) -> Result<()>;
+    /// Open sessions whose last activity (wall clock) is before `before` (maintenance).
+    async fn idle_sessions(&self, before: DateTime<Utc>) -> Result<Vec<(Scope, SessionId)>>;
+    /// Episodes whose `expires_at` is before `now` (maintenance).
+    async fn expired_episodes(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<(Scope, EpisodeId)>>;
+}
+
+/// A document for the keyword index: one episode.
+#[derive(Debug, Clone)]
+pub struct KeywordDoc {
+    /// Owner.
+    pub scope: Scope,
+    /// Episode id (the document key).
+    pub episode_id: EpisodeId,
+    /// Summary and abstract text (full weight).
+    pub summary: String,
+    /// The raw session transcript (weighted by `recall.raw_text_boost`).
+    pub raw: String,
+}
+
+/// One scored hit from an index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// The episode.
+    pub episode_id: EpisodeId,
+    /// Raw retriever score (BM25 for keyword, cosine for vectors).
+    pub score: f32,
+}
+
+/// Keyword hits plus what calibration needs.
+#[derive(Debug, Clone, Default)]
+pub struct KeywordResult {
+    /// Hits, best first.
+    pub hits: Vec<Hit>,
+    /// Distinct analysed query terms (used to normalise BM25 before calibration).
+    pub query_terms: usize,
+}
+
+/// BM25 keyword index over episodes.
+#[async_trait]
+pub trait KeywordIndex: Send + Sync + 'static {
+    /// Adds or replaces documents (by episode id) and makes them searchable before returning.
+    async fn upsert(&self, docs: Vec<KeywordDoc>) -> Result<()>;
+    /// Top `limit` episodes of `scope` for `query`.
+    async fn search(&self, scope: &Scope, query: &str, limit: usize) -> Result<KeywordResult>;
+    /// Removes episodes of `scope`.
+    async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()>;
+    /// Documents stored for `scope`.
+    async fn count(&self, scope: &Scope) -> Result<usize>;
+}
+
+/// A vector for the vector index: one episode.
+#[derive(Debug, Clone)]
+pub struct VectorPoint {
+    /// Owner.
+    pub scope: Scope,
+    /// Episode id (the point key).
+    pub episode_id: EpisodeId,
+    /// Unit-length embedding.
+    pub vector: Vec<f32>,
+}
+
+/// Dense vector index over episodes (cosine similarity).
+#[async_trait]
+pub trait VectorIndex: Send + Sync + 'static {
+    /// Dimension of every vector.
+    fn dim(&self) -> usize;
+    /// Adds or replaces points (by episode id), durable and searchable before returning.
+    ///
+    /// # Errors
+    /// [`crate::Error::Vector`] when a vector's length is not [`VectorIndex::dim`].
+    async fn upsert(&self, points: Vec<VectorPoint>) -> Result<()>;
+    /// Top `limit` episodes of `scope` by cosine similarity to `vector`.
+    async fn search(&self, scope: &Scope, vector: &[f32], limit: usize) -> Result<Vec<Hit>>;
+    /// Removes episodes of `scope`.
+    async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()>;
+    /// Background maintenance (e.g. building the HNSW graph); called by
+    /// workers when idle, never on the request path. Default: nothing.
+    async fn optimize(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Points stored for `scope`.
+    async fn count(&self, scope: &Scope) -> Result<usize>;
+}
+
+#[cfg(test)]
+pub(crate) mod conformance;

@@ -1,0 +1,215 @@
+//! Embedded vector index on qdrant-edge (the in-process Qdrant engine, pinned
+//! `=0.7.2`: later versions need unstable Rust).
+//!
+//! One `EdgeShard` on disk holds every scope; each point's payload carries
+//! `scope` (keyword payload index with `is_tenant = true`) and
+//! `episode_id`. Point ids are the episode id's 128 bits as a UUID. The
+//! engine's API is synchronous, so every call runs on tokio's blocking pool.
+//! Distance is cosine.
+
+use async_trait::async_trait;
+use qdrant_edge::external::uuid::Uuid as EdgeUuid;
+use qdrant_edge::{
+    Condition, CountRequest, CreateIndex, Distance, EdgeConfigBuilder, EdgeShard, EdgeVectorParamsBuilder,
+    FieldCondition, FieldIndexOperations, Filter, JsonPath, KeywordIndexParams, Match, MatchValue, NamedQuery,
+    PayloadFieldSchema, PayloadSchemaParams, PointId, PointInsertOperations, PointOperations, PointStruct,
+    QueryEnum, QueryRequest, ScoringQuery, UpdateOperation, ValueVariants, WithPayloadInterface,
+    WithVector,
+};
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{Hit, VectorIndex, VectorPoint};
+use crate::error::{Error, Result};
+use crate::model::{EpisodeId, Scope};
+
+fn ve<E: std::fmt::Display>(e: E) -> Error {
+    Error::Vector(e.to_string())
+}
+
+/// qdrant-edge backed [`VectorIndex`].
+#[derive(Clone)]
+pub struct EdgeVectorIndex {
+    shard: Arc<EdgeShard>,
+    dim: usize,
+}
+
+impl std::fmt::Debug for EdgeVectorIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EdgeVectorIndex").field("dim", &self.dim).finish()
+    }
+}
+
+fn path(p: &str) -> JsonPath {
+    JsonPath::try_from(p).expect("static payload key is a valid JSON path")
+}
+
+fn point_id(id: &EpisodeId) -> PointId {
+    PointId::Uuid(EdgeUuid::from_u128(id.as_uuid().as_u128()))
+}
+
+fn scope_filter(scope: &Scope) -> Filter {
+    Filter::new_must(Condition::Field(FieldCondition::new_match(
+        path("scope"),
+        Match::Value(MatchValue { value: ValueVariants::String(scope.key()) }),
+    )))
+}
+
+impl EdgeVectorIndex {
+    /// Opens or creates the shard in `dir` for vectors of `dim` dimensions.
+    ///
+    /// # Errors
+    /// [`Error::Vector`] when the shard cannot be opened, or when an existing
+    /// shard was built for another dimension (switching embedding models needs
+    /// a reindex).
+    pub fn open(dir: &Path, dim: usize) -> Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let config = EdgeConfigBuilder::new()
+            .vector("", EdgeVectorParamsBuilder::new(dim, Distance::Cosine).build())
+            .build();
+        let exists = dir.join("edge_config.json").exists();
+        let shard = if exists {
+            EdgeShard::load(dir, Some(config)).map_err(|e| {
+                Error::Vector(format!(
+                    "cannot open vector index at {} for dimension {dim} (built for another model? run a reindex): {e}",
+                    dir.display()
+                ))
+            })?
+        } else {
+            let shard = EdgeShard::new(dir, config).map_err(ve)?;
+            shard
+                .update(UpdateOperation::FieldIndexOperation(FieldIndexOperations::CreateIndex(CreateIndex {
+                    field_name: path("scope"),
+                    field_schema: Some(PayloadFieldSchema::FieldParams(PayloadSchemaParams::Keyword(KeywordIndexParams {
+                        is_tenant: Some(true),
+                        ..Default::default()
+                    }))),
+                })))
+                .map_err(ve)?;
+            shard
+        };
+        Ok(Self { shard: Arc::new(shard), dim })
+    }
+
+    /// Builds the HNSW index for segments large enough to need it (blocking;
+    /// seconds for tens of thousands of points). Workers call it after batches.
+    pub fn optimize_blocking(&self) -> Result<bool> {
+        self.shard.optimize().map_err(ve)
+    }
+
+    fn search_blocking(&self, scope: &Scope, vector: &[f32], limit: usize) -> Result<Vec<Hit>> {
+        if vector.len() != self.dim {
+            return Err(Error::Vector(format!("query has {} dimensions, index has {}", vector.len(), self.dim)));
+        }
+        let req = QueryRequest {
+            prefetches: vec![],
+            query: Some(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::default_dense(vector.to_vec())))),
+            filter: Some(scope_filter(scope)),
+            score_threshold: None,
+            limit,
+            offset: 0,
+            params: None,
+            with_vector: WithVector::Bool(false),
+            with_payload: WithPayloadInterface::Fields(vec![path("episode_id")]),
+        };
+        let points = self.shard.query(req).map_err(ve)?;
+        let mut hits = Vec::with_capacity(points.len());
+        for p in points {
+            let id = p
+                .payload
+                .as_ref()
+                .and_then(|pl| pl.0.get("episode_id"))
+                .and_then(|v| v.as_str())
+                .ok_or_else(|| Error::Vector("point without episode_id payload".into()))?;
+            hits.push(Hit { episode_id: EpisodeId::parse(id)?, score: p.score });
+        }
+        Ok(hits)
+    }
+}
+
+#[async_trait]
+impl VectorIndex for EdgeVectorIndex {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    async fn upsert(&self, points: Vec<VectorPoint>) -> Result<()> {
+        if points.is_empty() {
+            return Ok(());
+        }
+        for p in &points {
+            if p.vector.len() != self.dim {
+                return Err(Error::Vector(format!(
+                    "vector for {} has {} dimensions, index has {}",
+                    p.episode_id,
+                    p.vector.len(),
+                    self.dim
+                )));
+            }
+        }
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let list = points
+                .into_iter()
+                .map(|p| {
+                    PointStruct::new(
+                        point_id(&p.episode_id),
+                        p.vector,
+                        serde_json::json!({ "scope": p.scope.key(), "episode_id": p.episode_id.as_str() }),
+                    )
+                    .into()
+                })
+                .collect();
+            this.shard
+                .update(UpdateOperation::PointOperation(PointOperations::UpsertPoints(PointInsertOperations::PointsList(list))))
+                .map_err(ve)?;
+            this.shard.flush();
+            Ok(())
+        })
+        .await?
+    }
+
+    async fn search(&self, scope: &Scope, vector: &[f32], limit: usize) -> Result<Vec<Hit>> {
+        let (this, scope, vector) = (self.clone(), scope.clone(), vector.to_vec());
+        tokio::task::spawn_blocking(move || this.search_blocking(&scope, &vector, limit)).await?
+    }
+
+    async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        // Delete by (scope AND episode_id) so a caller can never remove another scope's point.
+        let filters: Vec<Filter> = ids
+            .iter()
+            .map(|id| {
+                let mut f = scope_filter(scope);
+                f.must.get_or_insert_with(Vec::new).push(Condition::Field(FieldCondition::new_match(
+                    path("episode_id"),
+                    Match::Value(MatchValue { value: ValueVariants::String(id.as_str().to_string()) }),
+                )));
+                f
+            })
+            .collect();
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            for filter in filters {
+                this.shard
+                    .update(UpdateOperation::PointOperation(PointOperations::DeletePointsByFilter(filter)))
+                    .map_err(ve)?;
+            }
+            this.shard.flush();
+            Ok(())
+        })
+        .await?
+    }
+
+    async fn optimize(&self) -> Result<()> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.optimize_blocking().map(|_| ())).await?
+    }
+
+    async fn count(&self, scope: &Scope) -> Result<usize> {
+        let (this, filter) = (self.clone(), scope_filter(scope));
+        tokio::task::spawn_blocking(move || this.shard.count(CountRequest { filter: Some(filter), exact: true }).map_err(ve)).await?
+    }
+}

@@ -1,0 +1,605 @@
+//! SQLite system of record (rusqlite, bundled SQLite, WAL journal).
+//!
+//! Schema migrations are an ordered list of SQL scripts; `PRAGMA user_version`
+//! records how many have run. Timestamps are stored as integer milliseconds
+//! since the Unix epoch (UTC). One connection behind a mutex serialises
+//! writes; calls run on tokio's blocking pool, never on executor threads.
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeZone, Utc};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use super::{DeleteCounts, Event, EventKind, OutboxEvent, RecordStore};
+use crate::error::{Error, Result};
+use crate::model::*;
+
+/// Ordered schema migrations; index + 1 is the resulting `user_version`.
+const MIGRATIONS: &[&str] = &[
+    // 1: working tier, episodes, outbox
+    r#"
+    CREATE TABLE sessions (
+        user_id TEXT NOT NULL, agent_id TEXT NOT NULL, session_id TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('open','completed')),
+        started_at INTEGER NOT NULL, last_message_at INTEGER NOT NULL,
+        last_activity_at INTEGER NOT NULL, message_count INTEGER NOT NULL,
+        completed_at INTEGER,
+        PRIMARY KEY (user_id, agent_id, session_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX sessions_idle ON sessions (status, last_activity_at);
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        user_id TEXT NOT NULL, agent_id TEXT NOT NULL, session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL, role TEXT NOT NULL, name TEXT, content TEXT NOT NULL,
+        ts INTEGER NOT NULL, recorded_at INTEGER NOT NULL,
+        UNIQUE (user_id, agent_id, session_id, seq)
+    );
+    CREATE TABLE episodes (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL, agent_id TEXT NOT NULL, session_id TEXT NOT NULL,
+        summary TEXT NOT NULL, abstract TEXT NOT NULL, summary_kind TEXT NOT NULL,
+        started_at INTEGER NOT NULL, ended_at INTEGER NOT NULL,
+        created_at INTEGER NOT NULL, expires_at INTEGER
+    );
+    CREATE INDEX episodes_scope ON episodes (user_id, agent_id);
+    CREATE INDEX episodes_expiry ON episodes (expires_at) WHERE expires_at IS NOT NULL;
+    CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL, user_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending','done','parked')),
+        attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT,
+        available_at INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL
+    );
+    CREATE INDEX outbox_pending ON outbox (status, kind, id);
+    "#,
+];
+
+fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn from_ms(v: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(v).single().unwrap_or_default()
+}
+
+/// SQLite-backed [`RecordStore`].
+#[derive(Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path`, enables WAL and runs
+    /// pending migrations.
+    ///
+    /// # Errors
+    /// [`Error::Sqlite`] when the file cannot be opened or a migration fails;
+    /// [`Error::Config`] when the database is newer than this build.
+    pub fn open(path: &Path) -> Result<Self> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let conn = Connection::open(path)?;
+        Self::init(conn)
+    }
+
+    /// An in-memory database (tests and throwaway runs).
+    pub fn open_in_memory() -> Result<Self> {
+        Self::init(Connection::open_in_memory()?)
+    }
+
+    fn init(mut conn: Connection) -> Result<Self> {
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if version as usize > MIGRATIONS.len() {
+            return Err(Error::Config(format!(
+                "database schema version {version} is newer than this build ({})",
+                MIGRATIONS.len()
+            )));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = conn.transaction()?;
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tx.commit()?;
+            tracing::info!(version = i + 1, "applied schema migration");
+        }
+        Ok(Self { conn: Arc::new(Mutex::new(conn)) })
+    }
+
+    /// Runs `f` with the connection on the blocking pool.
+    async fn run<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().map_err(|_| Error::Task("sqlite mutex poisoned".into()))?;
+            f(&mut guard)
+        })
+        .await?
+    }
+
+    /// Runs `f` synchronously with the connection (for callers already on a blocking thread).
+    pub fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        let mut guard = self.conn.lock().map_err(|_| Error::Task("sqlite mutex poisoned".into()))?;
+        f(&mut guard)
+    }
+
+    /// Deletes every row of a user (all agents) from every table; returns counts per table.
+    pub async fn delete_user(&self, user_id: &str) -> Result<DeleteCounts> {
+        let user = user_id.to_string();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let mut counts = DeleteCounts::default();
+            for table in ["messages", "sessions", "episodes", "outbox"] {
+                let n = tx.execute(&format!("DELETE FROM {table} WHERE user_id = ?1"), [&user])?;
+                counts.rows.insert(table.to_string(), n);
+            }
+            tx.commit()?;
+            Ok(counts)
+        })
+        .await
+    }
+
+    /// Row counts of every table for `scope` (used by erasure checks and `strata stats`).
+    pub async fn count_rows(&self, scope: &Scope) -> Result<DeleteCounts> {
+        let (u, a) = (scope.user_id().to_string(), scope.agent_id().to_string());
+        self.run(move |c| {
+            let mut counts = DeleteCounts::default();
+            for table in ["messages", "sessions", "episodes", "outbox"] {
+                let n: i64 = c.query_row(
+                    &format!("SELECT COUNT(*) FROM {table} WHERE user_id = ?1 AND agent_id = ?2"),
+                    params![u, a],
+                    |r| r.get(0),
+                )?;
+                counts.rows.insert(table.to_string(), n as usize);
+            }
+            Ok(counts)
+        })
+        .await
+    }
+
+    /// Scopes (user, agent) that have at least one episode (used by `strata reindex`-style maintenance).
+    pub async fn episode_ids(&self, scope: &Scope) -> Result<Vec<EpisodeId>> {
+        let (u, a) = (scope.user_id().to_string(), scope.agent_id().to_string());
+        self.run(move |c| {
+            let mut st = c.prepare("SELECT id FROM episodes WHERE user_id = ?1 AND agent_id = ?2 ORDER BY started_at")?;
+            let rows = st.query_map(params![u, a], |r| r.get::<_, String>(0))?;
+            let mut out = Vec::new();
+            for r in rows {
+                out.push(EpisodeId::parse(&r?)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+fn row_to_episode(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Episode)> {
+    let id: String = r.get("id")?;
+    let kind: String = r.get("summary_kind")?;
+    let session: String = r.get("session_id")?;
+    Ok((
+        id.clone(),
+        Episode {
+            id: EpisodeId::parse(&id).map_err(|e| rusqlite::Error::InvalidParameterName(e.to_string()))?,
+            session_id: SessionId::new(session).map_err(|e| rusqlite::Error::InvalidParameterName(e.to_string()))?,
+            summary: r.get("summary")?,
+            abstract_: r.get("abstract")?,
+            summary_kind: if kind == "llm" { SummaryKind::Llm } else { SummaryKind::Extractive },
+            started_at: from_ms(r.get("started_at")?),
+            ended_at: from_ms(r.get("ended_at")?),
+            created_at: from_ms(r.get("created_at")?),
+            expires_at: r.get::<_, Option<i64>>("expires_at")?.map(from_ms),
+        },
+    ))
+}
+
+const EPISODE_COLS: &str =
+    "id, session_id, summary, abstract, summary_kind, started_at, ended_at, created_at, expires_at";
+
+fn insert_event(tx: &rusqlite::Transaction<'_>, event: &Event, now: i64) -> Result<EventId> {
+    let payload = serde_json::to_string(event)?;
+    tx.execute(
+        "INSERT INTO outbox (kind, user_id, agent_id, payload, status, attempts, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?5, ?5)",
+        params![event.kind().as_str(), event.scope().user_id(), event.scope().agent_id(), payload, now],
+    )?;
+    Ok(EventId(tx.last_insert_rowid()))
+}
+
+#[async_trait]
+impl RecordStore for SqliteStore {
+    async fn append_message(&self, scope: &Scope, session: &SessionId, msg: &NewMessage, now: DateTime<Utc>) -> Result<MessageId> {
+        msg.validate()?;
+        let (scope, session, msg) = (scope.clone(), session.clone(), msg.clone());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let (u, a, s) = (scope.user_id(), scope.agent_id(), session.as_str());
+            let existing: Option<(String, i64)> = tx
+                .query_row(
+                    "SELECT status, message_count FROM sessions WHERE user_id=?1 AND agent_id=?2 AND session_id=?3",
+                    params![u, a, s],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let ts = ms(msg.timestamp);
+            let seq = match existing {
+                Some((status, _)) if status == "completed" => {
+                    return Err(Error::InvalidInput(format!(
+                        "session {s} is completed; record new messages under a new session id"
+                    )))
+                }
+                Some((_, count)) => {
+                    tx.execute(
+                        "UPDATE sessions SET message_count = message_count + 1,
+                            started_at = MIN(started_at, ?4), last_message_at = MAX(last_message_at, ?4),
+                            last_activity_at = ?5
+                         WHERE user_id=?1 AND agent_id=?2 AND session_id=?3",
+                        params![u, a, s, ts, ms(now)],
+                    )?;
+                    count
+                }
+                None => {
+                    tx.execute(
+                        "INSERT INTO sessions (user_id, agent_id, session_id, status, started_at, last_message_at, last_activity_at, message_count)
+                         VALUES (?1, ?2, ?3, 'open', ?4, ?4, ?5, 1)",
+                        params![u, a, s, ts, ms(now)],
+                    )?;
+                    0
+                }
+            };
+            tx.execute(
+                "INSERT INTO messages (user_id, agent_id, session_id, seq, role, name, content, ts, recorded_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![u, a, s, seq, msg.role.as_str(), msg.name, msg.content, ts, ms(now)],
+            )?;
+            let id = tx.last_insert_rowid();
+            tx.commit()?;
+            Ok(MessageId(id))
+        })
+        .await
+    }
+
+    async fn session(&self, scope: &Scope, session: &SessionId) -> Result<Session> {
+        let (scope, session) = (scope.clone(), session.clone());
+        self.run(move |c| {
+            c.query_row(
+                "SELECT status, started_at, last_message_at, message_count FROM sessions
+                 WHERE user_id=?1 AND agent_id=?2 AND session_id=?3",
+                params![scope.user_id(), scope.agent_id(), session.as_str()],
+                |r| {
+                    let status: String = r.get(0)?;
+                    Ok(Session {
+                        id: session.clone(),
+                        status: if status == "open" { SessionStatus::Open } else { SessionStatus::Completed },
+                        started_at: from_ms(r.get(1)?),
+                        last_message_at: from_ms(r.get(2)?),
+                        message_count: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?
+            .ok_or_else(|| Error::NotFound(format!("session {session}")))
+        })
+        .await
+    }
+
+    async fn messages(&self, scope: &Scope, session: &SessionId) -> Result<Vec<Message>> {
+        self.session(scope, session).await?;
+        let (scope, session) = (scope.clone(), session.clone());
+        self.run(move |c| {
+            let mut st = c.prepare_cached(
+                "SELECT id, seq, role, name, content, ts FROM messages
+                 WHERE user_id=?1 AND agent_id=?2 AND session_id=?3 ORDER BY seq",
+            )?;
+            let rows = st.query_map(params![scope.user_id(), scope.agent_id(), session.as_str()], |r| {
+                let role: String = r.get(2)?;
+                Ok(Message {
+                    id: MessageId(r.get(0)?),
+                    session_id: session.clone(),
+                    seq: r.get(1)?,
+                    message: NewMessage {
+                        role: Role::parse(&role).unwrap_or(Role::System),
+                        name: r.get(3)?,
+                        content: r.get(4)?,
+                        timestamp: from_ms(r.get(5)?),
+                    },
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+
+    async fn recent_user_turns(&self, scope: &Scope, session: &SessionId, n: usize) -> Result<Vec<String>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let (scope, session) = (scope.clone(), session.clone());
+        self.run(move |c| {
+            let mut st = c.prepare_cached(
+                "SELECT content FROM messages WHERE user_id=?1 AND agent_id=?2 AND session_id=?3 AND role='user'
+                 ORDER BY seq DESC LIMIT ?4",
+            )?;
+            let rows = st.query_map(params![scope.user_id(), scope.agent_id(), session.as_str(), n as i64], |r| r.get::<_, String>(0))?;
+            let mut v = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+            v.reverse();
+            Ok(v)
+        })
+        .await
+    }
+
+    async fn complete_session(&self, scope: &Scope, session: &SessionId, now: DateTime<Utc>) -> Result<Option<EventId>> {
+        let (scope, session) = (scope.clone(), session.clone());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let status: Option<String> = tx
+                .query_row(
+                    "SELECT status FROM sessions WHERE user_id=?1 AND agent_id=?2 AND session_id=?3",
+                    params![scope.user_id(), scope.agent_id(), session.as_str()],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            match status.as_deref() {
+                None => Err(Error::NotFound(format!("session {session}"))),
+                Some("completed") => Ok(None),
+                Some(_) => {
+                    tx.execute(
+                        "UPDATE sessions SET status='completed', completed_at=?4 WHERE user_id=?1 AND agent_id=?2 AND session_id=?3",
+                        params![scope.user_id(), scope.agent_id(), session.as_str(), ms(now)],
+                    )?;
+                    let id = insert_event(&tx, &Event::SessionCompleted { scope: scope.clone(), session_id: session.clone() }, ms(now))?;
+                    tx.commit()?;
+                    Ok(Some(id))
+                }
+            }
+        })
+        .await
+    }
+
+    async fn put_episode(&self, scope: &Scope, episode: &Episode, done: EventId) -> Result<()> {
+        let (scope, ep) = (scope.clone(), episode.clone());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let now = ms(Utc::now());
+            let existed: bool = tx
+                .query_row("SELECT 1 FROM episodes WHERE id=?1", [ep.id.as_str()], |_| Ok(()))
+                .optional()?
+                .is_some();
+            tx.execute(
+                "INSERT INTO episodes (id, user_id, agent_id, session_id, summary, abstract, summary_kind, started_at, ended_at, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                 ON CONFLICT(id) DO UPDATE SET summary=excluded.summary, abstract=excluded.abstract,
+                    summary_kind=excluded.summary_kind, started_at=excluded.started_at, ended_at=excluded.ended_at,
+                    expires_at=excluded.expires_at",
+                params![
+                    ep.id.as_str(), scope.user_id(), scope.agent_id(), ep.session_id.as_str(), ep.summary, ep.abstract_,
+                    ep.summary_kind.as_str(), ms(ep.started_at), ms(ep.ended_at), ms(ep.created_at), ep.expires_at.map(ms)
+                ],
+            )?;
+            tx.execute("UPDATE outbox SET status='done', updated_at=?2 WHERE id=?1", params![done.0, now])?;
+            if !existed {
+                insert_event(&tx, &Event::EpisodeCreated { scope: scope.clone(), episode_id: ep.id.clone() }, now)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn episode(&self, scope: &Scope, id: &EpisodeId, now: DateTime<Utc>) -> Result<Episode> {
+        let found = self.episodes(scope, std::slice::from_ref(id), now).await?;
+        found.into_iter().next().ok_or_else(|| Error::NotFound(format!("episode {id}")))
+    }
+
+    async fn episodes(&self, scope: &Scope, ids: &[EpisodeId], now: DateTime<Utc>) -> Result<Vec<Episode>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (scope, ids) = (scope.clone(), ids.to_vec());
+        self.run(move |c| {
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {EPISODE_COLS} FROM episodes WHERE id=?1 AND user_id=?2 AND agent_id=?3
+                 AND (expires_at IS NULL OR expires_at > ?4)"
+            ))?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in &ids {
+                if let Some((_, ep)) = st
+                    .query_row(params![id.as_str(), scope.user_id(), scope.agent_id(), ms(now)], row_to_episode)
+                    .optional()?
+                {
+                    out.push(ep);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn count_episodes(&self, scope: &Scope) -> Result<usize> {
+        let scope = scope.clone();
+        self.run(move |c| {
+            let n: i64 = c.query_row(
+                "SELECT COUNT(*) FROM episodes WHERE user_id=?1 AND agent_id=?2",
+                params![scope.user_id(), scope.agent_id()],
+                |r| r.get(0),
+            )?;
+            Ok(n as usize)
+        })
+        .await
+    }
+
+    async fn delete_episodes(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<usize> {
+        let (scope, ids) = (scope.clone(), ids.to_vec());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let mut n = 0;
+            for id in &ids {
+                n += tx.execute(
+                    "DELETE FROM episodes WHERE id=?1 AND user_id=?2 AND agent_id=?3",
+                    params![id.as_str(), scope.user_id(), scope.agent_id()],
+                )?;
+            }
+            tx.commit()?;
+            Ok(n)
+        })
+        .await
+    }
+
+    async fn pending_events(&self, kinds: &[EventKind], limit: usize) -> Result<Vec<OutboxEvent>> {
+        let kinds: Vec<&'static str> = kinds.iter().map(|k| k.as_str()).collect();
+        let now = ms(Utc::now());
+        self.run(move |c| {
+            let marks = vec!["?"; kinds.len()].join(",");
+            let mut st = c.prepare(&format!(
+                "SELECT id, payload, attempts FROM outbox WHERE status='pending' AND available_at <= {now} AND kind IN ({marks}) ORDER BY id LIMIT {limit}"
+            ))?;
+            let rows = st.query_map(rusqlite::params_from_iter(kinds.iter()), |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, payload, attempts) = row?;
+                match serde_json::from_str::<Event>(&payload) {
+                    Ok(event) => out.push(OutboxEvent { id: EventId(id), event, attempts: attempts as u32 }),
+                    Err(e) => {
+                        // unreadable payload: park it, never drop it
+                        tracing::error!(event_id = id, error = %e, "parking unreadable outbox event");
+                        c.execute(
+                            "UPDATE outbox SET status='parked', last_error=?2 WHERE id=?1",
+                            params![id, format!("unreadable payload: {e}")],
+                        )?;
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn count_pending(&self, kinds: &[EventKind]) -> Result<usize> {
+        let kinds: Vec<&'static str> = kinds.iter().map(|k| k.as_str()).collect();
+        self.run(move |c| {
+            let marks = vec!["?"; kinds.len()].join(",");
+            let n: i64 = c.query_row(
+                &format!("SELECT COUNT(*) FROM outbox WHERE status='pending' AND kind IN ({marks})"),
+                rusqlite::params_from_iter(kinds.iter()),
+                |r| r.get(0),
+            )?;
+            Ok(n as usize)
+        })
+        .await
+    }
+
+    async fn fail_event(&self, id: EventId, error: &str, park_after: u32) -> Result<()> {
+        let error = error.to_string();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ?2, updated_at = ?4,
+                    available_at = ?4 + MIN(60000, 500 * (1 << MIN(attempts, 7))),
+                    status = CASE WHEN attempts + 1 >= ?3 THEN 'parked' ELSE status END
+                 WHERE id = ?1",
+                params![id.0, error, park_after, ms(Utc::now())],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn idle_sessions(&self, before: DateTime<Utc>) -> Result<Vec<(Scope, SessionId)>> {
+        self.run(move |c| {
+            let mut st = c.prepare_cached(
+                "SELECT user_id, agent_id, session_id FROM sessions WHERE status='open' AND last_activity_at < ?1 LIMIT 1000",
+            )?;
+            let rows = st.query_map([ms(before)], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
+            let mut out = Vec::new();
+            for r in rows {
+                let (u, a, s) = r?;
+                out.push((Scope::new(u, a)?, SessionId::new(s)?));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn expired_episodes(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<(Scope, EpisodeId)>> {
+        self.run(move |c| {
+            let mut st = c.prepare_cached(
+                "SELECT user_id, agent_id, id FROM episodes WHERE expires_at IS NOT NULL AND expires_at <= ?1 LIMIT ?2",
+            )?;
+            let rows = st.query_map(params![ms(now), limit as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+            })?;
+            let mut out = Vec::new();
+            for r in rows {
+                let (u, a, id) = r?;
+                out.push((Scope::new(u, a)?, EpisodeId::parse(&id)?));
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(u: &str) -> Scope {
+        Scope::new(u, "bot").unwrap()
+    }
+
+    #[tokio::test]
+    async fn migrations_are_versioned_and_rerunnable() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.db");
+        SqliteStore::open(&p).unwrap();
+        let s = SqliteStore::open(&p).unwrap();
+        let v: i64 = s.with_conn(|c| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?)).unwrap();
+        assert_eq!(v as usize, MIGRATIONS.len());
+        let mode: String = s.with_conn(|c| Ok(c.pragma_query_value(None, "journal_mode", |r| r.get(0))?)).unwrap();
+        assert_eq!(mode, "wal");
+    }
+
+    #[tokio::test]
+    async fn record_complete_and_outbox_in_one_place() {
+        let s = SqliteStore::open_in_memory().unwrap();
+        let (sc, sid) = (scope("u"), SessionId::new("s1").unwrap());
+        let t = Utc.with_ymd_and_hms(2023, 5, 8, 13, 56, 0).unwrap();
+        s.append_message(&sc, &sid, &NewMessage::user("I moved to Berlin", t), Utc::now()).await.unwrap();
+        s.append_message(&sc, &sid, &NewMessage::assistant("Nice", t), Utc::now()).await.unwrap();
+        let sess = s.session(&sc, &sid).await.unwrap();
+        assert_eq!(sess.message_count, 2);
+        assert_eq!(sess.started_at, t, "caller timestamp, not ingestion time");
+        assert!(s.session(&scope("other"), &sid).await.is_err());
+        let ev = s.complete_session(&sc, &sid, Utc::now()).await.unwrap();
+        assert!(ev.is_some());
+        assert_eq!(s.complete_session(&sc, &sid, Utc::now()).await.unwrap(), None);
+        let err = s.append_message(&sc, &sid, &NewMessage::user("more", t), Utc::now()).await.unwrap_err();
+        assert!(matches!(err, Error::InvalidInput(_)));
+        let pending = s.pending_events(&[EventKind::SessionCompleted], 10).await.unwrap();
+        assert_eq!(pending.len(), 1);
+        s.fail_event(pending[0].id, "boom", 2).await.unwrap();
+        assert_eq!(s.count_pending(&[EventKind::SessionCompleted]).await.unwrap(), 1);
+        s.fail_event(pending[0].id, "boom", 2).await.unwrap();
+        assert_eq!(s.count_pending(&[EventKind::SessionCompleted]).await.unwrap(), 0, "parked after 2 attempts");
+        let parked: i64 = s.with_conn(|c| Ok(c.query_row("SELECT COUNT(*) FROM outbox WHERE status='parked'", [], |r| r.get(0))?)).unwrap();
+        assert_eq!(parked, 1, "parked, not dropped");
+    }
+
+    #[tokio::test]
+    async fn unknown_session_is_not_found() {
+        let s = SqliteStore::open_in_memory().unwrap();
+        let e = s.complete_session(&scope("u"), &SessionId::new("nope").unwrap(), Utc::now()).await.unwrap_err();
+        assert!(matches!(e, Error::NotFound(_)));
+    }
+}

@@ -1,0 +1,204 @@
+//! tantivy BM25 keyword index over episodes, on disk.
+//!
+//! Text is analysed by [`super::analyzer::analyze`] before it reaches
+//! tantivy (fields use tantivy's whitespace tokenizer over the analysed
+//! terms), so queries and documents share one analyser and the number of
+//! query terms is known for calibration. Scoring is tantivy's BM25
+//! (k1 = 1.2, b = 0.75, tantivy defaults, after Robertson & Zaragoza 2009).
+//! Every search is a `BooleanQuery` that must match the scope term (with a
+//! zero boost, so it filters without scoring) and at least one query term.
+
+use async_trait::async_trait;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use tantivy::collector::{Count, TopDocs};
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING};
+use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use super::analyzer::analyze;
+use super::{Hit, KeywordDoc, KeywordIndex, KeywordResult};
+use crate::error::{Error, Result};
+use crate::model::{EpisodeId, Scope};
+
+fn kw<E: std::fmt::Display>(e: E) -> Error {
+    Error::Keyword(e.to_string())
+}
+
+#[derive(Clone, Copy)]
+struct Fields {
+    id: Field,
+    scope: Field,
+    summary: Field,
+    raw: Field,
+}
+
+struct Inner {
+    reader: IndexReader,
+    writer: Mutex<IndexWriter>,
+    f: Fields,
+    raw_boost: f32,
+}
+
+/// On-disk tantivy index (see module docs).
+#[derive(Clone)]
+pub struct TantivyIndex {
+    inner: Arc<Inner>,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default().set_tokenizer("whitespace").set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let id = b.add_text_field("episode_id", STRING | STORED);
+    let scope = b.add_text_field("scope", STRING);
+    let summary = b.add_text_field("summary", text.clone());
+    let raw = b.add_text_field("raw", text);
+    (b.build(), Fields { id, scope, summary, raw })
+}
+
+impl TantivyIndex {
+    /// Opens or creates the index in `dir`. `raw_boost` weighs the raw
+    /// session field against the summary field (1.0).
+    ///
+    /// # Errors
+    /// [`Error::Keyword`] when the directory cannot be opened or holds an
+    /// index with another schema.
+    pub fn open(dir: &Path, raw_boost: f32) -> Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let (schema, f) = schema();
+        let mmap = tantivy::directory::MmapDirectory::open(dir).map_err(kw)?;
+        let index = Index::open_or_create(mmap, schema).map_err(kw)?;
+        Self::from_index(index, f, raw_boost)
+    }
+
+    /// An in-RAM index (tests, eval baselines).
+    pub fn in_ram(raw_boost: f32) -> Result<Self> {
+        let (schema, f) = schema();
+        Self::from_index(Index::create_in_ram(schema), f, raw_boost)
+    }
+
+    fn from_index(index: Index, f: Fields, raw_boost: f32) -> Result<Self> {
+        let writer = index.writer_with_num_threads(1, 50_000_000).map_err(kw)?;
+        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(kw)?;
+        Ok(Self { inner: Arc::new(Inner { reader, writer: Mutex::new(writer), f, raw_boost }) })
+    }
+
+    fn scope_term(&self, scope: &Scope) -> Term {
+        Term::from_field_text(self.inner.f.scope, &scope.key())
+    }
+
+    fn scope_and_ids(&self, scope: &Scope, ids: &[EpisodeId]) -> Box<dyn Query> {
+        let f = self.inner.f;
+        let id_clauses: Vec<(Occur, Box<dyn Query>)> = ids
+            .iter()
+            .map(|id| {
+                (Occur::Should, Box::new(TermQuery::new(Term::from_field_text(f.id, id.as_str()), IndexRecordOption::Basic)) as Box<dyn Query>)
+            })
+            .collect();
+        Box::new(BooleanQuery::new(vec![
+            (Occur::Must, Box::new(TermQuery::new(self.scope_term(scope), IndexRecordOption::Basic))),
+            (Occur::Must, Box::new(BooleanQuery::new(id_clauses))),
+        ]))
+    }
+
+    fn commit(&self, w: &mut IndexWriter) -> Result<()> {
+        w.commit().map_err(kw)?;
+        self.inner.reader.reload().map_err(kw)
+    }
+
+    /// Blocking search (callers on the async executor use [`KeywordIndex::search`]).
+    pub fn search_blocking(&self, scope: &Scope, query: &str, limit: usize) -> Result<KeywordResult> {
+        let f = self.inner.f;
+        let mut terms = analyze(query);
+        terms.sort();
+        terms.dedup();
+        if terms.is_empty() || limit == 0 {
+            return Ok(KeywordResult { hits: Vec::new(), query_terms: terms.len() });
+        }
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 2);
+        for t in &terms {
+            should.push((Occur::Should, Box::new(TermQuery::new(Term::from_field_text(f.summary, t), IndexRecordOption::WithFreqs))));
+            if self.inner.raw_boost > 0.0 {
+                let q = TermQuery::new(Term::from_field_text(f.raw, t), IndexRecordOption::WithFreqs);
+                should.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), self.inner.raw_boost))));
+            }
+        }
+        let q = BooleanQuery::new(vec![
+            (
+                Occur::Must,
+                Box::new(BoostQuery::new(Box::new(TermQuery::new(self.scope_term(scope), IndexRecordOption::Basic)), 0.0)),
+            ),
+            (Occur::Must, Box::new(BooleanQuery::new(should))),
+        ]);
+        let searcher = self.inner.reader.searcher();
+        let top = searcher.search(&q, &TopDocs::with_limit(limit).order_by_score()).map_err(kw)?;
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let d: TantivyDocument = searcher.doc(addr).map_err(kw)?;
+            if let Some(id) = d.get_first(f.id).and_then(|v| v.as_str()) {
+                hits.push(Hit { episode_id: EpisodeId::parse(id)?, score });
+            }
+        }
+        Ok(KeywordResult { hits, query_terms: terms.len() })
+    }
+
+    fn upsert_blocking(&self, docs: Vec<KeywordDoc>) -> Result<()> {
+        let f = self.inner.f;
+        let mut w = self.inner.writer.lock().map_err(|_| Error::Task("tantivy writer mutex poisoned".into()))?;
+        for d in &docs {
+            w.delete_term(Term::from_field_text(f.id, d.episode_id.as_str()));
+            w.add_document(doc!(
+                f.id => d.episode_id.as_str(),
+                f.scope => d.scope.key(),
+                f.summary => analyze(&d.summary).join(" "),
+                f.raw => analyze(&d.raw).join(" "),
+            ))
+            .map_err(kw)?;
+        }
+        self.commit(&mut w)
+    }
+}
+
+#[async_trait]
+impl KeywordIndex for TantivyIndex {
+    async fn upsert(&self, docs: Vec<KeywordDoc>) -> Result<()> {
+        if docs.is_empty() {
+            return Ok(());
+        }
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.upsert_blocking(docs)).await?
+    }
+
+    async fn search(&self, scope: &Scope, query: &str, limit: usize) -> Result<KeywordResult> {
+        let (this, scope, query) = (self.clone(), scope.clone(), query.to_string());
+        tokio::task::spawn_blocking(move || this.search_blocking(&scope, &query, limit)).await?
+    }
+
+    async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let this = self.clone();
+        let q = self.scope_and_ids(scope, ids);
+        tokio::task::spawn_blocking(move || {
+            let mut w = this.inner.writer.lock().map_err(|_| Error::Task("tantivy writer mutex poisoned".into()))?;
+            w.delete_query(q).map_err(kw)?;
+            this.commit(&mut w)
+        })
+        .await?
+    }
+
+    async fn count(&self, scope: &Scope) -> Result<usize> {
+        let q = TermQuery::new(self.scope_term(scope), IndexRecordOption::Basic);
+        let searcher = self.inner.reader.searcher();
+        searcher.search(&q, &Count).map_err(kw)
+    }
+}
+
+impl std::fmt::Debug for TantivyIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TantivyIndex").field("docs", &self.inner.reader.searcher().num_docs()).finish()
+    }
+}

@@ -1,0 +1,125 @@
+//! Unicode-safe text helpers: every clip in Strata counts *characters as
+//! extended grapheme clusters* (UAX #29, via `unicode-segmentation`), never
+//! bytes, so Korean syllables, emoji ZWJ sequences and combining marks are
+//! never split.
+
+use unicode_segmentation::UnicodeSegmentation;
+
+/// Number of extended grapheme clusters in `s` (what a user sees as characters).
+pub fn grapheme_len(s: &str) -> usize {
+    s.graphemes(true).count()
+}
+
+/// Keeps the last `max` graphemes of `s` (the tail). Returns `s` unchanged
+/// when it is short enough. Never splits a grapheme.
+pub fn clip_tail(s: &str, max: usize) -> &str {
+    let total = grapheme_len(s);
+    if total <= max {
+        return s;
+    }
+    let skip = total - max;
+    match s.grapheme_indices(true).nth(skip) {
+        Some((idx, _)) => &s[idx..],
+        None => "",
+    }
+}
+
+/// Keeps the first `max` graphemes of `s` (the head). Never splits a grapheme.
+pub fn clip_head(s: &str, max: usize) -> &str {
+    match s.grapheme_indices(true).nth(max) {
+        Some((idx, _)) => &s[..idx],
+        None => s,
+    }
+}
+
+/// Clips `s` to at most `max` graphemes, ending with `"..."` when it was cut
+/// (the ellipsis counts toward `max`). `max` below 4 returns a plain head clip.
+pub fn clip_with_ellipsis(s: &str, max: usize) -> String {
+    if grapheme_len(s) <= max {
+        return s.to_string();
+    }
+    if max < 4 {
+        return clip_head(s, max).to_string();
+    }
+    let head = clip_head(s, max - 3).trim_end();
+    format!("{head}...")
+}
+
+/// Splits text into sentences on `.`, `!`, `?`, `。`, `！`, `？` and line
+/// breaks (a simple, language-agnostic rule; abbreviations such as "Dr." may
+/// split early). Sentences are trimmed; empty ones are dropped.
+pub fn split_sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let end_here = match c {
+            '\n' => true,
+            '.' | '!' | '?' => matches!(chars.peek(), None | Some((_, ' ' | '\n' | '\t' | '"' | '\'' | ')'))),
+            '。' | '！' | '？' => true,
+            _ => false,
+        };
+        if end_here {
+            // swallow a run of terminators ("?!", "...")
+            let mut end = i + c.len_utf8();
+            while let Some(&(j, d)) = chars.peek() {
+                if matches!(d, '.' | '!' | '?' | '"' | '\'' | ')') {
+                    end = j + d.len_utf8();
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            let s = text[start..end].trim();
+            if !s.is_empty() {
+                out.push(s);
+            }
+            start = end;
+        }
+    }
+    let s = text[start..].trim();
+    if !s.is_empty() {
+        out.push(s);
+    }
+    out
+}
+
+/// True when `s` is empty or only whitespace.
+pub fn is_blank(s: &str) -> bool {
+    s.trim().is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_tail_keeps_graphemes_whole() {
+        let s = "안녕하세요 👩‍👩‍👧 e\u{301}";
+        for n in 0..12 {
+            let t = clip_tail(s, n);
+            assert!(s.ends_with(t));
+            assert!(grapheme_len(t) <= n);
+        }
+        assert_eq!(clip_tail("abc", 2), "bc");
+        assert_eq!(clip_tail("e\u{301}x", 2), "e\u{301}x");
+        assert_eq!(clip_tail("e\u{301}x", 1), "x");
+    }
+
+    #[test]
+    fn clip_head_and_ellipsis() {
+        assert_eq!(clip_head("👍🏽👍🏽👍🏽", 2), "👍🏽👍🏽");
+        assert_eq!(clip_with_ellipsis("abcdefghij", 8), "abcde...");
+        assert_eq!(clip_with_ellipsis("short", 8), "short");
+        let k = clip_with_ellipsis(&"한".repeat(300), 200);
+        assert_eq!(grapheme_len(&k), 200);
+        assert!(k.ends_with("..."));
+    }
+
+    #[test]
+    fn sentences() {
+        let s = split_sentences("Hi there. I moved to Berlin in 2021! Did you?\nYes 3.5 km");
+        assert_eq!(s, vec!["Hi there.", "I moved to Berlin in 2021!", "Did you?", "Yes 3.5 km"]);
+        assert_eq!(split_sentences("오늘 날씨 좋다. 내일 보자!"), vec!["오늘 날씨 좋다.", "내일 보자!"]);
+    }
+}

@@ -1,0 +1,92 @@
+//! The `strata` binary, run as a user would: import (with a malformed line),
+//! search, expand, inject, prune, and config errors.
+
+mod common;
+
+use std::process::Command;
+
+fn strata(data: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
+    c.arg("--data-dir").arg(data).arg("--set").arg(format!("embedding.model_dir={:?}", common::model_dir().display().to_string()));
+    c.env_remove("STRATA_LOG");
+    c
+}
+
+#[test]
+fn import_reports_bad_lines_and_keeps_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("history.jsonl");
+    let lines = [
+        r#"{"user_id":"mina","agent_id":"bot","session_id":"a","role":"user","content":"I moved to Portland in May and love the food carts.","timestamp":"2026-05-02T10:00:00Z"}"#,
+        r#"{"user_id":"mina","agent_id":"bot","session_id":"a","role":"assistant","content":"Portland food carts are great!","timestamp":"2026-05-02T10:01:00Z"}"#,
+        r#"{"user_id":"mina","agent_id":"bot","session_id":"a","role":"user","content": BROKEN"#,
+        r#"{"user_id":"mina","agent_id":"bot","session_id":"b","role":"user","content":"   ","timestamp":"2026-05-03T10:00:00Z"}"#,
+        r#"{"user_id":"mina","agent_id":"bot","session_id":"b","role":"user","content":"제 동생 유나는 10월에 결혼해요.","timestamp":"2026-05-03T10:00:00Z"}"#,
+        r#"{"user_id":"other","agent_id":"bot","session_id":"a","role":"user","content":"Secret: my Portland PIN is 9931.","timestamp":"2026-05-03T10:00:00Z"}"#,
+    ];
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let data = dir.path().join("data");
+    let out = strata(&data).args(["import"]).arg(&file).args(["--end-sessions", "--wait", "--json"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "bad lines make the exit status non-zero");
+    assert!(stderr.contains(":3:") && stderr.contains("malformed JSON"), "{stderr}");
+    assert!(stderr.contains(":4:") && stderr.contains("empty"), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["imported"], 4);
+    assert_eq!(report["sessions"], 3);
+
+    let out = strata(&data).args(["search", "--user", "mina", "--agent", "bot", "--json", "where did I move?"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let hits: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hits = hits.as_array().unwrap();
+    assert!(!hits.is_empty());
+    assert_eq!(hits[0]["session_id"], "a");
+    assert!(hits[0]["when"].as_str().unwrap().starts_with("2026-05-02"), "timestamp from the file");
+    for h in hits {
+        assert!(!h["abstract"].as_str().unwrap().contains("9931"), "another user's data leaked");
+    }
+    let id = hits[0]["id"].as_str().unwrap().to_string();
+    let out = strata(&data).args(["expand", "--user", "mina", "--agent", "bot", "--raw", "--json", &id]).output().unwrap();
+    assert!(out.status.success());
+    let ex: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ex["raw"].as_array().unwrap().len(), 2);
+    // the other user cannot expand it
+    let out = strata(&data).args(["expand", "--user", "other", "--agent", "bot", &id]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
+    // unknown id format
+    let out = strata(&data).args(["expand", "--user", "mina", "--agent", "bot", "nope"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("malformed episode id"));
+
+    let out = strata(&data).args(["inject", "--user", "mina", "--agent", "bot", "--session", "c", "--json", "thanks!"]).output().unwrap();
+    let inj: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(inj["trivial"], true);
+    let out = strata(&data).args(["prune", "--json"]).output().unwrap();
+    assert!(out.status.success());
+}
+
+#[test]
+fn config_errors_name_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = strata(dir.path()).args(["--set", "recall.min_scroe=0.2", "prune"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("min_scroe"));
+    let out = strata(dir.path()).env("STRATA__RECALL__MIN_SCORE", "2").args(["prune"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("recall.min_score"));
+    let out = strata(dir.path()).args(["search", "--user", "", "--agent", "a", "x"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("user_id must not be empty"));
+}
+
+#[test]
+fn missing_model_says_how_to_fetch_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--set", "embedding.model_dir=\"/nonexistent/model\"", "search", "--user", "u", "--agent", "a", "hello"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("scripts/fetch-model.sh"));
+}

@@ -1,0 +1,42 @@
+//! Test helpers: one real embedding model loaded once per test binary, and
+//! `Memory` instances on fresh temporary directories.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use strata::llm::local::LocalEmbedder;
+use strata::llm::Embedder;
+use strata::memory::Components;
+use strata::{Config, Memory};
+
+/// The model folder (`STRATA_TEST_MODEL` or `models/all-MiniLM-L6-v2`).
+pub fn model_dir() -> PathBuf {
+    std::env::var_os("STRATA_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2"))
+}
+
+/// The real all-MiniLM-L6-v2, loaded once. Panics (never skips) when missing.
+pub fn embedder() -> Arc<dyn Embedder> {
+    static E: OnceLock<Arc<LocalEmbedder>> = OnceLock::new();
+    E.get_or_init(|| {
+        Arc::new(LocalEmbedder::load(&model_dir(), 32, 256).unwrap_or_else(|e| panic!("{e} (tests need the real model)")))
+    })
+    .clone()
+}
+
+/// A config on a fresh directory (returned so it lives as long as the test).
+pub fn config() -> (Config, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Config::default();
+    c.data_dir = dir.path().to_path_buf();
+    c.embedding.model_dir = model_dir();
+    c.pruner.enabled = false;
+    (c, dir)
+}
+
+/// Opens a memory on `config` with the shared model.
+pub async fn open(config: Config) -> Memory {
+    Memory::open_with(config, Components { embedder: Some(embedder()), ..Default::default() }).await.unwrap()
+}

@@ -1,0 +1,215 @@
+//! End-to-end tests of the turn path and promotion, on the real embedded
+//! stores (SQLite file, tantivy on disk, qdrant-edge on disk) and the real model.
+
+mod common;
+
+use chrono::{Duration, TimeZone, Utc};
+use strata::memory::Components;
+use strata::{Error, Memory, NewMessage, Scope, SessionId};
+
+fn t(day: u32, min: i64) -> chrono::DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, day, 9, 0, 0).unwrap() + Duration::minutes(min)
+}
+
+async fn session(mem: &Memory, scope: &Scope, id: &str, day: u32, turns: &[&str]) -> SessionId {
+    let sid = SessionId::new(id).unwrap();
+    for (i, text) in turns.iter().enumerate() {
+        let msg = if i % 2 == 0 { NewMessage::user(*text, t(day, i as i64)) } else { NewMessage::assistant(*text, t(day, i as i64)) };
+        mem.record(scope, &sid, msg).await.unwrap();
+    }
+    mem.end_session(scope, &sid).await.unwrap();
+    sid
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_promote_inject_search_expand() {
+    let (cfg, _dir) = common::config();
+    let mem = common::open(cfg).await;
+    let scope = Scope::new("mina", "assistant").unwrap();
+    session(&mem, &scope, "s1", 2, &[
+        "My manager Dana made me tech lead for Project Atlas, the Postgres to ClickHouse migration.",
+        "Congrats!",
+        "The cutover deadline is April 17 and our p99 latency is 240 ms.",
+        "Good luck.",
+    ])
+    .await;
+    session(&mem, &scope, "s2", 9, &["I adopted a grey cat named Miso from the shelter.", "Lovely!", "She sleeps on my keyboard all day.", "Ha."]).await;
+    mem.wait_idle().await.unwrap();
+
+    // L1 search: right episode first, with the session's own date
+    let hits = mem.memory_search(&scope, "when is the ClickHouse cutover deadline?", 5).await.unwrap();
+    assert_eq!(hits[0].session_id.as_str(), "s1", "{hits:?}");
+    assert_eq!(hits[0].when, t(2, 0), "caller timestamp, not ingestion time");
+    assert!(hits[0].score > 0.0 && hits[0].score <= 1.0);
+    let ex = mem.memory_expand(&scope, &hits[0].id, true).await.unwrap();
+    assert!(ex.episode.summary.contains("April 17") || ex.episode.summary.contains("Atlas"), "{}", ex.episode.summary);
+    assert_eq!(ex.episode.summary_kind, strata::model::SummaryKind::Extractive);
+    assert_eq!(ex.raw.as_ref().unwrap().len(), 4);
+    let n = strata::text::grapheme_len(&ex.episode.abstract_);
+    assert!((1..=200).contains(&n));
+
+    // L0 inject: a relevant turn gets a Memory Context, a trivial one nothing
+    let s3 = SessionId::new("s3").unwrap();
+    let r = mem.inject(&scope, &s3, "what was the name of my cat again?").await.unwrap();
+    assert!(r.injected >= 1, "{r:?}");
+    assert!(r.section.starts_with("## Memory Context"));
+    assert!(r.section.contains("Miso"), "{}", r.section);
+    let r = mem.inject(&scope, &s3, "thanks! 👍").await.unwrap();
+    assert!(r.trivial && r.injected == 0 && r.section.is_empty());
+    // noise injects nothing
+    let r = mem.inject(&scope, &s3, "zxqv wplk").await.unwrap();
+    assert_eq!(r.injected, 0, "{r:?}");
+    assert!(r.top_score < mem.config().recall.min_score);
+
+    // pronoun resolution through recent turns: "she" alone is weak, the context carries "Miso"
+    mem.record(&scope, &s3, NewMessage::user("tell me about Miso", t(20, 0))).await.unwrap();
+    let r = mem.inject(&scope, &s3, "does she still sleep on it?").await.unwrap();
+    assert!(r.query.contains("Miso") && r.query.ends_with("does she still sleep on it?"));
+    mem.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_clear_errors() {
+    let (cfg, _dir) = common::config();
+    let mem = common::open(cfg).await;
+    let scope = Scope::new("u", "a").unwrap();
+    let sid = SessionId::new("s").unwrap();
+    for bad in ["", "   ", "\n\t"] {
+        assert!(matches!(mem.record(&scope, &sid, NewMessage::user(bad, t(1, 0))).await, Err(Error::InvalidInput(_))));
+        assert!(matches!(mem.memory_search(&scope, bad, 5).await, Err(Error::InvalidInput(_))));
+        assert!(matches!(mem.inject(&scope, &sid, bad).await, Err(Error::InvalidInput(_))));
+    }
+    assert!(matches!(mem.memory_search(&scope, "x", 0).await, Err(Error::InvalidInput(_))));
+    assert!(matches!(mem.memory_search(&scope, "x", 1000).await, Err(Error::InvalidInput(_))));
+    assert!(matches!(mem.end_session(&scope, &SessionId::new("nope").unwrap()).await, Err(Error::NotFound(_))));
+    let unknown = strata::EpisodeId::for_session(&scope, &SessionId::new("nope").unwrap());
+    assert!(matches!(mem.memory_expand(&scope, &unknown, false).await, Err(Error::NotFound(_))));
+    assert!(strata::EpisodeId::parse("not-an-id").is_err());
+    assert!(SessionId::new("").is_err());
+    mem.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_and_unicode_messages_are_stored_whole_and_searchable() {
+    let (cfg, _dir) = common::config();
+    let mem = common::open(cfg).await;
+    let scope = Scope::new("유저", "봇").unwrap();
+    let mut big = String::with_capacity(1 << 20);
+    while big.len() < (1 << 20) {
+        big.push_str("The quarterly report mentions zanzibar logistics and 물류 센터 👩‍👩‍👧 e\u{301}. ");
+    }
+    big.push_str("Final marker: quokkaproject.");
+    let sid = SessionId::new("big").unwrap();
+    mem.record(&scope, &sid, NewMessage::user(big.clone(), t(3, 0))).await.unwrap();
+    let ks = SessionId::new("ko").unwrap();
+    mem.record(&scope, &ks, NewMessage::user("제 동생 유나가 10월에 부산에서 결혼해요 💍", t(4, 0))).await.unwrap();
+    mem.record(&scope, &ks, NewMessage::assistant("축하해요! 🎉", t(4, 1))).await.unwrap();
+    mem.end_session(&scope, &sid).await.unwrap();
+    mem.end_session(&scope, &ks).await.unwrap();
+    mem.wait_idle().await.unwrap();
+    let ex = mem.memory_search(&scope, "quokkaproject", 3).await.unwrap();
+    assert_eq!(ex[0].session_id.as_str(), "big", "raw text of a 1 MB message is searchable");
+    let full = mem.memory_expand(&scope, &ex[0].id, true).await.unwrap();
+    assert_eq!(full.raw.unwrap()[0].message.content, big, "stored whole");
+    let ko = mem.memory_search(&scope, "동생 결혼식 어디서 해?", 3).await.unwrap();
+    assert_eq!(ko[0].session_id.as_str(), "ko", "{ko:?}");
+    // clipping points with emoji/combining marks: recent-context query
+    let s = SessionId::new("clip").unwrap();
+    for _ in 0..3 {
+        mem.record(&scope, &s, NewMessage::user("👩‍👩‍👧e\u{301}한".repeat(150), t(5, 0))).await.unwrap();
+    }
+    let r = mem.inject(&scope, &s, "👩‍👩‍👧 결혼식?").await.unwrap();
+    assert!(strata::text::grapheme_len(&r.query) <= 300);
+    assert!(r.query.ends_with("👩‍👩‍👧 결혼식?"));
+    mem.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_records_lose_nothing() {
+    let (cfg, _dir) = common::config();
+    let mem = common::open(cfg).await;
+    let scope = Scope::new("u", "a").unwrap();
+    let mut tasks = Vec::new();
+    for s in 0..8 {
+        let (mem, scope) = (mem.clone(), scope.clone());
+        tasks.push(tokio::spawn(async move {
+            let sid = SessionId::new(format!("s{s}")).unwrap();
+            for i in 0..25 {
+                mem.record(&scope, &sid, NewMessage::user(format!("session {s} message {i}"), t(1, i))).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    for s in 0..8 {
+        let sid = SessionId::new(format!("s{s}")).unwrap();
+        let sess = mem.session(&scope, &sid).await.unwrap();
+        assert_eq!(sess.message_count, 25);
+        let msgs: Vec<String> = mem.shared().records.messages(&scope, &sid).await.unwrap().into_iter().map(|m| m.message.content).collect();
+        for (i, m) in msgs.iter().enumerate() {
+            assert_eq!(m, &format!("session {s} message {i}"), "nothing lost or swapped");
+        }
+    }
+    mem.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_promotion_survives_a_crash() {
+    let (cfg, _dir) = common::config();
+    let scope = Scope::new("u", "a").unwrap();
+    {
+        // no workers: the session is completed and its event is in the outbox, nothing more
+        let mem = Memory::open_with(cfg.clone(), Components { embedder: Some(common::embedder()), no_workers: true, ..Default::default() })
+            .await
+            .unwrap();
+        session(&mem, &scope, "s1", 2, &["I started learning the cello in January.", "Nice!"]).await;
+        assert!(mem.memory_search(&scope, "cello", 5).await.unwrap().is_empty());
+        // dropped without shutdown: simulated crash
+    }
+    let mem = common::open(cfg).await;
+    mem.wait_idle().await.unwrap();
+    let hits = mem.memory_search(&scope, "cello lessons", 5).await.unwrap();
+    assert_eq!(hits.len(), 1, "replayed on reopen");
+    // idempotent: running promotion again changes nothing
+    assert_eq!(mem.run_pending().await.unwrap(), 0);
+    let again = mem.memory_search(&scope, "cello lessons", 5).await.unwrap();
+    assert_eq!(again, hits);
+    mem.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruner_expires_episodes_but_keeps_raw_sessions() {
+    let (mut cfg, _dir) = common::config();
+    cfg.episodes.ttl_days = 1;
+    let mem = common::open(cfg).await;
+    let scope = Scope::new("u", "a").unwrap();
+    let sid = session(&mem, &scope, "s1", 2, &["My locker code at the gym is 4471.", "Noted."]).await;
+    mem.wait_idle().await.unwrap();
+    assert_eq!(mem.memory_search(&scope, "locker code", 5).await.unwrap().len(), 1);
+    assert_eq!(mem.prune().await.unwrap().episodes_removed, 0, "not expired yet");
+    let report = mem.prune_at(Utc::now() + Duration::days(2)).await.unwrap();
+    assert_eq!(report.episodes_removed, 1);
+    let s = mem.shared();
+    assert_eq!(s.keyword.count(&scope).await.unwrap(), 0);
+    assert_eq!(s.vectors.count(&scope).await.unwrap(), 0);
+    assert_eq!(s.records.count_episodes(&scope).await.unwrap(), 0);
+    assert!(mem.memory_search(&scope, "locker code", 5).await.unwrap().is_empty());
+    assert_eq!(mem.session(&scope, &sid).await.unwrap().message_count, 2, "raw session stays");
+    mem.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_are_ended_and_promoted() {
+    let (mut cfg, _dir) = common::config();
+    cfg.sessions.idle_timeout_secs = 60;
+    let mem = common::open(cfg).await;
+    let scope = Scope::new("u", "a").unwrap();
+    let sid = SessionId::new("idle").unwrap();
+    mem.record(&scope, &sid, NewMessage::user("Remember that my passport expires in 2029.", t(1, 0))).await.unwrap();
+    assert_eq!(mem.sweep_idle_at(Utc::now()).await.unwrap(), 0, "not idle yet");
+    assert_eq!(mem.sweep_idle_at(Utc::now() + Duration::seconds(61)).await.unwrap(), 1);
+    mem.wait_idle().await.unwrap();
+    assert_eq!(mem.memory_search(&scope, "passport", 5).await.unwrap().len(), 1);
+    mem.shutdown().await.unwrap();
+}
