@@ -56,7 +56,7 @@ async fn populate(mem: &Memory, scope: &Scope, n: usize, base: &[(String, Vec<f3
             let sid = SessionId::new(format!("s{i}")).unwrap();
             let id = EpisodeId::for_session(scope, &sid);
             docs.push(KeywordDoc { scope: scope.clone(), episode_id: id.clone(), summary: text.clone(), raw: text.clone() });
-            points.push(VectorPoint { scope: scope.clone(), episode_id: id.clone(), vector: v.iter().map(|x| x / norm).collect() });
+            points.push(VectorPoint { scope: scope.clone(), episode_id: id.clone(), unit: 0, vector: v.iter().map(|x| x / norm).collect() });
             eps.push(Episode {
                 id,
                 session_id: sid,

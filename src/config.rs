@@ -107,6 +107,8 @@ pub struct EpisodesConfig {
     pub summary_max_sentences: usize,
     /// Extractive summary: most graphemes.
     pub summary_max_chars: usize,
+    /// Embed each non-trivial turn as an extra vector unit of the episode.
+    pub embed_turns: bool,
 }
 
 /// `[sessions]`.

@@ -12,12 +12,13 @@
 //! tantivy and by vectors in qdrant-edge), and *semantic* (an entity graph,
 //! in a later release).
 //!
-//! ```no_run
+//! ```
 //! use strata::{Config, Memory, NewMessage, Scope, SessionId};
 //!
 //! # #[tokio::main] async fn main() -> strata::Result<()> {
-//! let mut config = Config::default();
-//! config.data_dir = "/tmp/strata-doc".into();
+//! let dir = tempfile::tempdir()?;
+//! let mut config = Config::default(); // the model is read from ./models (scripts/fetch-model.sh)
+//! config.data_dir = dir.path().to_path_buf();
 //! let memory = Memory::open(config).await?;
 //! let scope = Scope::new("mina", "assistant")?;
 //! let s1 = SessionId::new("2026-03-02")?;
@@ -27,9 +28,10 @@
 //! memory.wait_idle().await?; // promotion is asynchronous
 //!
 //! let s2 = SessionId::new("2026-03-09")?;
-//! let ctx = memory.inject(&scope, &s2, "Which city did I move to?").await?;
+//! let ctx = memory.inject(&scope, &s2, "Which city did I move to from Seattle?").await?;
 //! println!("{}", ctx.section); // "## Memory Context\n- [...] user: I moved from Seattle to Portland..."
 //! let hits = memory.memory_search(&scope, "Portland move", 5).await?;
+//! assert_eq!(hits[0].session_id, s1);
 //! let full = memory.memory_expand(&scope, &hits[0].id, true).await?;
 //! assert!(full.episode.summary.contains("Portland"));
 //! memory.shutdown().await?;

@@ -53,6 +53,13 @@ pub struct Shared {
     trivial: TrivialFilter,
 }
 
+impl Shared {
+    /// True when `text` is a trivial message (see [`crate::recall::trivial`]).
+    pub fn is_trivial(&self, text: &str) -> bool {
+        self.trivial.is_trivial(text)
+    }
+}
+
 /// Optional replacements for the default components (tests, eval, embedding
 /// a shared model in several `Memory` instances). `None` = built from config.
 #[derive(Default, Clone)]

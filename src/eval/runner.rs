@@ -254,37 +254,65 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     Ok(())
 }
 
-/// Fits `p = σ(a·x + b)` by Newton's method (logistic regression on one feature).
+/// Fits `p = σ(a·x + b)` by maximum likelihood (logistic regression on one
+/// feature): the feature is standardised, Newton steps are halved until the
+/// log-likelihood improves, and the result is mapped back to raw units.
 pub fn fit_platt(samples: &[(f64, bool)]) -> Calibration {
-    let (mut a, mut b) = (1.0f64, 0.0f64);
+    let n = samples.len().max(1) as f64;
+    let mean = samples.iter().map(|s| s.0).sum::<f64>() / n;
+    let sd = (samples.iter().map(|s| (s.0 - mean).powi(2)).sum::<f64>() / n).sqrt().max(1e-9);
+    let z: Vec<(f64, f64)> = samples.iter().map(|&(x, y)| ((x - mean) / sd, if y { 1.0 } else { 0.0 })).collect();
+    let ll = |a: f64, b: f64| -> f64 {
+        z.iter()
+            .map(|&(x, y)| {
+                let t = a * x + b;
+                // log σ(t) = -ln(1+e^-t); log(1-σ(t)) = -ln(1+e^t)
+                -(y * (1.0 + (-t).exp()).ln() + (1.0 - y) * (1.0 + t.exp()).ln())
+            })
+            .sum::<f64>()
+            - 1e-4 * (a * a + b * b)
+    };
+    let (mut a, mut b) = (0.0f64, 0.0f64);
+    let mut cur = ll(a, b);
     for _ in 0..100 {
-        let (mut ga, mut gb, mut haa, mut hab, mut hbb) = (0.0, 0.0, 0.0, 0.0, 0.0);
-        for &(x, y) in samples {
+        let (mut ga, mut gb, mut haa, mut hab, mut hbb) = (0.0, 0.0, 1e-4, 0.0, 1e-4);
+        for &(x, y) in &z {
             let p = 1.0 / (1.0 + (-(a * x + b)).exp());
-            let e = p - if y { 1.0 } else { 0.0 };
-            let w = (p * (1.0 - p)).max(1e-9);
+            let e = y - p;
+            let w = p * (1.0 - p);
             ga += e * x;
             gb += e;
             haa += w * x * x;
             hab += w * x;
             hbb += w;
         }
-        // small ridge for stability
-        haa += 1e-6;
-        hbb += 1e-6;
+        ga -= 2e-4 * a;
+        gb -= 2e-4 * b;
         let det = haa * hbb - hab * hab;
         if det.abs() < 1e-12 {
             break;
         }
-        let da = (hbb * ga - hab * gb) / det;
-        let db = (haa * gb - hab * ga) / det;
-        a -= da;
-        b -= db;
-        if da.abs() < 1e-9 && db.abs() < 1e-9 {
+        let (da, db) = ((hbb * ga - hab * gb) / det, (haa * gb - hab * ga) / det);
+        let mut step = 1.0;
+        let mut improved = false;
+        while step > 1e-6 {
+            let (na, nb) = (a + step * da, b + step * db);
+            let v = ll(na, nb);
+            if v >= cur {
+                a = na;
+                b = nb;
+                improved = v - cur > 1e-10;
+                cur = v;
+                break;
+            }
+            step /= 2.0;
+        }
+        if !improved {
             break;
         }
     }
-    Calibration { slope: a, intercept: b }
+    // σ(a·(x-mean)/sd + b) = σ((a/sd)·x + (b - a·mean/sd))
+    Calibration { slope: a / sd, intercept: b - a * mean / sd }
 }
 
 /// Runs `strata eval calibrate`: replays, then labels the top-20 keyword and
@@ -312,7 +340,7 @@ pub async fn run_calibrate(config: Config, args: CalibrateArgs) -> Result<()> {
             let k = shared.keyword.search(&scope, &q.question, 20).await?;
             for h in &k.hits {
                 let label = sess.get(h.episode_id.as_str()).is_some_and(|i| gold.contains(i));
-                kw.push((h.score as f64 / k.query_terms.max(1) as f64, label));
+                kw.push((crate::recall::fusion::keyword_feature(h.score, k.reference_score), label));
             }
             let v = shared.embedder.embed(&[q.question.clone()]).await?;
             for h in shared.vectors.search(&scope, &v[0], 20).await? {
@@ -344,5 +372,15 @@ mod tests {
         let c = fit_platt(&s);
         assert!(c.slope > 0.0, "{c:?}");
         assert!(c.apply(9.0) > c.apply(1.0));
+        // a known logistic relation is recovered: p = σ(2x - 4)
+        let mut s = Vec::new();
+        for i in 0..4000 {
+            let x = (i % 400) as f64 / 100.0;
+            let p = 1.0 / (1.0 + (-(2.0 * x - 4.0)).exp());
+            // deterministic "sampling": label the first round(p*10) of every 10 repeats
+            s.push((x, ((i / 400) as f64) < (p * 10.0).round()));
+        }
+        let c = fit_platt(&s);
+        assert!((c.slope - 2.0).abs() < 0.3 && (c.intercept + 4.0).abs() < 0.6, "{c:?}");
     }
 }

@@ -7,8 +7,9 @@
 //! (`p = σ(slope·x + intercept)`, Platt 1999), fitted offline on labelled
 //! LoCoMo dev candidates (`strata eval calibrate`), into an estimate of
 //! P(relevant):
-//! - keyword feature `x = BM25 / distinct query terms` (BM25 grows with
-//!   query length; the per-term mean does not);
+//! - keyword feature `x = BM25 / reference score`, the reference being the
+//!   BM25 of a document holding every query term once at average length
+//!   (raw BM25 grows with query length and term rarity; the ratio does not);
 //! - vector feature `x = cosine similarity`.
 //!
 //! `weighted` fusion: `score = w_text · p_kw + w_vec · p_vec`, with a
@@ -50,8 +51,18 @@ pub enum Retrievers {
 }
 
 /// Calibrated keyword probability for a raw BM25 score.
-pub fn keyword_probability(cfg: &RecallConfig, bm25: f32, query_terms: usize) -> f64 {
-    cfg.keyword_calibration.apply(bm25 as f64 / query_terms.max(1) as f64)
+pub fn keyword_probability(cfg: &RecallConfig, bm25: f32, reference_score: f32) -> f64 {
+    cfg.keyword_calibration.apply(keyword_feature(bm25, reference_score))
+}
+
+/// The keyword calibration feature: BM25 over the query's reference score
+/// ([`KeywordResult::reference_score`]); 0 when the reference is 0.
+pub fn keyword_feature(bm25: f32, reference_score: f32) -> f64 {
+    if reference_score > 0.0 {
+        bm25 as f64 / reference_score as f64
+    } else {
+        0.0
+    }
 }
 
 /// Calibrated vector probability for a cosine similarity.
@@ -73,7 +84,7 @@ pub fn fuse(cfg: &RecallConfig, keyword: &KeywordResult, vector: &[Hit], which: 
         for (rank, h) in keyword.hits.iter().enumerate() {
             let e = by_id.entry(h.episode_id.clone()).or_insert_with(|| empty(&h.episode_id));
             e.keyword = Some(h.score);
-            e.score += wt * keyword_probability(cfg, h.score, keyword.query_terms);
+            e.score += wt * keyword_probability(cfg, h.score, keyword.reference_score);
             *rrf.entry(h.episode_id.clone()).or_default() += wt / (cfg.rrf_k + rank as f64 + 1.0);
         }
     }
@@ -117,10 +128,10 @@ mod tests {
     fn scores_are_absolute_not_min_max() {
         let cfg = Config::default().recall;
         // a weak top hit stays weak: no normalisation to 1
-        let weak = KeywordResult { hits: vec![Hit { episode_id: id("a"), score: 0.2 }], query_terms: 5 };
+        let weak = KeywordResult { hits: vec![Hit { episode_id: id("a"), score: 0.2 }], query_terms: 5, reference_score: 20.0 };
         let fused = fuse(&cfg, &weak, &[Hit { episode_id: id("a"), score: 0.05 }], Retrievers::Hybrid);
         assert!(fused[0].score < cfg.min_score, "{}", fused[0].score);
-        let strong = KeywordResult { hits: vec![Hit { episode_id: id("b"), score: 30.0 }], query_terms: 3 };
+        let strong = KeywordResult { hits: vec![Hit { episode_id: id("b"), score: 30.0 }], query_terms: 3, reference_score: 25.0 };
         let fused = fuse(&cfg, &strong, &[Hit { episode_id: id("b"), score: 0.8 }], Retrievers::Hybrid);
         assert!(fused[0].score > cfg.min_score);
         assert!(fused[0].score <= 1.0);
@@ -132,6 +143,7 @@ mod tests {
         let kw = KeywordResult {
             hits: vec![Hit { episode_id: id("a"), score: 20.0 }, Hit { episode_id: id("b"), score: 10.0 }],
             query_terms: 4,
+            reference_score: 20.0,
         };
         let vec_hits = vec![Hit { episode_id: id("b"), score: 0.9 }, Hit { episode_id: id("c"), score: 0.5 }];
         let w = fuse(&cfg, &kw, &vec_hits, Retrievers::Hybrid);

@@ -36,6 +36,10 @@ impl TrivialFilter {
 
     /// True when `message` should not trigger recall.
     pub fn is_trivial(&self, message: &str) -> bool {
+        // no listed phrase is anywhere near this long; skip normalising big messages
+        if message.len() > 512 && message.chars().take(512).any(char::is_alphanumeric) {
+            return false;
+        }
         let n = normalize(message);
         if n.is_empty() {
             return true; // emoji-only, punctuation-only, whitespace
@@ -67,7 +71,9 @@ fn is_laugh(n: &str) -> bool {
     if compact.is_empty() {
         return false;
     }
-    if compact.iter().all(|&c| matches!(c, 'ㅋ' | 'ㅎ' | 'ㅠ' | 'ㅜ')) {
+    // Korean laugh/cry jamo, in compatibility (ㅋ U+314B) and, after NFKC, conjoining (U+110F) forms
+    let laugh_jamo = |c: char| matches!(c, 'ㅋ' | 'ㅎ' | 'ㅠ' | 'ㅜ' | '\u{110F}' | '\u{1112}' | '\u{1172}' | '\u{116E}');
+    if compact.iter().all(|&c| laugh_jamo(c)) {
         return true;
     }
     // "haha", "hahaha", "hehe", "lolol"

@@ -28,6 +28,7 @@ pub async fn keyword_index_contract(idx: &dyn KeywordIndex) {
     assert_eq!(r.hits[0].episode_id, ep(&a, "1"));
     assert!(r.hits[0].score > 0.0);
     assert_eq!(r.query_terms, 2);
+    assert!(r.reference_score > 0.0 && r.hits[0].score <= 3.0 * r.reference_score);
     // upsert replaces by id
     idx.upsert(vec![doc(&a, "1", "Alice lives in Seattle")]).await.unwrap();
     assert!(idx.search(&a, "Portland", 10).await.unwrap().hits.is_empty());
@@ -55,7 +56,7 @@ fn unit(v: &[f32]) -> Vec<f32> {
 pub async fn vector_index_contract(idx: &dyn VectorIndex) {
     let (a, b) = scopes();
     assert_eq!(idx.dim(), 4);
-    let p = |s: &Scope, n: &str, v: &[f32]| VectorPoint { scope: s.clone(), episode_id: ep(s, n), vector: unit(v) };
+    let p = |s: &Scope, n: &str, v: &[f32]| VectorPoint { scope: s.clone(), episode_id: ep(s, n), unit: 0, vector: unit(v) };
     idx.upsert(vec![p(&a, "1", &[1.0, 0.0, 0.0, 0.0]), p(&a, "2", &[0.0, 1.0, 0.0, 0.0]), p(&b, "1", &[1.0, 0.0, 0.0, 0.0])])
         .await
         .unwrap();
@@ -64,12 +65,25 @@ pub async fn vector_index_contract(idx: &dyn VectorIndex) {
     assert_eq!(hits[0].episode_id, ep(&a, "1"));
     assert!(hits[0].score > 0.9 && hits[0].score <= 1.0001, "cosine: {}", hits[0].score);
     assert!(hits[0].score > hits[1].score);
-    assert!(idx.upsert(vec![VectorPoint { scope: a.clone(), episode_id: ep(&a, "x"), vector: vec![1.0; 3] }]).await.is_err());
+    assert!(idx.upsert(vec![VectorPoint { scope: a.clone(), episode_id: ep(&a, "x"), unit: 0, vector: vec![1.0; 3] }]).await.is_err());
     // replace
     idx.upsert(vec![p(&a, "1", &[0.0, 0.0, 1.0, 0.0])]).await.unwrap();
     let hits = idx.search(&a, &unit(&[0.0, 0.0, 1.0, 0.0]), 1).await.unwrap();
     assert_eq!(hits[0].episode_id, ep(&a, "1"));
     assert_eq!(idx.count(&a).await.unwrap(), 2);
+    // several units of one episode: it appears once, with its best unit's score
+    let mut u1 = p(&a, "2", &[0.0, 0.9, 0.1, 0.0]);
+    u1.unit = 1;
+    let mut u2 = p(&a, "2", &[0.0, 0.0, 0.95, 0.05]);
+    u2.unit = 2;
+    idx.upsert(vec![u1, u2]).await.unwrap();
+    let hits = idx.search(&a, &unit(&[0.0, 0.0, 1.0, 0.0]), 10).await.unwrap();
+    assert_eq!(hits.len(), 2, "{hits:?}");
+    assert!(hits.iter().filter(|h| h.episode_id == ep(&a, "2")).count() == 1);
+    assert_eq!(idx.count(&a).await.unwrap(), 4);
+    idx.delete(&a, &[ep(&a, "2")]).await.unwrap();
+    assert_eq!(idx.count(&a).await.unwrap(), 1, "all units of an episode go");
+    idx.upsert(vec![p(&a, "2", &[0.0, 1.0, 0.0, 0.0])]).await.unwrap();
     idx.delete(&b, &[ep(&a, "1")]).await.unwrap();
     assert_eq!(idx.count(&a).await.unwrap(), 2, "another scope cannot delete");
     idx.delete(&a, &[ep(&a, "1")]).await.unwrap();

@@ -175,8 +175,13 @@ pub struct Hit {
 pub struct KeywordResult {
     /// Hits, best first.
     pub hits: Vec<Hit>,
-    /// Distinct analysed query terms (used to normalise BM25 before calibration).
+    /// Distinct analysed query terms.
     pub query_terms: usize,
+    /// The query's reference score: the BM25 a document would get by holding
+    /// every query term once, at average length, in every field (Σ over terms
+    /// and fields of boost × idf). Dividing by it makes scores comparable
+    /// across queries of different lengths and rarity; 0 for an empty query.
+    pub reference_score: f32,
 }
 
 /// BM25 keyword index over episodes.
@@ -192,13 +197,16 @@ pub trait KeywordIndex: Send + Sync + 'static {
     async fn count(&self, scope: &Scope) -> Result<usize>;
 }
 
-/// A vector for the vector index: one episode.
+/// A vector for the vector index: one unit of an episode (unit 0 is the
+/// summary; units 1.. are turns of the raw session).
 #[derive(Debug, Clone)]
 pub struct VectorPoint {
     /// Owner.
     pub scope: Scope,
-    /// Episode id (the point key).
+    /// Episode id.
     pub episode_id: EpisodeId,
+    /// Unit number within the episode; (episode_id, unit) is the point key.
+    pub unit: u32,
     /// Unit-length embedding.
     pub vector: Vec<f32>,
 }
@@ -213,16 +221,17 @@ pub trait VectorIndex: Send + Sync + 'static {
     /// # Errors
     /// [`crate::Error::Vector`] when a vector's length is not [`VectorIndex::dim`].
     async fn upsert(&self, points: Vec<VectorPoint>) -> Result<()>;
-    /// Top `limit` episodes of `scope` by cosine similarity to `vector`.
+    /// Top `limit` episodes of `scope` by cosine similarity to `vector`; an
+    /// episode's score is the best score of its units, each episode appears once.
     async fn search(&self, scope: &Scope, vector: &[f32], limit: usize) -> Result<Vec<Hit>>;
-    /// Removes episodes of `scope`.
+    /// Removes episodes of `scope` (all their units).
     async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()>;
     /// Background maintenance (e.g. building the HNSW graph); called by
     /// workers when idle, never on the request path. Default: nothing.
     async fn optimize(&self) -> Result<()> {
         Ok(())
     }
-    /// Points stored for `scope`.
+    /// Points (units) stored for `scope`.
     async fn count(&self, scope: &Scope) -> Result<usize>;
 }
 

@@ -3,7 +3,8 @@
 //!
 //! One `EdgeShard` on disk holds every scope; each point's payload carries
 //! `scope` (keyword payload index with `is_tenant = true`) and
-//! `episode_id`. Point ids are the episode id's 128 bits as a UUID. The
+//! `episode_id`; an episode has several points (units: its summary and its
+//! turns), and search keeps each episode's best unit. The
 //! engine's API is synchronous, so every call runs on tokio's blocking pool.
 //! Distance is cosine.
 
@@ -23,14 +24,23 @@ use super::{Hit, VectorIndex, VectorPoint};
 use crate::error::{Error, Result};
 use crate::model::{EpisodeId, Scope};
 
+/// Points fetched per requested episode, so that episodes with many matching
+/// units do not crowd others out of the top `limit`.
+const UNIT_OVERFETCH: usize = 8;
+
 fn ve<E: std::fmt::Display>(e: E) -> Error {
     Error::Vector(e.to_string())
 }
 
 /// qdrant-edge backed [`VectorIndex`].
+///
+/// Writes (update + flush, optimize) are serialised by `writes`: the engine's
+/// `flush` panics if it cannot take the WAL lock at once, so two concurrent
+/// writers must never overlap. Reads do not take the lock.
 #[derive(Clone)]
 pub struct EdgeVectorIndex {
     shard: Arc<EdgeShard>,
+    writes: Arc<std::sync::Mutex<()>>,
     dim: usize,
 }
 
@@ -44,8 +54,17 @@ fn path(p: &str) -> JsonPath {
     JsonPath::try_from(p).expect("static payload key is a valid JSON path")
 }
 
-fn point_id(id: &EpisodeId) -> PointId {
-    PointId::Uuid(EdgeUuid::from_u128(id.as_uuid().as_u128()))
+/// Point id of a unit: the episode's 128 bits for unit 0 (the summary),
+/// else the first 128 bits of BLAKE3(episode id, unit).
+fn point_id(id: &EpisodeId, unit: u32) -> PointId {
+    if unit == 0 {
+        return PointId::Uuid(EdgeUuid::from_u128(id.as_uuid().as_u128()));
+    }
+    let mut h = blake3::Hasher::new();
+    h.update(id.as_str().as_bytes());
+    h.update(&unit.to_le_bytes());
+    let bytes: [u8; 16] = h.finalize().as_bytes()[..16].try_into().expect("16 bytes");
+    PointId::Uuid(EdgeUuid::from_bytes(bytes))
 }
 
 fn scope_filter(scope: &Scope) -> Filter {
@@ -88,13 +107,18 @@ impl EdgeVectorIndex {
                 .map_err(ve)?;
             shard
         };
-        Ok(Self { shard: Arc::new(shard), dim })
+        Ok(Self { shard: Arc::new(shard), writes: Arc::new(std::sync::Mutex::new(())), dim })
     }
 
     /// Builds the HNSW index for segments large enough to need it (blocking;
     /// seconds for tens of thousands of points). Workers call it after batches.
     pub fn optimize_blocking(&self) -> Result<bool> {
+        let _w = self.write_guard()?;
         self.shard.optimize().map_err(ve)
+    }
+
+    fn write_guard(&self) -> Result<std::sync::MutexGuard<'_, ()>> {
+        self.writes.lock().map_err(|_| Error::Task("vector write lock poisoned".into()))
     }
 
     fn search_blocking(&self, scope: &Scope, vector: &[f32], limit: usize) -> Result<Vec<Hit>> {
@@ -106,14 +130,15 @@ impl EdgeVectorIndex {
             query: Some(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::default_dense(vector.to_vec())))),
             filter: Some(scope_filter(scope)),
             score_threshold: None,
-            limit,
+            // units of one episode compete for slots: fetch more, keep each episode's best
+            limit: limit.saturating_mul(UNIT_OVERFETCH),
             offset: 0,
             params: None,
             with_vector: WithVector::Bool(false),
             with_payload: WithPayloadInterface::Fields(vec![path("episode_id")]),
         };
         let points = self.shard.query(req).map_err(ve)?;
-        let mut hits = Vec::with_capacity(points.len());
+        let mut hits: Vec<Hit> = Vec::with_capacity(limit);
         for p in points {
             let id = p
                 .payload
@@ -121,7 +146,10 @@ impl EdgeVectorIndex {
                 .and_then(|pl| pl.0.get("episode_id"))
                 .and_then(|v| v.as_str())
                 .ok_or_else(|| Error::Vector("point without episode_id payload".into()))?;
-            hits.push(Hit { episode_id: EpisodeId::parse(id)?, score: p.score });
+            // points arrive best first: the first unit seen is the episode's best
+            if hits.len() < limit && !hits.iter().any(|h| h.episode_id.as_str() == id) {
+                hits.push(Hit { episode_id: EpisodeId::parse(id)?, score: p.score });
+            }
         }
         Ok(hits)
     }
@@ -153,13 +181,14 @@ impl VectorIndex for EdgeVectorIndex {
                 .into_iter()
                 .map(|p| {
                     PointStruct::new(
-                        point_id(&p.episode_id),
+                        point_id(&p.episode_id, p.unit),
                         p.vector,
                         serde_json::json!({ "scope": p.scope.key(), "episode_id": p.episode_id.as_str() }),
                     )
                     .into()
                 })
                 .collect();
+            let _w = this.write_guard()?;
             this.shard
                 .update(UpdateOperation::PointOperation(PointOperations::UpsertPoints(PointInsertOperations::PointsList(list))))
                 .map_err(ve)?;
@@ -192,6 +221,7 @@ impl VectorIndex for EdgeVectorIndex {
             .collect();
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
+            let _w = this.write_guard()?;
             for filter in filters {
                 this.shard
                     .update(UpdateOperation::PointOperation(PointOperations::DeletePointsByFilter(filter)))

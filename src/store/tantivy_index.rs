@@ -115,7 +115,22 @@ impl TantivyIndex {
         terms.sort();
         terms.dedup();
         if terms.is_empty() || limit == 0 {
-            return Ok(KeywordResult { hits: Vec::new(), query_terms: terms.len() });
+            return Ok(KeywordResult { hits: Vec::new(), query_terms: terms.len(), reference_score: 0.0 });
+        }
+        let searcher = self.inner.reader.searcher();
+        // tantivy's BM25 idf: ln(1 + (N - df + 0.5) / (df + 0.5)); at tf = 1 and average
+        // length a term contributes exactly idf × boost
+        let n = searcher.num_docs() as f64;
+        let idf = |field: Field, t: &str| -> Result<f64> {
+            let df = searcher.doc_freq(&Term::from_field_text(field, t)).map_err(kw)? as f64;
+            Ok((1.0 + (n - df + 0.5) / (df + 0.5)).ln())
+        };
+        let mut reference = 0.0f64;
+        for t in &terms {
+            reference += idf(f.summary, t)?;
+            if self.inner.raw_boost > 0.0 {
+                reference += self.inner.raw_boost as f64 * idf(f.raw, t)?;
+            }
         }
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 2);
         for t in &terms {
@@ -132,7 +147,6 @@ impl TantivyIndex {
             ),
             (Occur::Must, Box::new(BooleanQuery::new(should))),
         ]);
-        let searcher = self.inner.reader.searcher();
         let top = searcher.search(&q, &TopDocs::with_limit(limit).order_by_score()).map_err(kw)?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
@@ -141,7 +155,7 @@ impl TantivyIndex {
                 hits.push(Hit { episode_id: EpisodeId::parse(id)?, score });
             }
         }
-        Ok(KeywordResult { hits, query_terms: terms.len() })
+        Ok(KeywordResult { hits, query_terms: terms.len(), reference_score: reference as f32 })
     }
 
     fn upsert_blocking(&self, docs: Vec<KeywordDoc>) -> Result<()> {

@@ -2,7 +2,8 @@
 //!
 //! Per batch of up to `workers.batch_size` pending `SessionCompleted` events:
 //! load each session's messages, summarise (chat model), take the abstract,
-//! embed all summaries in one call, upsert both indexes (one commit each),
+//! embed all summaries (vector unit 0) and, with `episodes.embed_turns`,
+//! every non-trivial turn (units 1..) in one call, upsert both indexes (one commit each),
 //! then for each episode write the row, mark the event done and emit
 //! `EpisodeCreated` in one transaction. Episode ids are deterministic, index
 //! writes are upserts, and the event is marked done last, so a crash at any
@@ -37,6 +38,8 @@ struct Prepared {
     event: OutboxEvent,
     episode: Episode,
     raw: String,
+    /// Texts of vector units 1.. (turns), when `episodes.embed_turns`.
+    turns: Vec<String>,
 }
 
 /// Runs until `stop` turns true and the outbox holds nothing processable.
@@ -131,7 +134,16 @@ async fn prepare(shared: &Shared, ev: &OutboxEvent) -> Result<Option<Prepared>> 
         created_at: now,
         expires_at: (ttl > 0).then(|| now + Duration::days(ttl as i64)),
     };
-    Ok(Some(Prepared { event: ev.clone(), episode, raw: transcript(&messages) }))
+    let turns = if shared.config.episodes.embed_turns {
+        messages
+            .iter()
+            .filter(|m| !shared.is_trivial(&m.message.content))
+            .map(|m| format!("{}: {}", m.message.speaker(), m.message.content))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Some(Prepared { event: ev.clone(), episode, raw: transcript(&messages), turns }))
 }
 
 async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
@@ -139,16 +151,26 @@ async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
         return Ok(());
     }
     let scope_of = |p: &Prepared| p.event.event.scope().clone();
-    let texts: Vec<String> = batch.iter().map(|p| p.episode.summary.clone()).collect();
+    // unit 0 = summary, units 1.. = turns; one embedding call for the whole batch
+    let mut texts = Vec::new();
+    let mut owners = Vec::new();
+    for (i, p) in batch.iter().enumerate() {
+        texts.push(p.episode.summary.clone());
+        owners.push((i, 0u32));
+        for (j, t) in p.turns.iter().enumerate() {
+            texts.push(t.clone());
+            owners.push((i, j as u32 + 1));
+        }
+    }
     let vectors = shared.embedder.embed(&texts).await?;
     let docs = batch
         .iter()
         .map(|p| KeywordDoc { scope: scope_of(p), episode_id: p.episode.id.clone(), summary: p.episode.summary.clone(), raw: p.raw.clone() })
         .collect();
-    let points = batch
-        .iter()
+    let points = owners
+        .into_iter()
         .zip(vectors)
-        .map(|(p, vector)| VectorPoint { scope: scope_of(p), episode_id: p.episode.id.clone(), vector })
+        .map(|((i, unit), vector)| VectorPoint { scope: scope_of(&batch[i]), episode_id: batch[i].episode.id.clone(), unit, vector })
         .collect();
     shared.keyword.upsert(docs).await?;
     shared.vectors.upsert(points).await?;
