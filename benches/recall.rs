@@ -1,6 +1,7 @@
 //! Criterion benches of the turn path: `inject` at 1k and 10k episodes in one
 //! scope (including the query embedding with the real local model), and
-//! `record`. Run with `cargo bench --bench recall`; needs the model
+//! `record`. Run with `cargo bench --profile dev --bench recall` (the dev
+//! profile optimises dependencies, so it reuses the test build); needs the model
 //! (`scripts/fetch-model.sh`).
 //!
 //! Episodes are written straight into the stores (SQLite row, tantivy doc,
@@ -11,6 +12,7 @@
 use chrono::{Duration, Utc};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::sync::Arc;
+use std::time::{Duration as StdDuration, Instant};
 use strata::llm::local::LocalEmbedder;
 use strata::memory::Components;
 use strata::model::{Episode, EpisodeId, EventId, SummaryKind};
@@ -34,6 +36,18 @@ fn sentence(i: usize) -> String {
         NAMES[(i / 3 + 1) % NAMES.len()],
         i % 28 + 1
     )
+}
+
+/// Prints p50/p99 of individually timed iterations (criterion reports means).
+fn report(name: &str, samples: &mut [StdDuration]) {
+    samples.sort();
+    let pick = |p: f64| samples[((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1];
+    eprintln!(
+        "{name}: n={} p50={:.3} ms p99={:.3} ms",
+        samples.len(),
+        pick(0.50).as_secs_f64() * 1e3,
+        pick(0.99).as_secs_f64() * 1e3
+    );
 }
 
 fn model() -> Arc<LocalEmbedder> {
@@ -98,14 +112,25 @@ fn benches(c: &mut Criterion) {
         rt.block_on(populate(&mem, &scope, n, &base));
         let sid = SessionId::new("live").unwrap();
         let mut i = 0usize;
+        let mut samples = Vec::new();
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| {
-                i += 1;
-                // a fresh query each time so the embedding cache does not hide the model cost
-                let q = format!("{} #{i}", queries[i % queries.len()]);
-                rt.block_on(mem.inject(&scope, &sid, &q)).unwrap()
+            b.iter_custom(|iters| {
+                let mut total = StdDuration::ZERO;
+                for _ in 0..iters {
+                    i += 1;
+                    // a fresh query each time so the embedding cache does not hide the model cost
+                    let q = format!("{} #{i}", queries[i % queries.len()]);
+                    let t = Instant::now();
+                    let r = rt.block_on(mem.inject(&scope, &sid, &q)).unwrap();
+                    let d = t.elapsed();
+                    std::hint::black_box(r);
+                    samples.push(d);
+                    total += d;
+                }
+                total
             })
         });
+        report(&format!("inject/{n}"), &mut samples);
         rt.block_on(mem.shutdown()).unwrap();
     }
     group.finish();
@@ -117,13 +142,24 @@ fn benches(c: &mut Criterion) {
     let mem = rt.block_on(Memory::open_with(cfg, Components { embedder: Some(model.clone()), ..Default::default() })).unwrap();
     let scope = Scope::new("bench", "bot").unwrap();
     let mut i = 0i64;
+    let mut samples = Vec::new();
     c.bench_function("record", |b| {
-        b.iter(|| {
-            i += 1;
-            let sid = SessionId::new(format!("s{}", i / 50)).unwrap();
-            rt.block_on(mem.record(&scope, &sid, NewMessage::user(format!("message number {i} about the Kafka consumer"), Utc::now()))).unwrap()
+        b.iter_custom(|iters| {
+            let mut total = StdDuration::ZERO;
+            for _ in 0..iters {
+                i += 1;
+                let sid = SessionId::new(format!("s{}", i / 50)).unwrap();
+                let msg = NewMessage::user(format!("message number {i} about the Kafka consumer"), Utc::now());
+                let t = Instant::now();
+                rt.block_on(mem.record(&scope, &sid, msg)).unwrap();
+                let d = t.elapsed();
+                samples.push(d);
+                total += d;
+            }
+            total
         })
     });
+    report("record", &mut samples);
     rt.block_on(mem.shutdown()).unwrap();
 }
 

@@ -48,20 +48,30 @@ pub enum Fusion {
     Rrf,
 }
 
-/// Platt scaling parameters: `p = 1 / (1 + exp(-(slope * x + intercept)))`.
+/// Logistic (Platt) calibration:
+/// `p = 1 / (1 + exp(-(slope * x + reference_slope * r + intercept)))`,
+/// where `x` is the retriever's score feature and `r` an optional second
+/// feature (the keyword query's reference score; 0 for vectors).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Calibration {
-    /// Multiplies the raw feature.
+    /// Weight of the score feature.
     pub slope: f64,
-    /// Added after scaling.
+    /// Weight of the reference feature (keyword only).
+    #[serde(default)]
+    pub reference_slope: f64,
+    /// Bias.
     pub intercept: f64,
 }
 
 impl Calibration {
-    /// Maps a raw retriever feature to a probability in (0, 1).
+    /// Maps a one-feature score to a probability in (0, 1).
     pub fn apply(&self, x: f64) -> f64 {
-        1.0 / (1.0 + (-(self.slope * x + self.intercept)).exp())
+        self.apply2(x, 0.0)
+    }
+    /// Maps a score feature and a reference feature to a probability in (0, 1).
+    pub fn apply2(&self, x: f64, r: f64) -> f64 {
+        1.0 / (1.0 + (-(self.slope * x + self.reference_slope * r + self.intercept)).exp())
     }
 }
 
@@ -89,6 +99,9 @@ pub struct RecallConfig {
     pub rrf_k: f64,
     /// Keyword boost of the raw session text field relative to the summary.
     pub raw_text_boost: f32,
+    /// BM25 statistics treat the index as holding at least this many
+    /// documents, so IDF is meaningful in a young index (0 = off).
+    pub bm25_prior_docs: u64,
     /// Platt scaling of the keyword feature.
     pub keyword_calibration: Calibration,
     /// Platt scaling of the vector (cosine) feature.

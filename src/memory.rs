@@ -202,12 +202,13 @@ impl Memory {
         });
         let dir = config.data_dir.clone();
         let boost = config.recall.raw_text_boost;
+        let prior = config.recall.bm25_prior_docs;
         let dim = embedder.dim();
         let ephemeral = components.ephemeral;
         let (records, keyword, vectors) = tokio::task::spawn_blocking(move || -> Result<_> {
             std::fs::create_dir_all(&dir)?;
             let records = if ephemeral { SqliteStore::open_in_memory()? } else { SqliteStore::open(&dir.join("strata.db"))? };
-            let keyword = if ephemeral { TantivyIndex::in_ram(boost)? } else { TantivyIndex::open(&dir.join("keyword"), boost)? };
+            let keyword = if ephemeral { TantivyIndex::in_ram(boost, prior)? } else { TantivyIndex::open(&dir.join("keyword"), boost, prior)? };
             let vectors = EdgeVectorIndex::open(&dir.join("vectors"), dim)?;
             Ok((records, keyword, vectors))
         })

@@ -254,70 +254,121 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     Ok(())
 }
 
-/// Fits `p = σ(a·x + b)` by maximum likelihood (logistic regression on one
-/// feature): the feature is standardised, Newton steps are halved until the
-/// log-likelihood improves, and the result is mapped back to raw units.
+/// Fits `p = σ(a·x + b)` by maximum likelihood (one feature).
 pub fn fit_platt(samples: &[(f64, bool)]) -> Calibration {
+    let rows: Vec<(Vec<f64>, bool)> = samples.iter().map(|&(x, y)| (vec![x], y)).collect();
+    let (w, b) = fit_logistic(&rows);
+    Calibration { slope: w[0], reference_slope: 0.0, intercept: b }
+}
+
+/// Logistic regression by maximum likelihood: features are standardised,
+/// Newton steps (tiny ridge) are halved until the log-likelihood improves,
+/// and the weights are mapped back to raw units. Returns (weights, bias).
+pub fn fit_logistic(samples: &[(Vec<f64>, bool)]) -> (Vec<f64>, f64) {
+    let d = samples.first().map(|s| s.0.len()).unwrap_or(0);
     let n = samples.len().max(1) as f64;
-    let mean = samples.iter().map(|s| s.0).sum::<f64>() / n;
-    let sd = (samples.iter().map(|s| (s.0 - mean).powi(2)).sum::<f64>() / n).sqrt().max(1e-9);
-    let z: Vec<(f64, f64)> = samples.iter().map(|&(x, y)| ((x - mean) / sd, if y { 1.0 } else { 0.0 })).collect();
-    let ll = |a: f64, b: f64| -> f64 {
-        z.iter()
-            .map(|&(x, y)| {
-                let t = a * x + b;
-                // log σ(t) = -ln(1+e^-t); log(1-σ(t)) = -ln(1+e^t)
-                -(y * (1.0 + (-t).exp()).ln() + (1.0 - y) * (1.0 + t.exp()).ln())
-            })
-            .sum::<f64>()
-            - 1e-4 * (a * a + b * b)
+    let mut mean = vec![0.0; d];
+    let mut sd = vec![0.0; d];
+    for (x, _) in samples {
+        for j in 0..d {
+            mean[j] += x[j] / n;
+        }
+    }
+    for (x, _) in samples {
+        for j in 0..d {
+            sd[j] += (x[j] - mean[j]).powi(2) / n;
+        }
+    }
+    let sd: Vec<f64> = sd.iter().map(|v| v.sqrt().max(1e-9)).collect();
+    // rows of standardised features with a trailing 1 for the bias
+    let z: Vec<(Vec<f64>, f64)> = samples
+        .iter()
+        .map(|(x, y)| {
+            let mut r: Vec<f64> = (0..d).map(|j| (x[j] - mean[j]) / sd[j]).collect();
+            r.push(1.0);
+            (r, if *y { 1.0 } else { 0.0 })
+        })
+        .collect();
+    let k = d + 1;
+    let ridge = 1e-4;
+    let dot = |w: &[f64], r: &[f64]| w.iter().zip(r).map(|(a, b)| a * b).sum::<f64>();
+    let ll = |w: &[f64]| -> f64 {
+        z.iter().map(|(r, y)| {
+            let t = dot(w, r);
+            -(y * (1.0 + (-t).exp()).ln() + (1.0 - y) * (1.0 + t.exp()).ln())
+        }).sum::<f64>() - ridge * w.iter().map(|v| v * v).sum::<f64>()
     };
-    let (mut a, mut b) = (0.0f64, 0.0f64);
-    let mut cur = ll(a, b);
+    let mut w = vec![0.0; k];
+    let mut cur = ll(&w);
     for _ in 0..100 {
-        let (mut ga, mut gb, mut haa, mut hab, mut hbb) = (0.0, 0.0, 1e-4, 0.0, 1e-4);
-        for &(x, y) in &z {
-            let p = 1.0 / (1.0 + (-(a * x + b)).exp());
-            let e = y - p;
-            let w = p * (1.0 - p);
-            ga += e * x;
-            gb += e;
-            haa += w * x * x;
-            hab += w * x;
-            hbb += w;
+        let mut g = vec![0.0; k];
+        let mut h = vec![vec![0.0; k]; k];
+        for (r, y) in &z {
+            let p = 1.0 / (1.0 + (-dot(&w, r)).exp());
+            let wgt = p * (1.0 - p);
+            for i in 0..k {
+                g[i] += (y - p) * r[i];
+                for j in 0..k {
+                    h[i][j] += wgt * r[i] * r[j];
+                }
+            }
         }
-        ga -= 2e-4 * a;
-        gb -= 2e-4 * b;
-        let det = haa * hbb - hab * hab;
-        if det.abs() < 1e-12 {
-            break;
+        for i in 0..k {
+            g[i] -= 2.0 * ridge * w[i];
+            h[i][i] += 2.0 * ridge;
         }
-        let (da, db) = ((hbb * ga - hab * gb) / det, (haa * gb - hab * ga) / det);
-        let mut step = 1.0;
+        let Some(step) = solve(h, g) else { break };
+        let mut t = 1.0;
         let mut improved = false;
-        while step > 1e-6 {
-            let (na, nb) = (a + step * da, b + step * db);
-            let v = ll(na, nb);
+        while t > 1e-6 {
+            let cand: Vec<f64> = w.iter().zip(&step).map(|(a, s)| a + t * s).collect();
+            let v = ll(&cand);
             if v >= cur {
-                a = na;
-                b = nb;
                 improved = v - cur > 1e-10;
+                w = cand;
                 cur = v;
                 break;
             }
-            step /= 2.0;
+            t /= 2.0;
         }
         if !improved {
             break;
         }
     }
-    // σ(a·(x-mean)/sd + b) = σ((a/sd)·x + (b - a·mean/sd))
-    Calibration { slope: a / sd, intercept: b - a * mean / sd }
+    let weights: Vec<f64> = (0..d).map(|j| w[j] / sd[j]).collect();
+    let bias = w[d] - (0..d).map(|j| w[j] * mean[j] / sd[j]).sum::<f64>();
+    (weights, bias)
 }
 
-/// Runs `strata eval calibrate`: replays, then labels the top-20 keyword and
-/// vector candidates of every question (gold session = relevant) and fits one
-/// Platt scaling per retriever. Prints the TOML to paste into config.
+/// Solves `a · x = b` by Gaussian elimination with partial pivoting.
+fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+    let n = b.len();
+    for c in 0..n {
+        let p = (c..n).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))?;
+        if a[p][c].abs() < 1e-12 {
+            return None;
+        }
+        a.swap(c, p);
+        b.swap(c, p);
+        for r in c + 1..n {
+            let f = a[r][c] / a[c][c];
+            for k in c..n {
+                a[r][k] -= f * a[c][k];
+            }
+            b[r] -= f * b[c];
+        }
+    }
+    let mut x = vec![0.0; n];
+    for r in (0..n).rev() {
+        x[r] = (b[r] - (r + 1..n).map(|k| a[r][k] * x[k]).sum::<f64>()) / a[r][r];
+    }
+    Some(x)
+}
+
+/// Runs `strata eval calibrate`: replays, then labels the top-10 keyword and
+/// vector candidates of every question — the pool inject sees (overfetch 2 ×
+/// max_entries 5) — with gold session = relevant, and fits one logistic
+/// calibration per retriever. Prints the TOML to paste into config.
 pub async fn run_calibrate(config: Config, args: CalibrateArgs) -> Result<()> {
     let convs = select(load_locomo(&args.data).map_err(|e| Error::Data(e.to_string()))?, &args.conversations)?;
     let (cfg, _dir) = eval_config(&config)?;
@@ -337,23 +388,28 @@ pub async fn run_calibrate(config: Config, args: CalibrateArgs) -> Result<()> {
             if gold.is_empty() {
                 continue;
             }
-            let k = shared.keyword.search(&scope, &q.question, 20).await?;
+            let k = shared.keyword.search(&scope, &q.question, 10).await?;
             for h in &k.hits {
                 let label = sess.get(h.episode_id.as_str()).is_some_and(|i| gold.contains(i));
-                kw.push((crate::recall::fusion::keyword_feature(h.score, k.reference_score), label));
+                let (x, r) = crate::recall::fusion::keyword_features(h.score, k.reference_score);
+                kw.push((vec![x, r], label));
             }
             let v = shared.embedder.embed(&[q.question.clone()]).await?;
-            for h in shared.vectors.search(&scope, &v[0], 20).await? {
+            for h in shared.vectors.search(&scope, &v[0], 10).await? {
                 let label = sess.get(h.episode_id.as_str()).is_some_and(|i| gold.contains(i));
                 vecs.push((h.score as f64, label));
             }
         }
     }
     mem.shutdown().await?;
-    let kc = fit_platt(&kw);
+    let (kw_w, kw_b) = fit_logistic(&kw);
+    let kc = Calibration { slope: kw_w[0], reference_slope: kw_w[1], intercept: kw_b };
     let vc = fit_platt(&vecs);
     println!("# fitted on {} keyword and {} vector candidates ({} conversations)", kw.len(), vecs.len(), convs.len());
-    println!("keyword_calibration = {{ slope = {:.4}, intercept = {:.4} }}", kc.slope, kc.intercept);
+    println!(
+        "keyword_calibration = {{ slope = {:.4}, reference_slope = {:.4}, intercept = {:.4} }}",
+        kc.slope, kc.reference_slope, kc.intercept
+    );
     println!("vector_calibration = {{ slope = {:.4}, intercept = {:.4} }}", vc.slope, vc.intercept);
     Ok(())
 }
@@ -382,5 +438,9 @@ mod tests {
         }
         let c = fit_platt(&s);
         assert!((c.slope - 2.0).abs() < 0.3 && (c.intercept + 4.0).abs() < 0.6, "{c:?}");
+        // two features: the second one carries no signal and gets a weight near 0
+        let rows: Vec<(Vec<f64>, bool)> = s.iter().enumerate().map(|(i, &(x, y))| (vec![x, (i % 7) as f64], y)).collect();
+        let (w, b) = fit_logistic(&rows);
+        assert!((w[0] - 2.0).abs() < 0.3 && w[1].abs() < 0.1 && (b + 4.0).abs() < 0.7, "{w:?} {b}");
     }
 }

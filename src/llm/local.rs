@@ -90,12 +90,18 @@ impl LocalEmbedder {
     }
 
     /// Embeds on the calling thread (blocking; tens of ms per batch).
+    /// Inputs are sorted by length before batching (and results restored to
+    /// input order), so a batch pads to similar lengths instead of to its
+    /// longest member.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         let i = &self.inner;
-        let mut out = Vec::with_capacity(texts.len());
         let char_cap = i.max_tokens * 8;
-        for chunk in texts.chunks(i.batch_size) {
-            let clipped: Vec<&str> = chunk.iter().map(|t| crate::text::clip_head(t, char_cap)).collect();
+        let clipped_all: Vec<&str> = texts.iter().map(|t| crate::text::clip_head(t, char_cap)).collect();
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&k| clipped_all[k].len());
+        let mut sorted_out: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
+        for chunk in order.chunks(i.batch_size) {
+            let clipped: Vec<&str> = chunk.iter().map(|&k| clipped_all[k]).collect();
             let enc = i.tokenizer.encode_batch(clipped, true).map_err(ee)?;
             let n = enc.len();
             let len = enc.first().map(|e| e.get_ids().len()).unwrap_or(0).max(1);
@@ -118,7 +124,11 @@ impl LocalEmbedder {
             let mean = summed.broadcast_div(&counts).map_err(ee)?;
             let norm = mean.sqr().map_err(ee)?.sum_keepdim(1).map_err(ee)?.sqrt().map_err(ee)?.clamp(1e-12, f64::MAX).map_err(ee)?;
             let unit = mean.broadcast_div(&norm).map_err(ee)?;
-            out.extend(unit.to_vec2::<f32>().map_err(ee)?);
+            sorted_out.extend(unit.to_vec2::<f32>().map_err(ee)?);
+        }
+        let mut out = vec![Vec::new(); texts.len()];
+        for (v, &k) in sorted_out.into_iter().zip(&order) {
+            out[k] = v;
         }
         Ok(out)
     }

@@ -7,9 +7,11 @@
 //! (`p = σ(slope·x + intercept)`, Platt 1999), fitted offline on labelled
 //! LoCoMo dev candidates (`strata eval calibrate`), into an estimate of
 //! P(relevant):
-//! - keyword feature `x = BM25 / reference score`, the reference being the
-//!   BM25 of a document holding every query term once at average length
-//!   (raw BM25 grows with query length and term rarity; the ratio does not);
+//! - keyword: two features, `x = ln(1 + BM25)` and `r = ln(1 + reference)`,
+//!   the reference being the BM25 a document holding every query term once
+//!   at average length would get. Raw BM25 grows with query length and term
+//!   rarity; fitting the weight of `r` lets the data say how much (a plain
+//!   ratio over-penalises long chat turns);
 //! - vector feature `x = cosine similarity`.
 //!
 //! `weighted` fusion: `score = w_text · p_kw + w_vec · p_vec`, with a
@@ -52,17 +54,14 @@ pub enum Retrievers {
 
 /// Calibrated keyword probability for a raw BM25 score.
 pub fn keyword_probability(cfg: &RecallConfig, bm25: f32, reference_score: f32) -> f64 {
-    cfg.keyword_calibration.apply(keyword_feature(bm25, reference_score))
+    let (x, r) = keyword_features(bm25, reference_score);
+    cfg.keyword_calibration.apply2(x, r)
 }
 
-/// The keyword calibration feature: BM25 over the query's reference score
-/// ([`KeywordResult::reference_score`]); 0 when the reference is 0.
-pub fn keyword_feature(bm25: f32, reference_score: f32) -> f64 {
-    if reference_score > 0.0 {
-        bm25 as f64 / reference_score as f64
-    } else {
-        0.0
-    }
+/// The keyword calibration features: `(ln(1 + BM25), ln(1 + reference))`,
+/// the reference being [`KeywordResult::reference_score`].
+pub fn keyword_features(bm25: f32, reference_score: f32) -> (f64, f64) {
+    ((1.0 + bm25.max(0.0) as f64).ln(), (1.0 + reference_score.max(0.0) as f64).ln())
 }
 
 /// Calibrated vector probability for a cosine similarity.

@@ -98,18 +98,18 @@ mod backends {
     #[tokio::test]
     async fn tantivy_on_disk() {
         let dir = tempfile::tempdir().unwrap();
-        let idx = tantivy_index::TantivyIndex::open(dir.path(), 0.5).unwrap();
+        let idx = tantivy_index::TantivyIndex::open(dir.path(), 0.5, 100).unwrap();
         keyword_index_contract(&idx).await;
         drop(idx);
         // reopen: data persisted
-        let idx = tantivy_index::TantivyIndex::open(dir.path(), 0.5).unwrap();
+        let idx = tantivy_index::TantivyIndex::open(dir.path(), 0.5, 100).unwrap();
         let (a, _) = scopes();
         assert_eq!(idx.count(&a).await.unwrap(), 2);
     }
 
     #[tokio::test]
     async fn tantivy_in_ram() {
-        keyword_index_contract(&tantivy_index::TantivyIndex::in_ram(0.5).unwrap()).await;
+        keyword_index_contract(&tantivy_index::TantivyIndex::in_ram(0.5, 0).unwrap()).await;
     }
 
     #[tokio::test]

@@ -41,8 +41,15 @@ fn ve<E: std::fmt::Display>(e: E) -> Error {
 pub struct EdgeVectorIndex {
     shard: Arc<EdgeShard>,
     writes: Arc<std::sync::Mutex<()>>,
+    /// Points written since the last optimisation.
+    unoptimized: Arc<std::sync::atomic::AtomicUsize>,
     dim: usize,
 }
+
+/// [`VectorIndex::optimize`] rebuilds the HNSW graph only after this many
+/// new points (a rebuild over tens of thousands of points takes seconds;
+/// below it, the appendable segment's exact scan is fast).
+pub const OPTIMIZE_AFTER_POINTS: usize = 20_000;
 
 impl std::fmt::Debug for EdgeVectorIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -107,13 +114,19 @@ impl EdgeVectorIndex {
                 .map_err(ve)?;
             shard
         };
-        Ok(Self { shard: Arc::new(shard), writes: Arc::new(std::sync::Mutex::new(())), dim })
+        Ok(Self {
+            shard: Arc::new(shard),
+            writes: Arc::new(std::sync::Mutex::new(())),
+            unoptimized: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            dim,
+        })
     }
 
     /// Builds the HNSW index for segments large enough to need it (blocking;
     /// seconds for tens of thousands of points). Workers call it after batches.
     pub fn optimize_blocking(&self) -> Result<bool> {
         let _w = self.write_guard()?;
+        self.unoptimized.store(0, std::sync::atomic::Ordering::Relaxed);
         self.shard.optimize().map_err(ve)
     }
 
@@ -175,6 +188,7 @@ impl VectorIndex for EdgeVectorIndex {
                 )));
             }
         }
+        self.unoptimized.fetch_add(points.len(), std::sync::atomic::Ordering::Relaxed);
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
             let list = points
@@ -234,6 +248,9 @@ impl VectorIndex for EdgeVectorIndex {
     }
 
     async fn optimize(&self) -> Result<()> {
+        if self.unoptimized.load(std::sync::atomic::Ordering::Relaxed) < OPTIMIZE_AFTER_POINTS {
+            return Ok(());
+        }
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.optimize_blocking().map(|_| ())).await?
     }

@@ -3,8 +3,14 @@
 //! Text is analysed by [`super::analyzer::analyze`] before it reaches
 //! tantivy (fields use tantivy's whitespace tokenizer over the analysed
 //! terms), so queries and documents share one analyser and the number of
-//! query terms is known for calibration. Scoring is tantivy's BM25
-//! (k1 = 1.2, b = 0.75, tantivy defaults, after Robertson & Zaragoza 2009).
+//! query terms is known for calibration.
+//! Scoring is tantivy's BM25
+//! (k1 = 1.2, b = 0.75, tantivy defaults, after Robertson & Zaragoza 2009),
+//! with one change to its statistics: the collection size used for IDF is at
+//! least `prior_docs` (as if the index also held that many documents without
+//! the query's terms; average length preserved). In a young index of a few
+//! documents every term is "common" and BM25 says little; the prior keeps
+//! IDF, and so the calibrated scores, meaningful from the first episode on.
 //! Every search is a `BooleanQuery` that must match the scope term (with a
 //! zero boost, so it filters without scoring) and at least one query term.
 
@@ -14,7 +20,35 @@ use std::sync::{Arc, Mutex};
 use tantivy::collector::{Count, TopDocs};
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING};
-use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::query::Bm25StatisticsProvider;
+use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
+
+/// BM25 statistics of a searcher with the collection size floored at a prior.
+struct PriorStats<'a> {
+    searcher: &'a Searcher,
+    prior_docs: u64,
+}
+
+impl PriorStats<'_> {
+    fn docs(&self) -> u64 {
+        self.searcher.num_docs().max(self.prior_docs)
+    }
+}
+
+impl Bm25StatisticsProvider for PriorStats<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let n = self.searcher.num_docs();
+        let tokens = self.searcher.total_num_tokens(field)?;
+        // keep the average document length of the real collection
+        Ok(if n == 0 { 0 } else { (tokens as u128 * self.docs() as u128 / n as u128) as u64 })
+    }
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.docs())
+    }
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        self.searcher.doc_freq(term)
+    }
+}
 
 use super::analyzer::analyze;
 use super::{Hit, KeywordDoc, KeywordIndex, KeywordResult};
@@ -34,6 +68,7 @@ struct Fields {
 }
 
 struct Inner {
+    prior_docs: u64,
     reader: IndexReader,
     writer: Mutex<IndexWriter>,
     f: Fields,
@@ -65,24 +100,24 @@ impl TantivyIndex {
     /// # Errors
     /// [`Error::Keyword`] when the directory cannot be opened or holds an
     /// index with another schema.
-    pub fn open(dir: &Path, raw_boost: f32) -> Result<Self> {
+    pub fn open(dir: &Path, raw_boost: f32, prior_docs: u64) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
         let (schema, f) = schema();
         let mmap = tantivy::directory::MmapDirectory::open(dir).map_err(kw)?;
         let index = Index::open_or_create(mmap, schema).map_err(kw)?;
-        Self::from_index(index, f, raw_boost)
+        Self::from_index(index, f, raw_boost, prior_docs)
     }
 
     /// An in-RAM index (tests, eval baselines).
-    pub fn in_ram(raw_boost: f32) -> Result<Self> {
+    pub fn in_ram(raw_boost: f32, prior_docs: u64) -> Result<Self> {
         let (schema, f) = schema();
-        Self::from_index(Index::create_in_ram(schema), f, raw_boost)
+        Self::from_index(Index::create_in_ram(schema), f, raw_boost, prior_docs)
     }
 
-    fn from_index(index: Index, f: Fields, raw_boost: f32) -> Result<Self> {
+    fn from_index(index: Index, f: Fields, raw_boost: f32, prior_docs: u64) -> Result<Self> {
         let writer = index.writer_with_num_threads(1, 50_000_000).map_err(kw)?;
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(kw)?;
-        Ok(Self { inner: Arc::new(Inner { reader, writer: Mutex::new(writer), f, raw_boost }) })
+        Ok(Self { inner: Arc::new(Inner { prior_docs, reader, writer: Mutex::new(writer), f, raw_boost }) })
     }
 
     fn scope_term(&self, scope: &Scope) -> Term {
@@ -118,11 +153,12 @@ impl TantivyIndex {
             return Ok(KeywordResult { hits: Vec::new(), query_terms: terms.len(), reference_score: 0.0 });
         }
         let searcher = self.inner.reader.searcher();
+        let stats = PriorStats { searcher: &searcher, prior_docs: self.inner.prior_docs };
         // tantivy's BM25 idf: ln(1 + (N - df + 0.5) / (df + 0.5)); at tf = 1 and average
         // length a term contributes exactly idf × boost
-        let n = searcher.num_docs() as f64;
+        let n = stats.docs() as f64;
         let idf = |field: Field, t: &str| -> Result<f64> {
-            let df = searcher.doc_freq(&Term::from_field_text(field, t)).map_err(kw)? as f64;
+            let df = stats.doc_freq(&Term::from_field_text(field, t)).map_err(kw)? as f64;
             Ok((1.0 + (n - df + 0.5) / (df + 0.5)).ln())
         };
         let mut reference = 0.0f64;
@@ -147,7 +183,9 @@ impl TantivyIndex {
             ),
             (Occur::Must, Box::new(BooleanQuery::new(should))),
         ]);
-        let top = searcher.search(&q, &TopDocs::with_limit(limit).order_by_score()).map_err(kw)?;
+        let top = searcher
+            .search_with_statistics_provider(&q, &TopDocs::with_limit(limit).order_by_score(), &stats)
+            .map_err(kw)?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
             let d: TantivyDocument = searcher.doc(addr).map_err(kw)?;

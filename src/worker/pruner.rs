@@ -53,9 +53,12 @@ pub async fn prune(shared: &Shared, now: DateTime<Utc>) -> Result<PruneReport> {
 pub async fn schedule(shared: Arc<Shared>) -> Result<JobScheduler> {
     let cron = shared.config.pruner.cron.clone();
     let sched = JobScheduler::new().await.map_err(|e| Error::Task(e.to_string()))?;
+    // the job holds a weak reference: the stores close when `Memory` goes, not when the scheduler does
+    let weak = Arc::downgrade(&shared);
     let job = Job::new_async(cron.as_str(), move |_id, _lock| {
-        let shared = shared.clone();
+        let weak = weak.clone();
         Box::pin(async move {
+            let Some(shared) = weak.upgrade() else { return };
             if let Err(e) = prune(&shared, Utc::now()).await {
                 tracing::error!(error = %e, "scheduled prune failed");
             }

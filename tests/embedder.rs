@@ -1,0 +1,45 @@
+//! The local embedding model, for real: all-MiniLM-L6-v2 through candle.
+
+mod common;
+
+fn cos(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vectors_are_unit_length_semantic_and_order_preserving() {
+    let e = common::embedder();
+    assert_eq!(e.dim(), 384);
+    let texts: Vec<String> = vec![
+        "I adopted a grey cat named Miso.".into(),
+        "My new kitten sleeps on the keyboard.".into(),
+        "The quarterly tax filing deadline is in April, and the accountant needs every receipt from the renovation before then.".into(),
+        "안녕하세요".into(),
+    ];
+    let batch = e.embed(&texts).await.unwrap();
+    assert_eq!(batch.len(), 4);
+    for (t, v) in texts.iter().zip(&batch) {
+        let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-3, "unit length");
+        // batching (sorted by length internally) gives the same vector as a single call
+        let single = e.embed(std::slice::from_ref(t)).await.unwrap();
+        assert!(cos(v, &single[0]) > 0.999, "order restored after length sorting");
+    }
+    assert!(cos(&batch[0], &batch[1]) > cos(&batch[0], &batch[2]) + 0.15, "cats are closer to kittens than to taxes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_and_odd_inputs_are_capped_safely() {
+    let e = common::embedder();
+    let huge = "word ".repeat(250_000); // ~1.25 MB
+    let odd = "👩‍👩‍👧e\u{301}한".repeat(2000);
+    let v = e.embed(&[huge, odd, " ".into()]).await.unwrap();
+    assert_eq!(v.len(), 3);
+    assert!(v.iter().all(|x| x.len() == 384 && x.iter().all(|f| f.is_finite())));
+}
+
+#[test]
+fn missing_model_is_a_clear_error() {
+    let err = strata::llm::local::LocalEmbedder::load(std::path::Path::new("/nonexistent"), 8, 256).unwrap_err().to_string();
+    assert!(err.contains("scripts/fetch-model.sh"), "{err}");
+}
