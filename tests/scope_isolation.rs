@@ -35,7 +35,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, max_shrink_iters: 20, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 32, max_shrink_iters: 20, ..ProptestConfig::default() })]
     #[test]
     fn scopes_never_leak(ops in proptest::collection::vec(op(), 5..40)) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();

@@ -130,7 +130,7 @@ mod tests {
         let weak = KeywordResult { hits: vec![Hit { episode_id: id("a"), score: 0.2 }], query_terms: 5, reference_score: 20.0 };
         let fused = fuse(&cfg, &weak, &[Hit { episode_id: id("a"), score: 0.05 }], Retrievers::Hybrid);
         assert!(fused[0].score < cfg.min_score, "{}", fused[0].score);
-        let strong = KeywordResult { hits: vec![Hit { episode_id: id("b"), score: 30.0 }], query_terms: 3, reference_score: 25.0 };
+        let strong = KeywordResult { hits: vec![Hit { episode_id: id("b"), score: 120.0 }], query_terms: 3, reference_score: 60.0 };
         let fused = fuse(&cfg, &strong, &[Hit { episode_id: id("b"), score: 0.8 }], Retrievers::Hybrid);
         assert!(fused[0].score > cfg.min_score);
         assert!(fused[0].score <= 1.0);

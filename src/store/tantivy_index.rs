@@ -46,7 +46,8 @@ impl Bm25StatisticsProvider for PriorStats<'_> {
         Ok(self.docs())
     }
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        self.searcher.doc_freq(term)
+        // doc_freq still counts deleted documents until segments merge; keep it ≤ N
+        Ok(self.searcher.doc_freq(term)?.min(self.docs()))
     }
 }
 
