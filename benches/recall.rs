@@ -40,6 +40,9 @@ fn sentence(i: usize) -> String {
 
 /// Prints p50/p99 of individually timed iterations (criterion reports means).
 fn report(name: &str, samples: &mut [StdDuration]) {
+    if samples.is_empty() {
+        return; // filtered out on the command line
+    }
     samples.sort();
     let pick = |p: f64| samples[((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1];
     eprintln!(
@@ -99,6 +102,26 @@ fn benches(c: &mut Criterion) {
     let vecs = model.embed_blocking(&texts).unwrap();
     let base: Vec<(String, Vec<f32>)> = texts.into_iter().zip(vecs).collect();
     let queries = ["what did Dana say about the migration?", "when is the wedding in Busan", "did Sam finish the marathon plan", "any news on the cat adoption?"];
+
+    // the query embedding alone (the dominant part of inject)
+    let mut k = 0usize;
+    let mut samples = Vec::new();
+    c.bench_function("embed_query", |b| {
+        b.iter_custom(|iters| {
+            let mut total = StdDuration::ZERO;
+            for _ in 0..iters {
+                k += 1;
+                let q = vec![format!("{} #{k}", queries[k % queries.len()])];
+                let t = Instant::now();
+                std::hint::black_box(model.embed_blocking(&q).unwrap());
+                let d = t.elapsed();
+                samples.push(d);
+                total += d;
+            }
+            total
+        })
+    });
+    report("embed_query", &mut samples);
 
     let mut group = c.benchmark_group("inject");
     group.sample_size(50);

@@ -39,11 +39,40 @@ fn ve<E: std::fmt::Display>(e: E) -> Error {
 /// writers must never overlap. Reads do not take the lock.
 #[derive(Clone)]
 pub struct EdgeVectorIndex {
-    shard: Arc<EdgeShard>,
+    shard: Arc<ShardHolder>,
     writes: Arc<std::sync::Mutex<()>>,
     /// Points written since the last optimisation.
     unoptimized: Arc<std::sync::atomic::AtomicUsize>,
     dim: usize,
+}
+
+/// Owns the shard and closes it safely: `EdgeShard` flushes in `Drop` and
+/// panics if its directory is gone (e.g. a temporary data directory removed
+/// first); then there is nothing left to flush to, so the shard is leaked
+/// instead of dropped.
+struct ShardHolder {
+    shard: Option<EdgeShard>,
+    dir: std::path::PathBuf,
+}
+
+impl std::ops::Deref for ShardHolder {
+    type Target = EdgeShard;
+    fn deref(&self) -> &EdgeShard {
+        self.shard.as_ref().expect("shard present until drop")
+    }
+}
+
+impl Drop for ShardHolder {
+    fn drop(&mut self) {
+        if let Some(s) = self.shard.take() {
+            if self.dir.join("edge_config.json").exists() {
+                drop(s);
+            } else {
+                tracing::warn!(dir = %self.dir.display(), "vector index directory removed before close; skipping flush");
+                std::mem::forget(s);
+            }
+        }
+    }
 }
 
 /// [`VectorIndex::optimize`] rebuilds the HNSW graph only after this many
@@ -115,7 +144,7 @@ impl EdgeVectorIndex {
             shard
         };
         Ok(Self {
-            shard: Arc::new(shard),
+            shard: Arc::new(ShardHolder { shard: Some(shard), dir: dir.to_path_buf() }),
             writes: Arc::new(std::sync::Mutex::new(())),
             unoptimized: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             dim,
