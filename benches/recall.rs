@@ -1,6 +1,7 @@
 //! Criterion benches of the turn path: `inject` at 1k and 10k episodes in one
 //! scope (including the query embedding with the real local model), and
-//! `record`. Run with `cargo bench --profile dev --bench recall` (the dev
+//! `record`. The inject session holds two earlier user turns, so the recall
+//! query has the realistic three-turn shape. Run with `cargo bench --profile dev --bench recall` (the dev
 //! profile optimises dependencies, so it reuses the test build); needs the model
 //! (`scripts/fetch-model.sh`).
 //!
@@ -133,7 +134,13 @@ fn benches(c: &mut Criterion) {
         let mem = rt.block_on(Memory::open_with(cfg, Components { embedder: Some(model.clone()), ..Default::default() })).unwrap();
         let scope = Scope::new("bench", "bot").unwrap();
         rt.block_on(populate(&mem, &scope, n, &base));
+        // a live session with two earlier user turns, as in a real conversation:
+        // the recall query joins them with the new message
         let sid = SessionId::new("live").unwrap();
+        for t in ["We talked about the ClickHouse migration with Dana last week.", "She also mentioned the Kafka consumer lag."] {
+            rt.block_on(mem.record(&scope, &sid, NewMessage::user(t, Utc::now()))).unwrap();
+            rt.block_on(mem.inject(&scope, &sid, t)).unwrap(); // as the backend did when the turn arrived
+        }
         let mut i = 0usize;
         let mut samples = Vec::new();
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {

@@ -268,7 +268,10 @@ impl Memory {
 
     /// L0 auto-injection for one user turn: the section to add to the system
     /// prompt. Uses the session's last `recall.recent_turns` recorded user
-    /// turns as context. Call it before `record`ing the turn.
+    /// turns as context: BM25 runs on the joined recall query (see
+    /// [`crate::recall::query`]); the vector half mixes the embeddings of the
+    /// current message (0.6) and the previous turns (0.4, cached), so one
+    /// short text is embedded per turn. Call it before `record`ing the turn.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an empty or over-long message.
@@ -281,7 +284,18 @@ impl Memory {
         let previous = self.shared.records.recent_user_turns(scope, session, cfg.recent_turns).await?;
         let query = build_query(&previous, user_message, cfg.recent_chars);
         let limit = cfg.max_entries;
-        let fused = self.retrieve(scope, &query, limit * cfg.overfetch, SearchOptions::default()).await?;
+        // vector half: each turn is embedded on its own (previous turns hit the
+        // embedding cache, filled when they were the current message) and the
+        // vectors are mixed 0.6 current / 0.4 previous, so an inject embeds one
+        // short text instead of the whole 300-character query
+        let clip = |t: &str| crate::text::clip_tail(t.trim(), cfg.recent_chars).to_string();
+        let mut parts: Vec<(String, f32)> = Vec::with_capacity(previous.len() + 1);
+        let prev: Vec<&String> = previous.iter().filter(|t| !t.trim().is_empty()).collect();
+        for t in &prev {
+            parts.push((clip(t), 0.4 / prev.len() as f32));
+        }
+        parts.push((clip(user_message), if prev.is_empty() { 1.0 } else { 0.6 }));
+        let fused = self.retrieve_parts(scope, &query, &parts, limit * cfg.overfetch, SearchOptions::default()).await?;
         let top_score = fused.first().map(|h| h.score).unwrap_or(0.0);
         let kept: Vec<FusedHit> = fused.into_iter().filter(|h| h.score >= cfg.min_score).take(limit).collect();
         let entries = self.hydrate(scope, kept).await?;
@@ -401,6 +415,12 @@ impl Memory {
     }
 
     async fn retrieve(&self, scope: &Scope, query: &str, limit: usize, opts: SearchOptions) -> Result<Vec<FusedHit>> {
+        self.retrieve_parts(scope, query, &[(query.to_string(), 1.0)], limit, opts).await
+    }
+
+    /// Keyword search on `query`; vector search on the normalised weighted
+    /// sum of the embeddings of `parts` (text, weight).
+    async fn retrieve_parts(&self, scope: &Scope, query: &str, parts: &[(String, f32)], limit: usize, opts: SearchOptions) -> Result<Vec<FusedHit>> {
         let s = &self.shared;
         let want_kw = opts.retrievers != Retrievers::VectorOnly;
         let want_vec = opts.retrievers != Retrievers::KeywordOnly && s.config.recall.vector_weight > 0.0 || opts.retrievers == Retrievers::VectorOnly;
@@ -409,8 +429,19 @@ impl Memory {
         };
         let vec = async {
             if want_vec {
-                let v = s.embedder.embed(&[query.to_string()]).await?;
-                let v = v.into_iter().next().ok_or_else(|| Error::Embedder("no vector returned".into()))?;
+                let texts: Vec<String> = parts.iter().map(|p| p.0.clone()).collect();
+                let vecs = s.embedder.embed(&texts).await?;
+                let mut v = vec![0f32; s.embedder.dim()];
+                for (e, (_, w)) in vecs.iter().zip(parts) {
+                    for (acc, x) in v.iter_mut().zip(e) {
+                        *acc += w * x;
+                    }
+                }
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                if norm == 0.0 {
+                    return Err(Error::Embedder("no vector returned".into()));
+                }
+                v.iter_mut().for_each(|x| *x /= norm);
                 s.vectors.search(scope, &v, limit).await
             } else {
                 Ok(Vec::new())
