@@ -215,3 +215,35 @@ async fn idle_sessions_are_ended_and_promoted() {
     assert_eq!(mem.memory_search(&scope, "passport", 5).await.unwrap().len(), 1);
     mem.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_pruner_fires_on_schedule() {
+    let (mut cfg, _dir) = common::config();
+    cfg.pruner.enabled = true;
+    cfg.pruner.cron = "*/1 * * * * *".into(); // every second
+    let mem = common::open(cfg).await;
+    let scope = Scope::new("u", "a").unwrap();
+    let sid = session(&mem, &scope, "s1", 2, &["The spare key is under the blue flower pot.", "Got it."]).await;
+    mem.wait_idle().await.unwrap();
+    let hits = mem.memory_search(&scope, "spare key flower pot", 5).await.unwrap();
+    assert_eq!(hits.len(), 1);
+    // age the episode: rewrite its row with an expiry in the past (ttl is counted in days)
+    let s = mem.shared();
+    let mut ep = s.records.episode(&scope, &hits[0].id, Utc::now()).await.unwrap();
+    ep.expires_at = Some(Utc::now() - Duration::seconds(1));
+    s.records.put_episode(&scope, &ep, strata::model::EventId(0)).await.unwrap();
+    // the scheduled job (not a manual prune) removes it from every store within a few ticks
+    let mut gone = false;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        if s.records.count_episodes(&scope).await.unwrap() == 0 {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "cron pruner did not run");
+    assert_eq!(s.keyword.count(&scope).await.unwrap(), 0);
+    assert_eq!(s.vectors.count(&scope).await.unwrap(), 0);
+    assert_eq!(mem.session(&scope, &sid).await.unwrap().message_count, 2, "raw session stays");
+    mem.shutdown().await.unwrap();
+}
