@@ -6,7 +6,9 @@
 //! speaker_b's with the `assistant` role, both with the speaker's name; a
 //! session's turns get the session's own date plus one second per turn (never
 //! the ingestion time). Before each speaker_a turn, `inject` runs as a
-//! chatbot backend would, and its latency is measured. Image turns carry
+//! chatbot backend would, and its latency is measured (each session's promotion
+//! is awaited before the next one starts, so the timing is the request path's,
+//! not contention with background embedding on a small machine). Image turns carry
 //! their caption as "[shares ...]". After each session, `end_session`.
 //!
 //! Questions: every question with at least one evidence turn that exists is
@@ -138,6 +140,11 @@ async fn replay(mem: &Memory, conv: &LocomoConversation, measure_inject: bool) -
         }
         if mem.session(&scope, &sid).await.is_ok() {
             mem.end_session(&scope, &sid).await?;
+        }
+        if measure_inject {
+            // promotion finishes before the next session, so inject latency measures the
+            // request path, not a 2-core machine busy embedding the previous session
+            mem.wait_idle().await?;
         }
     }
     mem.wait_idle().await?;
