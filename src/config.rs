@@ -179,8 +179,8 @@ impl Config {
     pub fn load(file: Option<&Path>, overrides: &[(String, String)]) -> Result<Self> {
         let mut fig = Figment::from(Toml::string(DEFAULT_TOML));
         if let Some(f) = file {
-            if !f.exists() {
-                return Err(Error::Config(format!("config file {} does not exist", f.display())));
+            if !f.is_file() {
+                return Err(Error::Config(format!("config file {} does not exist or is not a file", f.display())));
             }
             fig = fig.merge(Toml::file(f));
         }

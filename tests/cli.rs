@@ -90,3 +90,31 @@ fn missing_model_says_how_to_fetch_it() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("scripts/fetch-model.sh"));
 }
+
+#[test]
+fn import_handles_bom_crlf_bad_timestamps_and_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("h.jsonl");
+    let mut bytes = vec![0xEF, 0xBB, 0xBF];
+    bytes.extend_from_slice(br#"{"user_id":"u","agent_id":"a","session_id":"s","role":"user","content":"first line after a BOM","timestamp":"2026-05-02T10:00:00Z"}"#);
+    bytes.extend_from_slice(b"\r\n");
+    bytes.extend_from_slice(br#"{"user_id":"u","agent_id":"a","session_id":"s","role":"user","content":"no zone","timestamp":"2024-06-01T10:00:00"}"#);
+    bytes.extend_from_slice(b"\r\n");
+    bytes.extend_from_slice(&[0xff, 0xfe, b'\n']);
+    std::fs::write(&file, bytes).unwrap();
+    let data = dir.path().join("data");
+    let out = strata(&data).arg("import").arg(&file).arg("--json").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(!stderr.contains(":1:"), "the BOM line is valid: {stderr}");
+    assert!(stderr.contains(":2:") && stderr.contains("RFC 3339"), "{stderr}");
+    assert!(stderr.contains(":3:") && stderr.contains("UTF-8"), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["imported"], 1);
+    // a directory is an error at once, not an endless stream of read errors
+    let out = strata(&data).arg("import").arg(dir.path()).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a readable file"));
+    let out = strata(&data).arg("--config").arg(dir.path()).arg("prune").output().unwrap();
+    assert!(!out.status.success(), "a directory is not a config file");
+}

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use std::collections::BTreeSet;
-use std::io::BufRead;
+use std::io::BufRead as _;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -23,24 +23,35 @@ struct Line {
     session_id: String,
     role: Role,
     content: String,
-    timestamp: DateTime<Utc>,
+    timestamp: String,
     #[serde(default)]
     name: Option<String>,
 }
 
 /// Runs the import.
 pub async fn run(config: Config, file: &Path, end_sessions: bool, wait: bool, json: bool) -> Result<ExitCode> {
+    if !file.is_file() {
+        return Err(Error::Data(format!("{} is not a readable file", file.display())));
+    }
     let f = std::fs::File::open(file).map_err(|e| Error::Data(format!("cannot open {}: {e}", file.display())))?;
     let mem = Memory::open(config).await?;
     let mut imported = 0usize;
     let mut errors: Vec<(usize, String)> = Vec::new();
     let mut sessions: BTreeSet<(Scope, SessionId)> = BTreeSet::new();
-    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
+    for (i, raw) in std::io::BufReader::new(f).split(b'\n').enumerate() {
         let n = i + 1;
-        let line = match line {
+        // an I/O error is not a bad line: stop (it would repeat forever)
+        let mut raw = raw.map_err(|e| Error::Data(format!("{}:{n}: read failed: {e}", file.display())))?;
+        if raw.last() == Some(&b'\r') {
+            raw.pop();
+        }
+        if n == 1 && raw.starts_with(&[0xEF, 0xBB, 0xBF]) {
+            raw.drain(..3); // UTF-8 byte order mark
+        }
+        let line = match String::from_utf8(raw) {
             Ok(l) => l,
-            Err(e) => {
-                errors.push((n, format!("unreadable line: {e}")));
+            Err(_) => {
+                errors.push((n, "line is not valid UTF-8".to_string()));
                 continue;
             }
         };
@@ -49,9 +60,12 @@ pub async fn run(config: Config, file: &Path, end_sessions: bool, wait: bool, js
         }
         let result = async {
             let l: Line = serde_json::from_str(&line).map_err(|e| Error::InvalidInput(format!("malformed JSON: {e}")))?;
+            let timestamp = DateTime::parse_from_rfc3339(l.timestamp.trim())
+                .map_err(|e| Error::InvalidInput(format!("timestamp {:?} is not RFC 3339 with a zone, e.g. 2026-03-02T09:00:00Z ({e})", l.timestamp)))?
+                .with_timezone(&Utc);
             let scope = Scope::new(l.user_id, l.agent_id)?;
             let sid = SessionId::new(l.session_id)?;
-            let msg = NewMessage { role: l.role, name: l.name, content: l.content, timestamp: l.timestamp };
+            let msg = NewMessage { role: l.role, name: l.name, content: l.content, timestamp };
             mem.record(&scope, &sid, msg).await?;
             Ok::<_, Error>((scope, sid))
         }
