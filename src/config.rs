@@ -164,6 +164,23 @@ pub struct WorkersConfig {
     pub batch_size: usize,
 }
 
+/// Turns figment's errors into one line per problem, naming the key (and,
+/// for a file, the file), without figment's internal source locations.
+fn describe(err: figment::Error) -> Error {
+    let parts: Vec<String> = err
+        .into_iter()
+        .map(|e| {
+            let key = e.path.join(".");
+            let source = match e.metadata.as_ref().and_then(|m| m.source.as_ref()) {
+                Some(figment::Source::File(p)) => format!(" (in {})", p.display()),
+                _ => String::new(),
+            };
+            if key.is_empty() { format!("{}{source}", e.kind) } else { format!("key {key}: {}{source}", e.kind) }
+        })
+        .collect();
+    Error::Config(parts.join("; "))
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self::load(None, &[]).expect("compiled-in default config is valid")
@@ -191,7 +208,7 @@ impl Config {
                 .unwrap_or_else(|_| toml::Value::String(value.clone()));
             fig = fig.merge(Serialized::global(key.as_str(), v).key(key));
         }
-        let cfg: Config = fig.extract().map_err(|e| Error::Config(e.to_string()))?;
+        let cfg: Config = fig.extract().map_err(describe)?;
         cfg.validate()?;
         Ok(cfg)
     }

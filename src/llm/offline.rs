@@ -47,6 +47,10 @@ use std::collections::{HashMap, HashSet};
 
 use crate::text::{clip_with_ellipsis, grapheme_len, split_sentences};
 
+/// Most sentences taken from any single turn, so one very long turn cannot
+/// fill the whole summary.
+pub const MAX_SENTENCES_PER_TURN: usize = 2;
+
 /// One turn of a session as input to summarisation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Turn<'a> {
@@ -589,6 +593,10 @@ pub fn extractive_summary(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Strin
             if chosen.iter().any(|&c| redundant(cand, &sentences[c])) {
                 continue;
             }
+            // one long turn (a pasted document) must not crowd out the rest of the session
+            if chosen.iter().filter(|&&c| sentences[c].turn == cand.turn).count() >= MAX_SENTENCES_PER_TURN {
+                continue;
+            }
             let label = &labels[cand.turn];
             let prefix_len = prefix_lens[cand.turn];
             let sep = usize::from(!lines.is_empty());
@@ -619,6 +627,15 @@ mod tests {
 
     fn t<'a>(speaker: &'a str, text: &'a str) -> Turn<'a> {
         Turn { speaker, text }
+    }
+
+    #[test]
+    fn one_long_turn_does_not_crowd_out_the_session() {
+        let long = "Lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod. ".repeat(2000);
+        let turns = vec![t("Mina", &long), t("Mina", "The launch code for Project Zebrafish is 7731.")];
+        let s = extractive_summary(&turns, &ExtractiveOptions::default());
+        assert!(s.contains("Zebrafish"), "{s}");
+        assert!(s.lines().filter(|l| l.contains("Lorem")).count() <= MAX_SENTENCES_PER_TURN);
     }
 
     fn locomo_like() -> Vec<Turn<'static>> {
