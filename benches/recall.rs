@@ -54,6 +54,21 @@ fn report(name: &str, samples: &mut [StdDuration]) {
     );
 }
 
+/// Runs `op` `iters` times on fresh inputs from `setup`, timing each call
+/// alone (setup excluded) and keeping every sample for the percentiles.
+fn timed<T>(iters: u64, samples: &mut Vec<StdDuration>, mut setup: impl FnMut() -> T, mut op: impl FnMut(T)) -> StdDuration {
+    let mut total = StdDuration::ZERO;
+    for _ in 0..iters {
+        let input = setup();
+        let t = Instant::now();
+        op(input);
+        let d = t.elapsed();
+        samples.push(d);
+        total += d;
+    }
+    total
+}
+
 fn model() -> Arc<LocalEmbedder> {
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2");
     Arc::new(LocalEmbedder::load(&dir, 32, 256).expect("run scripts/fetch-model.sh first"))
@@ -109,17 +124,17 @@ fn benches(c: &mut Criterion) {
     let mut samples = Vec::new();
     c.bench_function("embed_query", |b| {
         b.iter_custom(|iters| {
-            let mut total = StdDuration::ZERO;
-            for _ in 0..iters {
-                k += 1;
-                let q = vec![format!("{} #{k}", queries[k % queries.len()])];
-                let t = Instant::now();
-                std::hint::black_box(model.embed_blocking(&q).unwrap());
-                let d = t.elapsed();
-                samples.push(d);
-                total += d;
-            }
-            total
+            timed(
+                iters,
+                &mut samples,
+                || {
+                    k += 1;
+                    vec![format!("{} #{k}", queries[k % queries.len()])]
+                },
+                |q| {
+                    std::hint::black_box(model.embed_blocking(&q).unwrap());
+                },
+            )
         })
     });
     report("embed_query", &mut samples);
@@ -145,19 +160,18 @@ fn benches(c: &mut Criterion) {
         let mut samples = Vec::new();
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
             b.iter_custom(|iters| {
-                let mut total = StdDuration::ZERO;
-                for _ in 0..iters {
-                    i += 1;
-                    // a fresh query each time so the embedding cache does not hide the model cost
-                    let q = format!("{} #{i}", queries[i % queries.len()]);
-                    let t = Instant::now();
-                    let r = rt.block_on(mem.inject(&scope, &sid, &q)).unwrap();
-                    let d = t.elapsed();
-                    std::hint::black_box(r);
-                    samples.push(d);
-                    total += d;
-                }
-                total
+                timed(
+                    iters,
+                    &mut samples,
+                    || {
+                        i += 1;
+                        // a fresh query each time so the embedding cache does not hide the model cost
+                        format!("{} #{i}", queries[i % queries.len()])
+                    },
+                    |q| {
+                        std::hint::black_box(rt.block_on(mem.inject(&scope, &sid, &q)).unwrap());
+                    },
+                )
             })
         });
         report(&format!("inject/{n}"), &mut samples);
@@ -175,18 +189,18 @@ fn benches(c: &mut Criterion) {
     let mut samples = Vec::new();
     c.bench_function("record", |b| {
         b.iter_custom(|iters| {
-            let mut total = StdDuration::ZERO;
-            for _ in 0..iters {
-                i += 1;
-                let sid = SessionId::new(format!("s{}", i / 50)).unwrap();
-                let msg = NewMessage::user(format!("message number {i} about the Kafka consumer"), Utc::now());
-                let t = Instant::now();
-                rt.block_on(mem.record(&scope, &sid, msg)).unwrap();
-                let d = t.elapsed();
-                samples.push(d);
-                total += d;
-            }
-            total
+            timed(
+                iters,
+                &mut samples,
+                || {
+                    i += 1;
+                    let sid = SessionId::new(format!("s{}", i / 50)).unwrap();
+                    (sid, NewMessage::user(format!("message number {i} about the Kafka consumer"), Utc::now()))
+                },
+                |(sid, msg)| {
+                    rt.block_on(mem.record(&scope, &sid, msg)).unwrap();
+                },
+            )
         })
     });
     report("record", &mut samples);

@@ -167,7 +167,7 @@ impl SqliteStore {
         .await
     }
 
-    /// Scopes (user, agent) that have at least one episode (used by `strata reindex`-style maintenance).
+    /// Ids of every episode of `scope`, oldest session first (maintenance, e.g. a future `strata reindex`).
     pub async fn episode_ids(&self, scope: &Scope) -> Result<Vec<EpisodeId>> {
         let (u, a) = (scope.user_id().to_string(), scope.agent_id().to_string());
         self.run(move |c| {
