@@ -25,6 +25,10 @@ fn validate_id(kind: &'static str, value: &str) -> Result<()> {
     if value.chars().any(|c| c.is_control()) {
         return Err(Error::InvalidInput(format!("{kind} must not contain control characters")));
     }
+    if value.trim() != value {
+        // "alice " and "alice" would otherwise be two different owners
+        return Err(Error::InvalidInput(format!("{kind} must not start or end with whitespace")));
+    }
     Ok(())
 }
 
@@ -33,7 +37,7 @@ fn validate_id(kind: &'static str, value: &str) -> Result<()> {
 /// Every read and every write in Strata takes a `Scope`; no store method
 /// exists without one, so an unscoped query cannot be expressed. Construct it
 /// with [`Scope::new`], which rejects empty, whitespace-only, over-long
-/// (> [`MAX_ID_BYTES`] bytes) and control-character ids.
+/// (> [`MAX_ID_BYTES`] bytes), control-character and space-padded ids.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "RawScope")]
 pub struct Scope {
@@ -59,7 +63,8 @@ impl Scope {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when either id is empty, whitespace-only,
-    /// longer than [`MAX_ID_BYTES`] bytes, or contains control characters.
+    /// longer than [`MAX_ID_BYTES`] bytes, starts or ends with whitespace, or
+    /// contains control characters.
     pub fn new(user_id: impl Into<String>, agent_id: impl Into<String>) -> Result<Self> {
         let user_id = user_id.into();
         let agent_id = agent_id.into();
@@ -372,6 +377,8 @@ mod tests {
         assert!(Scope::new("u", "  ").is_err());
         assert!(Scope::new("u\u{1f}x", "a").is_err());
         assert!(Scope::new("x".repeat(300), "a").is_err());
+        assert!(Scope::new("alice ", "a").is_err(), "padded ids would alias distinct owners");
+        assert!(Scope::new("alice smith", "a").is_ok());
         let s = Scope::new("민지", "bot").unwrap();
         assert_eq!(s.key(), "민지\u{1f}bot");
         assert!(serde_json::from_str::<Scope>(r#"{"user_id":"","agent_id":"a"}"#).is_err());
