@@ -69,6 +69,22 @@ fn timed<T>(iters: u64, samples: &mut Vec<StdDuration>, mut setup: impl FnMut() 
     total
 }
 
+/// A Memory on a fresh temporary directory (kept alive by the returned guard)
+/// sharing the loaded model; the cron pruner is off.
+fn open_memory(rt: &tokio::runtime::Runtime, model: &Arc<LocalEmbedder>) -> (Memory, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = Config::default();
+    cfg.data_dir = dir.path().to_path_buf();
+    cfg.pruner.enabled = false;
+    let mem = rt.block_on(Memory::open_with(cfg, Components { embedder: Some(model.clone()), ..Default::default() })).unwrap();
+    (mem, dir)
+}
+
+/// Query number `n`: a new text each time, so the embedding cache does not hide the model cost.
+fn fresh_query(queries: &[&str], n: usize) -> String {
+    format!("{} #{n}", queries[n % queries.len()])
+}
+
 fn model() -> Arc<LocalEmbedder> {
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2");
     Arc::new(LocalEmbedder::load(&dir, 32, 256).expect("run scripts/fetch-model.sh first"))
@@ -129,7 +145,7 @@ fn benches(c: &mut Criterion) {
                 &mut samples,
                 || {
                     k += 1;
-                    vec![format!("{} #{k}", queries[k % queries.len()])]
+                    vec![fresh_query(&queries, k)]
                 },
                 |q| {
                     std::hint::black_box(model.embed_blocking(&q).unwrap());
@@ -142,11 +158,7 @@ fn benches(c: &mut Criterion) {
     let mut group = c.benchmark_group("inject");
     group.sample_size(50);
     for &n in &[1_000usize, 10_000] {
-        let dir = tempfile::tempdir().unwrap();
-        let mut cfg = Config::default();
-        cfg.data_dir = dir.path().to_path_buf();
-        cfg.pruner.enabled = false;
-        let mem = rt.block_on(Memory::open_with(cfg, Components { embedder: Some(model.clone()), ..Default::default() })).unwrap();
+        let (mem, _dir) = open_memory(&rt, &model);
         let scope = Scope::new("bench", "bot").unwrap();
         rt.block_on(populate(&mem, &scope, n, &base));
         // a live session with two earlier user turns, as in a real conversation:
@@ -165,8 +177,7 @@ fn benches(c: &mut Criterion) {
                     &mut samples,
                     || {
                         i += 1;
-                        // a fresh query each time so the embedding cache does not hide the model cost
-                        format!("{} #{i}", queries[i % queries.len()])
+                        fresh_query(&queries, i)
                     },
                     |q| {
                         std::hint::black_box(rt.block_on(mem.inject(&scope, &sid, &q)).unwrap());
@@ -179,11 +190,7 @@ fn benches(c: &mut Criterion) {
     }
     group.finish();
 
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = Config::default();
-    cfg.data_dir = dir.path().to_path_buf();
-    cfg.pruner.enabled = false;
-    let mem = rt.block_on(Memory::open_with(cfg, Components { embedder: Some(model.clone()), ..Default::default() })).unwrap();
+    let (mem, _dir) = open_memory(&rt, &model);
     let scope = Scope::new("bench", "bot").unwrap();
     let mut i = 0i64;
     let mut samples = Vec::new();
