@@ -35,6 +35,85 @@ pub struct Config {
     pub embedding: EmbeddingConfig,
     /// Background workers.
     pub workers: WorkersConfig,
+    /// Chat model for summarisation (offline extractive or an OpenAI-compatible endpoint).
+    pub llm: LlmConfig,
+}
+
+/// Which chat model promotes sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LlmProvider {
+    /// Extractive summaries, no network, no API key (the default).
+    Offline,
+    /// Any server speaking the OpenAI chat-completions API (OpenAI, vLLM,
+    /// Ollama, llama.cpp, LM Studio), through async-openai.
+    Openai,
+}
+
+/// Which embedding model vectors come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbeddingProvider {
+    /// all-MiniLM-L6-v2 on candle, from `embedding.model_dir` (the default).
+    Local,
+    /// Any server speaking the OpenAI `/v1/embeddings` API, through async-openai.
+    Openai,
+}
+
+/// How the chat request asks for JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredOutput {
+    /// `response_format: {type: json_schema, json_schema: {schema, strict: true}}` (OpenAI, vLLM, recent llama.cpp).
+    JsonSchema,
+    /// `response_format: {type: json_object, schema}` (older servers, llama-cpp-python).
+    JsonObject,
+    /// No `response_format`; the prompt alone asks for JSON.
+    None,
+}
+
+/// `[llm]`: the chat model. Every answer is parsed tolerantly (code fences
+/// stripped, first JSON value taken) and validated against the prompt's JSON
+/// schema whatever `structured_output` says.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmConfig {
+    /// `offline` or `openai`.
+    pub provider: LlmProvider,
+    /// Base URL of the OpenAI-compatible API, including `/v1`.
+    pub base_url: String,
+    /// Model name sent with each request.
+    pub model: String,
+    /// Name of the environment variable holding the API key (never the key
+    /// itself); empty = send no key (local servers).
+    pub api_key_env: String,
+    /// Whole-request timeout, in seconds.
+    pub timeout_secs: u64,
+    /// TCP connect timeout, in seconds.
+    pub connect_timeout_secs: u64,
+    /// `max_tokens` of each completion (output budget).
+    pub max_tokens: u32,
+    /// Sampling temperature, within [0, 2].
+    pub temperature: f32,
+    /// `json_schema`, `json_object` or `none`.
+    pub structured_output: StructuredOutput,
+    /// Retries after the first attempt for 429, 5xx, timeouts, connection
+    /// errors and malformed or schema-breaking output.
+    pub max_retries: u32,
+    /// First retry delay in ms; doubles each retry, with full jitter.
+    pub retry_base_ms: u64,
+    /// Cap on one retry delay, in ms.
+    pub retry_max_ms: u64,
+    /// The model's context window in tokens; longer sessions are split into
+    /// pieces that fit (with room for the prompt and `max_tokens`) and merged.
+    pub context_tokens: u32,
+    /// Sessions summarised concurrently by the episodic worker.
+    pub concurrency: usize,
+    /// Longest summary kept, in graphemes; a longer answer is clipped at a
+    /// sentence or grapheme boundary (a runaway model must not flood the index).
+    pub max_summary_chars: usize,
+    /// Folder whose prompt files replace the compiled-in ones (empty = compiled-in).
+    pub prompts_dir: PathBuf,
 }
 
 /// Fusion method for hybrid recall.
@@ -146,6 +225,26 @@ pub struct PrunerConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmbeddingConfig {
+    /// `local` or `openai`. Switching provider or model needs `strata reindex`.
+    pub provider: EmbeddingProvider,
+    /// OpenAI-compatible base URL, including `/v1` (provider `openai`).
+    pub base_url: String,
+    /// Remote embedding model name (provider `openai`).
+    pub model: String,
+    /// Name of the environment variable holding the API key; empty = no key.
+    pub api_key_env: String,
+    /// Expected vector dimension of the remote model; 0 = ask the server at start-up.
+    pub dimensions: usize,
+    /// Longest input sent to the remote model, in graphemes (cut on a grapheme boundary).
+    pub max_input_chars: usize,
+    /// Remote request timeout, in seconds.
+    pub timeout_secs: u64,
+    /// Retries of a failed remote request (429, 5xx, timeouts), with jittered exponential backoff.
+    pub max_retries: u32,
+    /// Longest wait for the query embedding on the request path (`inject`,
+    /// `memory_search`), in ms; past it, or on an embedder error, hybrid
+    /// recall returns the keyword half alone (logged as a warning).
+    pub query_timeout_ms: u64,
     /// Folder with `model.safetensors`, `tokenizer.json`, `config.json`.
     pub model_dir: PathBuf,
     /// Inputs per forward pass.
@@ -162,6 +261,10 @@ pub struct EmbeddingConfig {
 pub struct WorkersConfig {
     /// Events per episodic batch.
     pub batch_size: usize,
+    /// Attempts of a job (each with the LLM's own retries) before it is
+    /// parked in the dead-letter table; between attempts the job waits
+    /// 0.5 s doubling up to 60 s and other jobs go ahead.
+    pub max_attempts: u32,
 }
 
 /// Turns figment's errors into one line per problem, naming the key (and,
@@ -258,6 +361,40 @@ impl Config {
         }
         if self.episodes.summary_max_sentences == 0 || self.episodes.summary_max_chars < 20 {
             return bad("episodes.summary_max_*", "sentences must be positive and chars at least 20");
+        }
+        if self.workers.max_attempts == 0 {
+            return bad("workers.max_attempts", "must be at least 1");
+        }
+        let l = &self.llm;
+        if l.provider == LlmProvider::Openai {
+            if l.base_url.trim().is_empty() || l.model.trim().is_empty() {
+                return bad("llm.base_url/model", "must be set when llm.provider = \"openai\"");
+            }
+        }
+        if l.timeout_secs == 0 || l.connect_timeout_secs == 0 {
+            return bad("llm.timeout_secs/connect_timeout_secs", "must be positive");
+        }
+        if !(0.0..=2.0).contains(&l.temperature) {
+            return bad("llm.temperature", "must be within [0, 2]");
+        }
+        if l.max_tokens == 0 || l.context_tokens < 2 * l.max_tokens + 512 {
+            return bad("llm.context_tokens", "must leave room for the prompt: at least 2 * max_tokens + 512");
+        }
+        if l.concurrency == 0 || l.concurrency > 64 {
+            return bad("llm.concurrency", "must be within 1..=64");
+        }
+        if l.max_summary_chars < 100 {
+            return bad("llm.max_summary_chars", "must be at least 100");
+        }
+        if l.retry_base_ms > l.retry_max_ms {
+            return bad("llm.retry_base_ms", "must not exceed llm.retry_max_ms");
+        }
+        let e = &self.embedding;
+        if e.provider == EmbeddingProvider::Openai && (e.base_url.trim().is_empty() || e.model.trim().is_empty()) {
+            return bad("embedding.base_url/model", "must be set when embedding.provider = \"openai\"");
+        }
+        if e.max_input_chars == 0 || e.timeout_secs == 0 || e.query_timeout_ms == 0 {
+            return bad("embedding.max_input_chars/timeout_secs", "must be positive");
         }
         if self.pruner.cron.split_whitespace().count() < 6 {
             return bad("pruner.cron", "needs six fields (sec min hour day month weekday)");

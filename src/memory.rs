@@ -7,6 +7,7 @@
 //! the vector half of recall) one query embedding.
 
 use chrono::{DateTime, Utc};
+use rusqlite::OptionalExtension;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,7 +19,11 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::llm::local::LocalEmbedder;
 use crate::llm::offline::{ExtractiveOptions, OfflineChat};
+use crate::llm::openai::{OpenAiChat, OpenAiEmbedder};
+use crate::llm::prompts::Prompts;
 use crate::llm::{CachedEmbedder, ChatModel, Embedder};
+use crate::config::{EmbeddingProvider, LlmProvider};
+use crate::store::{ParkedJob, UsageTotals};
 use crate::model::*;
 use crate::recall::fusion::{fuse, FusedHit, Retrievers};
 use crate::recall::query::build_query;
@@ -48,6 +53,8 @@ pub struct Shared {
     pub embedder: Arc<dyn Embedder>,
     /// Summariser.
     pub chat: Arc<dyn ChatModel>,
+    /// Prompt files (compiled-in or from `llm.prompts_dir`).
+    pub prompts: Arc<Prompts>,
     /// Wake-ups for workers.
     pub bus: Bus,
     trivial: TrivialFilter,
@@ -74,6 +81,19 @@ pub struct Components {
     /// Do not start background workers (promotion then runs only via
     /// [`Memory::run_pending`]); used by crash-recovery tests.
     pub no_workers: bool,
+}
+
+/// Result of [`Memory::reindex`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ReindexReport {
+    /// Episodes re-indexed.
+    pub episodes: usize,
+    /// Vector points written (summaries plus turn units).
+    pub vector_points: usize,
+    /// The embedder the indexes are now built with ("model (N dims)").
+    pub embedder: String,
+    /// Wall time, in seconds.
+    pub seconds: f64,
 }
 
 /// Result of [`Memory::inject`].
@@ -177,29 +197,124 @@ impl Memory {
         Self::open_with(config, Components::default()).await
     }
 
-    /// Loads the embedder named in config (blocking work on the blocking pool).
+    /// Loads the embedder named in `[embedding]`: the local model (blocking
+    /// work on the blocking pool) or a remote endpoint (one probe request
+    /// checks its dimension).
+    ///
+    /// # Errors
+    /// [`Error::Embedder`] for a missing model folder or an unreachable
+    /// endpoint with no `embedding.dimensions`; [`Error::Config`] for a
+    /// dimension mismatch or an unset key variable.
     pub async fn load_embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
         let e = config.embedding.clone();
-        let local = tokio::task::spawn_blocking(move || LocalEmbedder::load(&e.model_dir, e.batch_size, e.max_tokens)).await??;
-        Ok(Arc::new(local))
+        match e.provider {
+            EmbeddingProvider::Local => {
+                let local =
+                    tokio::task::spawn_blocking(move || LocalEmbedder::load(&e.model_dir, e.batch_size, e.max_tokens)).await??;
+                Ok(Arc::new(local))
+            }
+            EmbeddingProvider::Openai => Ok(Arc::new(OpenAiEmbedder::connect(&e).await?)),
+        }
+    }
+
+    /// Builds the chat model named in `[llm]`: the offline extractive
+    /// summariser or an OpenAI-compatible endpoint (no request is made).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the API key's environment variable is named but unset.
+    pub fn load_chat(config: &Config, prompts: Arc<Prompts>) -> Result<Arc<dyn ChatModel>> {
+        Ok(match config.llm.provider {
+            LlmProvider::Offline => Arc::new(OfflineChat {
+                options: ExtractiveOptions {
+                    max_sentences: config.episodes.summary_max_sentences,
+                    max_chars: config.episodes.summary_max_chars,
+                },
+            }),
+            LlmProvider::Openai => Arc::new(OpenAiChat::new(&config.llm, prompts)?),
+        })
+    }
+
+    fn load_prompts(config: &Config) -> Result<Arc<Prompts>> {
+        let dir = &config.llm.prompts_dir;
+        Ok(Arc::new(Prompts::load((!dir.as_os_str().is_empty()).then_some(dir.as_path()))?))
     }
 
     /// [`Memory::open`] with some components supplied by the caller.
     pub async fn open_with(config: Config, components: Components) -> Result<Self> {
+        let no_workers = components.no_workers;
+        let shared = Self::build_shared(config, components, true).await?;
+        Self::start(shared, no_workers).await
+    }
+
+    /// Rebuilds every index (BM25 and vectors) from the system of record
+    /// with the embedder now configured: the way to switch embedding models.
+    /// Summaries and raw sessions are not touched (no LLM call is made).
+    /// Run it with no other process using `data_dir`. An interrupted reindex
+    /// is detected on the next open, which then asks for another one.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an ephemeral store; embedder and store errors.
+    pub async fn reindex(config: Config, mut components: Components) -> Result<ReindexReport> {
+        if components.ephemeral {
+            return Err(Error::InvalidInput("reindex needs a data_dir on disk".into()));
+        }
+        config.validate()?;
+        let started = std::time::Instant::now();
+        let embedder = match components.embedder.take() {
+            Some(e) => e,
+            None => Self::load_embedder(&config).await?,
+        };
+        let embedder_id = format!("{} ({} dims)", embedder.model_id(), embedder.dim());
+        let dir = config.data_dir.clone();
+        let id = embedder_id.clone();
+        tokio::task::spawn_blocking(move || -> Result<()> {
+            let db = SqliteStore::open(&dir.join("strata.db"))?;
+            db.with_conn(|c| {
+                c.execute("INSERT INTO meta (key, value) VALUES (?1, '1') ON CONFLICT(key) DO UPDATE SET value='1'", [META_REINDEXING])?;
+                c.execute("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value=excluded.value", [META_EMBEDDER, &id])?;
+                Ok(())
+            })?;
+            for sub in ["keyword", "vectors"] {
+                let p = dir.join(sub);
+                if p.exists() {
+                    std::fs::remove_dir_all(&p)?;
+                }
+            }
+            Ok(())
+        })
+        .await??;
+        components.embedder = Some(embedder);
+        components.no_workers = true;
+        let shared = Self::build_shared(config, components, false).await?;
+        let (mut episodes, mut points, mut after) = (0usize, 0usize, None);
+        let batch = shared.config.workers.batch_size;
+        loop {
+            let page = shared.records.all_episodes(after.clone(), batch, Utc::now()).await?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.1.id.clone());
+            points += worker::episodic::reindex_batch(&shared, &page).await?;
+            episodes += page.len();
+            tracing::info!(episodes, points, "reindexed");
+        }
+        shared.vectors.optimize().await?;
+        shared.records.meta_set(META_REINDEXING, "0").await?;
+        Ok(ReindexReport { episodes, vector_points: points, embedder: embedder_id, seconds: started.elapsed().as_secs_f64() })
+    }
+
+    /// Opens stores and models; `check_meta` verifies the index bookkeeping.
+    async fn build_shared(config: Config, components: Components, check_meta: bool) -> Result<Arc<Shared>> {
         config.validate()?;
         let embedder = match components.embedder {
             Some(e) => e,
             None => Self::load_embedder(&config).await?,
         };
         let embedder: Arc<dyn Embedder> = Arc::new(CachedEmbedder::new(embedder, config.embedding.cache_entries));
-        let chat: Arc<dyn ChatModel> = components.chat.unwrap_or_else(|| {
-            Arc::new(OfflineChat {
-                options: ExtractiveOptions {
-                    max_sentences: config.episodes.summary_max_sentences,
-                    max_chars: config.episodes.summary_max_chars,
-                },
-            })
-        });
+        let prompts = Self::load_prompts(&config)?;
+        let chat: Arc<dyn ChatModel> = match components.chat {
+            Some(c) => c,
+            None => Self::load_chat(&config, prompts.clone())?,
+        };
+        let embedder_id = format!("{} ({} dims)", embedder.model_id(), embedder.dim());
         let dir = config.data_dir.clone();
         let boost = config.recall.raw_text_boost;
         let prior = config.recall.bm25_prior_docs;
@@ -208,6 +323,9 @@ impl Memory {
         let (records, keyword, vectors) = tokio::task::spawn_blocking(move || -> Result<_> {
             std::fs::create_dir_all(&dir)?;
             let records = if ephemeral { SqliteStore::open_in_memory()? } else { SqliteStore::open(&dir.join("strata.db"))? };
+            if check_meta {
+                check_index_meta(&records, &embedder_id)?;
+            }
             let keyword = if ephemeral { TantivyIndex::in_ram(boost, prior)? } else { TantivyIndex::open(&dir.join("keyword"), boost, prior)? };
             let vectors = EdgeVectorIndex::open(&dir.join("vectors"), dim)?;
             Ok((records, keyword, vectors))
@@ -221,9 +339,14 @@ impl Memory {
             vectors: Arc::new(vectors),
             embedder,
             chat,
+            prompts,
             bus: Bus::new(),
             trivial,
         });
+        Ok(shared)
+    }
+
+    async fn start(shared: Arc<Shared>, no_workers: bool) -> Result<Self> {
         let (stop, stop_rx) = watch::channel(false);
         let mem = Memory {
             shared: shared.clone(),
@@ -231,7 +354,7 @@ impl Memory {
             stop: Arc::new(stop),
             scheduler: Arc::new(tokio::sync::Mutex::new(None)),
         };
-        if !components.no_workers {
+        if !no_workers {
             let wake = shared.bus.subscribe(EventKind::SessionCompleted);
             let mut tasks = mem.tasks.lock().expect("tasks mutex");
             tasks.push(tokio::spawn(worker::episodic::run(shared.clone(), wake, stop_rx.clone())));
@@ -244,6 +367,42 @@ impl Memory {
             shared.bus.publish(EventKind::SessionCompleted);
         }
         Ok(mem)
+    }
+
+    /// The system-prompt paragraph that tells the chatbot about its three
+    /// levels of memory and when to call `memory_search`, `memory_expand`
+    /// and `knowledge_graph_search` (`prompts/system.md`, or the file of the
+    /// same name in `llm.prompts_dir`). Plain text, about 1,300 characters;
+    /// append it to the chatbot's system prompt.
+    pub fn system_prompt(&self) -> &str {
+        self.shared.prompts.system_prompt()
+    }
+
+    /// The dead-letter table: jobs that failed `workers.max_attempts` times,
+    /// with their last error, oldest first, at most `limit`. Operator tool
+    /// (it lists every scope's jobs, with ids and errors but no content).
+    pub async fn parked_jobs(&self, limit: usize) -> Result<Vec<ParkedJob>> {
+        self.shared.records.parked_jobs(limit).await
+    }
+
+    /// Re-queues one parked job (`Some(id)`) or all of them (`None`) with a
+    /// fresh attempt budget and wakes the workers. Returns how many were re-queued.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when `id` names no parked job.
+    pub async fn retry_jobs(&self, id: Option<EventId>) -> Result<usize> {
+        let n = self.shared.records.retry_parked(id).await?;
+        if let (Some(id), 0) = (id, n) {
+            return Err(Error::NotFound(format!("parked job {}", id.0)));
+        }
+        self.shared.bus.publish(EventKind::SessionCompleted);
+        Ok(n)
+    }
+
+    /// LLM cost totals (calls, failed calls, tokens in and out, sessions) of
+    /// one scope, or of the whole store for `None` (operators).
+    pub async fn llm_usage(&self, scope: Option<&Scope>) -> Result<UsageTotals> {
+        self.shared.records.usage_totals(scope).await
     }
 
     /// The configuration in force.
@@ -447,6 +606,26 @@ impl Memory {
                 Ok(Vec::new())
             }
         };
+        // the request path never waits long on an embedder (a remote one may be
+        // slow or down): past embedding.query_timeout_ms, or on an error, hybrid
+        // recall goes on with the keyword half alone
+        let budget = std::time::Duration::from_millis(s.config.embedding.query_timeout_ms);
+        let hybrid = opts.retrievers == Retrievers::Hybrid;
+        let vec = async {
+            match tokio::time::timeout(budget, vec).await {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) if hybrid => {
+                    tracing::warn!(error = %e, "vector half of recall failed; keyword results only");
+                    Ok(Vec::new())
+                }
+                Ok(Err(e)) => Err(e),
+                Err(_) if hybrid => {
+                    tracing::warn!(timeout_ms = budget.as_millis() as u64, "query embedding too slow; keyword results only");
+                    Ok(Vec::new())
+                }
+                Err(_) => Err(Error::Embedder(format!("query embedding took longer than {} ms", budget.as_millis()))),
+            }
+        };
         let (kw, vec) = tokio::try_join!(kw, vec)?;
         let mut cfg = s.config.recall.clone();
         if let Some(f) = opts.fusion {
@@ -471,6 +650,32 @@ impl Memory {
                 })
             })
             .collect())
+    }
+}
+
+/// `meta` keys of the index bookkeeping.
+const META_EMBEDDER: &str = "embedding.model";
+const META_REINDEXING: &str = "reindex.in_progress";
+
+/// Checks that the vector index was built with `embedder_id` ("model (N
+/// dims)"); records it on first use. Called before the indexes open.
+fn check_index_meta(records: &SqliteStore, embedder_id: &str) -> Result<()> {
+    let get = |k: &str| -> Result<Option<String>> {
+        records.with_conn(|c| Ok(c.query_row("SELECT value FROM meta WHERE key=?1", [k], |r| r.get(0)).optional()?))
+    };
+    if get(META_REINDEXING)?.as_deref() == Some("1") {
+        return Err(Error::Config("an interrupted `strata reindex` left the indexes incomplete; run `strata reindex` again".into()));
+    }
+    match get(META_EMBEDDER)? {
+        Some(built) if built != embedder_id => Err(Error::Config(format!(
+            "the vector index was built with {built} but the configured embedder is {embedder_id}; \
+             run `strata reindex` to rebuild every index from the system of record (or switch the embedding config back)"
+        ))),
+        Some(_) => Ok(()),
+        None => records.with_conn(|c| {
+            c.execute("INSERT INTO meta (key, value) VALUES (?1, ?2)", [META_EMBEDDER, embedder_id])?;
+            Ok(())
+        }),
     }
 }
 

@@ -118,3 +118,37 @@ fn import_handles_bom_crlf_bad_timestamps_and_directories() {
     let out = strata(&data).arg("--config").arg(dir.path()).arg("prune").output().unwrap();
     assert!(!out.status.success(), "a directory is not a config file");
 }
+
+#[test]
+fn prompt_jobs_and_usage_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = strata(&data).args(["prompt", "system"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("memory_search") && text.contains("memory_expand") && text.contains("knowledge_graph_search"), "{text}");
+
+    let out = strata(&data).args(["jobs", "list"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no parked jobs"));
+    let out = strata(&data).args(["jobs", "list", "--json"]).output().unwrap();
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(), serde_json::json!([]));
+    let out = strata(&data).args(["jobs", "retry", "12345"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not found: parked job 12345"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let out = strata(&data).args(["usage", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let u: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(u["calls"], 0);
+
+    // an LLM provider whose key variable is unset is a clear config error
+    let out = strata(&data)
+        .args(["--set", "llm.provider=\"openai\"", "--set", "llm.api_key_env=\"STRATA_TEST_UNSET_KEY\"", "search", "--user", "u", "--agent", "a", "x"])
+        .env_remove("STRATA_TEST_UNSET_KEY")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("STRATA_TEST_UNSET_KEY") && err.contains("not set"), "{err}");
+}

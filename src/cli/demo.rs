@@ -74,6 +74,10 @@ pub async fn run(mut config: Config, file: &Path, json: bool) -> Result<()> {
         // let promotion finish before the next session so its memories can be recalled
         mem.wait_idle().await?;
         if !json {
+            match mem.memory_expand(&scope, &crate::model::EpisodeId::for_session(&scope, &sid), false).await {
+                Ok(ex) => println!("  -> episode ({} summary): {}", ex.episode.summary_kind.as_str(), ex.episode.summary.replace('\n', " ")),
+                Err(_) => println!("  -> not promoted (see `strata jobs list`)"),
+            }
             println!();
         }
     }
@@ -98,8 +102,27 @@ pub async fn run(mut config: Config, file: &Path, json: bool) -> Result<()> {
         }
         out.insert("expanded".into(), serde_json::to_value(&ex)?);
     }
+    let usage = mem.llm_usage(Some(&scope)).await?;
+    let parked = mem.parked_jobs(100).await?;
+    if !json {
+        println!(
+            "\n=== cost ===\nsummariser {}: {} LLM calls ({} failed), {} input + {} output tokens for {} sessions; {} parked jobs",
+            mem.shared().chat.id(),
+            usage.calls,
+            usage.failed_calls,
+            usage.input_tokens,
+            usage.output_tokens,
+            demo.sessions.len(),
+            parked.len()
+        );
+        for p in &parked {
+            println!("  parked job {} after {} attempts: {}", p.id, p.attempts, p.last_error);
+        }
+    }
     mem.shutdown().await?;
     if json {
+        out.insert("llm_usage".into(), serde_json::to_value(usage)?);
+        out.insert("parked_jobs".into(), serde_json::to_value(&parked)?);
         out.insert("injections".into(), injections.into());
         out.insert("searches".into(), answers.into());
         println!("{}", serde_json::to_string_pretty(&out)?);

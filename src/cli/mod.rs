@@ -13,7 +13,9 @@ use std::process::ExitCode;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::model::{EpisodeId, Scope, SessionId};
+use crate::memory::Components;
+use crate::model::{EpisodeId, EventId, Scope, SessionId};
+use crate::store::Event;
 use crate::Memory;
 
 /// Tiered conversational memory runtime.
@@ -125,12 +127,73 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The dead-letter table: promotion jobs that failed every attempt.
+    Jobs {
+        /// What to do.
+        #[command(subcommand)]
+        action: JobsCommand,
+    },
+    /// Print a prompt, e.g. `strata prompt system` (the paragraph for the chatbot's system prompt).
+    Prompt {
+        /// Which prompt.
+        #[command(subcommand)]
+        which: PromptCommand,
+    },
+    /// LLM cost totals: calls, tokens in and out, per session (whole store, or one scope).
+    Usage {
+        /// End-user id (with --agent: one scope only).
+        #[arg(long, requires = "agent")]
+        user: Option<String>,
+        /// Agent id.
+        #[arg(long, requires = "user")]
+        agent: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rebuild the BM25 and vector indexes from the system of record with the
+    /// embedder now configured (needed after changing embedding.provider or model).
+    Reindex {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove expired episodes from every index now.
     Prune {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `strata jobs ...`.
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// List parked jobs with their attempts and last error.
+    List {
+        /// Most jobs shown.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-queue parked jobs with a fresh attempt budget and run them now.
+    Retry {
+        /// Job id (from `strata jobs list`).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<i64>,
+        /// Every parked job.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+/// `strata prompt ...`.
+#[derive(Debug, Subcommand)]
+pub enum PromptCommand {
+    /// The system-prompt paragraph about the chatbot's memory tools.
+    System,
 }
 
 /// `strata eval ...`.
@@ -178,6 +241,14 @@ pub fn load_config(cli: &Cli) -> Result<Config> {
     Config::load(cli.config.as_deref(), &overrides)
 }
 
+/// Opens without background workers: a read command must not start
+/// summarising whatever a previous process left queued (with an LLM
+/// configured that could take minutes); `strata import`, `demo` and
+/// `jobs retry` run the workers.
+async fn open_for_reads(config: Config) -> Result<Memory> {
+    Memory::open_with(config, Components { no_workers: true, ..Default::default() }).await
+}
+
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
@@ -193,7 +264,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Import { file, end_sessions, wait, json } => import::run(config, &file, end_sessions, wait, json).await,
         Command::Search { scope, query, top_k, json } => {
             let scope = scope.scope()?;
-            let mem = Memory::open(config).await?;
+            let mem = open_for_reads(config).await?;
             let hits = mem.memory_search(&scope, &query, top_k).await;
             mem.shutdown().await?;
             let hits = hits?;
@@ -211,7 +282,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Expand { scope, id, raw, json } => {
             let scope = scope.scope()?;
             let id = EpisodeId::parse(&id)?;
-            let mem = Memory::open(config).await?;
+            let mem = open_for_reads(config).await?;
             let ex = mem.memory_expand(&scope, &id, raw).await;
             mem.shutdown().await?;
             let ex = ex?;
@@ -233,7 +304,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Inject { scope, session, message, json } => {
             let scope = scope.scope()?;
             let session = SessionId::new(session)?;
-            let mem = Memory::open(config).await?;
+            let mem = open_for_reads(config).await?;
             let r = mem.inject(&scope, &session, &message).await;
             mem.shutdown().await?;
             let r = r?;
@@ -245,6 +316,84 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 println!("(nothing above min_score; top score {:.3})", r.top_score);
             } else {
                 print!("{}", r.section);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Jobs { action: JobsCommand::List { limit, json } } => {
+            let mem = open_for_reads(config).await?;
+            let jobs = mem.parked_jobs(limit).await;
+            mem.shutdown().await?;
+            let jobs = jobs?;
+            if json {
+                print_json(&jobs)?;
+            } else if jobs.is_empty() {
+                println!("no parked jobs");
+            } else {
+                println!("{:>6}  {:<18}  {:<24}  {:>8}  {:<20}  last error", "id", "kind", "user/agent/session", "attempts", "parked at");
+                for j in jobs {
+                    let (kind, target) = match &j.event {
+                        Event::SessionCompleted { scope, session_id } => ("session_completed", format!("{}/{}/{}", scope.user_id(), scope.agent_id(), session_id)),
+                        Event::EpisodeCreated { scope, episode_id } => ("episode_created", format!("{}/{}/{}", scope.user_id(), scope.agent_id(), episode_id)),
+                    };
+                    let parked = j.parked_at.map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()).unwrap_or_default();
+                    println!("{:>6}  {kind:<18}  {target:<24}  {:>8}  {parked:<20}  {}", j.id.0, j.attempts, j.last_error);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Jobs { action: JobsCommand::Retry { id, all: _ } } => {
+            let mem = Memory::open(config).await?;
+            let r = mem.retry_jobs(id.map(EventId)).await;
+            let outcome = match r {
+                Ok(n) => {
+                    println!("re-queued {n} job(s); running them now");
+                    let waited = mem.wait_idle().await;
+                    let still = mem.parked_jobs(10_000).await.map(|j| j.len()).unwrap_or(0);
+                    waited.map(|_| still)
+                }
+                Err(e) => Err(e),
+            };
+            mem.shutdown().await?;
+            let still = outcome?;
+            if still > 0 {
+                println!("{still} job(s) parked again; see `strata jobs list`");
+                return Ok(ExitCode::from(2));
+            }
+            println!("all re-queued jobs done");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Prompt { which: PromptCommand::System } => {
+            let dir = &config.llm.prompts_dir;
+            let prompts = crate::llm::prompts::Prompts::load((!dir.as_os_str().is_empty()).then_some(dir.as_path()))?;
+            println!("{}", prompts.system_prompt());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Usage { user, agent, json } => {
+            let scope = match (user, agent) {
+                (Some(u), Some(a)) => Some(Scope::new(u, a)?),
+                _ => None,
+            };
+            let mem = open_for_reads(config).await?;
+            let u = mem.llm_usage(scope.as_ref()).await;
+            mem.shutdown().await?;
+            let u = u?;
+            if json {
+                print_json(&u)?;
+            } else {
+                let per = |x: u64| if u.sessions == 0 { 0.0 } else { x as f64 / u.sessions as f64 };
+                println!(
+                    "{} LLM calls ({} failed) for {} sessions: {:.2} calls/session, {:.0} input + {:.0} output tokens/session ({} + {} in all)",
+                    u.calls, u.failed_calls, u.sessions, per(u.calls), per(u.input_tokens), per(u.output_tokens), u.input_tokens, u.output_tokens
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Reindex { json } => {
+            let r = Memory::reindex(config, Components::default()).await?;
+            if json {
+                print_json(&r)?;
+            } else {
+                println!("reindexed {} episodes ({} vector points) with {} in {:.1}s", r.episodes, r.vector_points, r.embedder, r.seconds);
             }
             Ok(ExitCode::SUCCESS)
         }

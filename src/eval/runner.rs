@@ -234,6 +234,22 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     let p50 = percentile(&latencies, 50.0).unwrap_or(f64::NAN);
     let p99 = percentile(&latencies, 99.0).unwrap_or(f64::NAN);
     println!("\ninject latency over {} turns: p50 {p50:.2} ms, p99 {p99:.2} ms (debug/release as built; benches are authoritative)", latencies.len());
+    let usage = mem.llm_usage(None).await?;
+    let sessions: usize = convs.iter().map(|c| c.sessions.len()).sum();
+    let per = |x: u64| if sessions == 0 { 0.0 } else { x as f64 / sessions as f64 };
+    println!(
+        "LLM ({}): {} calls ({} failed) for {sessions} sessions = {:.2} calls/session; tokens/session {:.0} in + {:.0} out",
+        mem.shared().chat.id(),
+        usage.calls,
+        usage.failed_calls,
+        per(usage.calls),
+        per(usage.input_tokens),
+        per(usage.output_tokens)
+    );
+    let parked = mem.parked_jobs(1000).await?;
+    if !parked.is_empty() {
+        println!("warning: {} sessions parked in the dead-letter table (not promoted); first error: {}", parked.len(), parked[0].last_error);
+    }
     println!("total time {:.1}s", started.elapsed().as_secs_f64());
     mem.shutdown().await?;
     if let Some(out) = args.out {
@@ -255,6 +271,13 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             );
         }
         root.insert("inject_ms".into(), json!({"p50": p50, "p99": p99, "n": latencies.len()}));
+        root.insert(
+            "llm".into(),
+            json!({"model": mem.shared().chat.id(), "sessions": sessions, "calls": usage.calls, "failed_calls": usage.failed_calls,
+                   "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+                   "calls_per_session": per(usage.calls), "input_tokens_per_session": per(usage.input_tokens),
+                   "output_tokens_per_session": per(usage.output_tokens), "parked_sessions": parked.len()}),
+        );
         std::fs::write(&out, serde_json::to_string_pretty(&serde_json::Value::Object(root))?)?;
         eprintln!("wrote {}", out.display());
     }

@@ -6,9 +6,15 @@
 //! - [`CachedEmbedder`]: wraps any embedder with an LRU cache keyed by the
 //!   BLAKE3 hash of (model id, text).
 //! - [`offline::OfflineChat`]: extractive summariser, used when no LLM endpoint is configured.
+//! - [`openai::OpenAiChat`] / [`openai::OpenAiEmbedder`]: any OpenAI-compatible endpoint.
+//! - [`prompts`]: the versioned prompt files and their JSON schemas.
+//! - [`CallLog`]: per-call cost records (tokens, latency, errors) that the
+//!   workers persist in the `llm_calls` table.
 
 pub mod local;
 pub mod offline;
+pub mod openai;
+pub mod prompts;
 
 use async_trait::async_trait;
 use std::num::NonZeroUsize;
@@ -109,12 +115,57 @@ pub struct Summary {
     pub kind: SummaryKind,
 }
 
+/// One LLM request attempt, as recorded in the `llm_calls` table.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CallRecord {
+    /// Prompt task name (`summarize`, `merge_summaries`, ...).
+    pub task: &'static str,
+    /// Model name sent to the server.
+    pub model: String,
+    /// The prompt file's `version`.
+    pub prompt_version: u32,
+    /// 1-based attempt number within one call's retries.
+    pub attempt: u32,
+    /// Why the attempt failed; `None` when it succeeded.
+    pub error: Option<String>,
+    /// Prompt tokens as the server reported them (estimated at 3 bytes per
+    /// token when the server reports no usage).
+    pub input_tokens: u32,
+    /// Completion tokens as the server reported them (estimated likewise).
+    pub output_tokens: u32,
+    /// Wall time of the attempt, in ms.
+    pub latency_ms: u64,
+}
+
+/// Collects the [`CallRecord`]s of one job (thread-safe, append-only).
+#[derive(Debug, Default)]
+pub struct CallLog(Mutex<Vec<CallRecord>>);
+
+impl CallLog {
+    /// Appends one record.
+    pub fn push(&self, r: CallRecord) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(r);
+        }
+    }
+    /// Takes every record collected so far.
+    pub fn take(&self) -> Vec<CallRecord> {
+        self.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
+    }
+}
+
 /// The chat-model role: the promotion tasks that need language understanding.
 #[async_trait]
 pub trait ChatModel: Send + Sync + 'static {
-    /// Summarises one finished session.
+    /// A stable id such as `offline:extractive` or `openai:gpt-4o-mini`.
+    fn id(&self) -> String;
+
+    /// Summarises one finished session. `started_at` is the session's first
+    /// message date (`YYYY-MM-DD`), for resolving relative dates. Every LLM
+    /// request made, failed or not, is appended to `log`.
     ///
     /// # Errors
-    /// [`Error::Chat`] when the model fails; the caller retries and then parks the job.
-    async fn summarize(&self, transcript: &[TranscriptTurn]) -> Result<Summary>;
+    /// [`Error::Chat`] when the model fails after its retries; the caller
+    /// retries the job and finally parks it in the dead-letter table.
+    async fn summarize(&self, transcript: &[TranscriptTurn], started_at: &str, log: &CallLog) -> Result<Summary>;
 }

@@ -799,7 +799,11 @@ pub struct OfflineChat {
 
 #[async_trait::async_trait]
 impl super::ChatModel for OfflineChat {
-    async fn summarize(&self, transcript: &[super::TranscriptTurn]) -> crate::error::Result<super::Summary> {
+    fn id(&self) -> String {
+        "offline:extractive".into()
+    }
+
+    async fn summarize(&self, transcript: &[super::TranscriptTurn], _started_at: &str, _log: &super::CallLog) -> crate::error::Result<super::Summary> {
         let turns: Vec<Turn<'_>> = transcript.iter().map(|t| Turn { speaker: &t.speaker, text: &t.text }).collect();
         let text = extractive_summary(&turns, &self.options);
         Ok(super::Summary { text, kind: crate::model::SummaryKind::Extractive })

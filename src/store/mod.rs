@@ -91,6 +91,39 @@ pub struct OutboxEvent {
     pub attempts: u32,
 }
 
+/// A job parked in the dead-letter table (`dead_letter` view over the outbox):
+/// it failed `attempts` times and waits for `strata jobs retry`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParkedJob {
+    /// Outbox row id (what `strata jobs retry ID` takes).
+    pub id: EventId,
+    /// The event, with its scope and session or episode.
+    pub event: Event,
+    /// Attempts made (each with the LLM client's own retries).
+    pub attempts: u32,
+    /// The last error.
+    pub last_error: String,
+    /// When it was parked.
+    pub parked_at: Option<DateTime<Utc>>,
+    /// When the event was written.
+    pub created_at: DateTime<Utc>,
+}
+
+/// LLM cost totals (from the `llm_calls` table).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct UsageTotals {
+    /// Requests sent, including failed attempts.
+    pub calls: u64,
+    /// Of which failed (retried or given up).
+    pub failed_calls: u64,
+    /// Prompt tokens, summed.
+    pub input_tokens: u64,
+    /// Completion tokens, summed.
+    pub output_tokens: u64,
+    /// Distinct sessions the calls were made for.
+    pub sessions: u64,
+}
+
 /// Counts of rows removed by an erasure or prune, per table.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeleteCounts {
@@ -146,6 +179,23 @@ pub trait RecordStore: Send + Sync + 'static {
     async fn idle_sessions(&self, before: DateTime<Utc>) -> Result<Vec<(Scope, SessionId)>>;
     /// Episodes whose `expires_at` is before `now` (maintenance).
     async fn expired_episodes(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<(Scope, EpisodeId)>>;
+
+    /// Appends the LLM call records of one job (cost accounting).
+    async fn record_llm_calls(&self, scope: &Scope, session: Option<&SessionId>, event: Option<EventId>, calls: Vec<crate::llm::CallRecord>) -> Result<()>;
+    /// Cost totals of one scope, or of the whole store for `None` (operators).
+    async fn usage_totals(&self, scope: Option<&Scope>) -> Result<UsageTotals>;
+    /// The dead-letter table, oldest first (operators).
+    async fn parked_jobs(&self, limit: usize) -> Result<Vec<ParkedJob>>;
+    /// Puts parked jobs back in the queue with a fresh attempt budget: one
+    /// id, or every parked job for `None`. Returns how many were re-queued.
+    async fn retry_parked(&self, id: Option<EventId>) -> Result<usize>;
+    /// Reads a key of the `meta` table (index bookkeeping such as the embedding model).
+    async fn meta_get(&self, key: &str) -> Result<Option<String>>;
+    /// Writes a key of the `meta` table.
+    async fn meta_set(&self, key: &str, value: &str) -> Result<()>;
+    /// Every unexpired episode with its scope, in id order after `after`
+    /// (keyset pagination for `strata reindex`; operators only).
+    async fn all_episodes(&self, after: Option<EpisodeId>, limit: usize, now: DateTime<Utc>) -> Result<Vec<(Scope, Episode)>>;
 }
 
 /// A document for the keyword index: one episode.

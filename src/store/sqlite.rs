@@ -11,7 +11,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::{DeleteCounts, Event, EventKind, OutboxEvent, RecordStore};
+use super::{DeleteCounts, Event, EventKind, OutboxEvent, ParkedJob, RecordStore, UsageTotals};
 use crate::error::{Error, Result};
 use crate::model::*;
 
@@ -54,6 +54,22 @@ const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL
     );
     CREATE INDEX outbox_pending ON outbox (status, kind, id);
+    "#,
+    // 2: LLM cost accounting, dead-letter view, index bookkeeping
+    r#"
+    CREATE TABLE llm_calls (
+        id INTEGER PRIMARY KEY,
+        user_id TEXT NOT NULL, agent_id TEXT NOT NULL, session_id TEXT, event_id INTEGER,
+        task TEXT NOT NULL, model TEXT NOT NULL, prompt_version INTEGER NOT NULL, attempt INTEGER NOT NULL,
+        error TEXT, input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
+        latency_ms INTEGER NOT NULL, at INTEGER NOT NULL
+    );
+    CREATE INDEX llm_calls_scope ON llm_calls (user_id, agent_id, session_id);
+    ALTER TABLE outbox ADD COLUMN parked_at INTEGER;
+    CREATE VIEW dead_letter AS
+        SELECT id, kind, user_id, agent_id, payload, attempts, last_error, parked_at, created_at
+        FROM outbox WHERE status = 'parked';
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
     "#,
 ];
 
@@ -139,7 +155,7 @@ impl SqliteStore {
         self.run(move |c| {
             let tx = c.transaction()?;
             let mut counts = DeleteCounts::default();
-            for table in ["messages", "sessions", "episodes", "outbox"] {
+            for table in ["messages", "sessions", "episodes", "outbox", "llm_calls"] {
                 let n = tx.execute(&format!("DELETE FROM {table} WHERE user_id = ?1"), [&user])?;
                 counts.rows.insert(table.to_string(), n);
             }
@@ -154,7 +170,7 @@ impl SqliteStore {
         let (u, a) = (scope.user_id().to_string(), scope.agent_id().to_string());
         self.run(move |c| {
             let mut counts = DeleteCounts::default();
-            for table in ["messages", "sessions", "episodes", "outbox"] {
+            for table in ["messages", "sessions", "episodes", "outbox", "llm_calls"] {
                 let n: i64 = c.query_row(
                     &format!("SELECT COUNT(*) FROM {table} WHERE user_id = ?1 AND agent_id = ?2"),
                     params![u, a],
@@ -475,8 +491,8 @@ impl RecordStore for SqliteStore {
                         // unreadable payload: park it, never drop it
                         tracing::error!(event_id = id, error = %e, "parking unreadable outbox event");
                         c.execute(
-                            "UPDATE outbox SET status='parked', last_error=?2 WHERE id=?1",
-                            params![id, format!("unreadable payload: {e}")],
+                            "UPDATE outbox SET status='parked', last_error=?2, parked_at=?3 WHERE id=?1",
+                            params![id, format!("unreadable payload: {e}"), now],
                         )?;
                     }
                 }
@@ -506,7 +522,8 @@ impl RecordStore for SqliteStore {
             c.execute(
                 "UPDATE outbox SET attempts = attempts + 1, last_error = ?2, updated_at = ?4,
                     available_at = ?4 + MIN(60000, 500 * (1 << MIN(attempts, 7))),
-                    status = CASE WHEN attempts + 1 >= ?3 THEN 'parked' ELSE status END
+                    status = CASE WHEN attempts + 1 >= ?3 THEN 'parked' ELSE status END,
+                    parked_at = CASE WHEN attempts + 1 >= ?3 THEN ?4 ELSE parked_at END
                  WHERE id = ?1",
                 params![id.0, error, park_after, ms(Utc::now())],
             )?;
@@ -543,6 +560,129 @@ impl RecordStore for SqliteStore {
             for r in rows {
                 let (u, a, id) = r?;
                 out.push((Scope::new(u, a)?, EpisodeId::parse(&id)?));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn record_llm_calls(&self, scope: &Scope, session: Option<&SessionId>, event: Option<EventId>, calls: Vec<crate::llm::CallRecord>) -> Result<()> {
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let (scope, session) = (scope.clone(), session.map(|s| s.as_str().to_string()));
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let now = ms(Utc::now());
+            {
+                let mut st = tx.prepare_cached(
+                    "INSERT INTO llm_calls (user_id, agent_id, session_id, event_id, task, model, prompt_version, attempt, error,
+                        input_tokens, output_tokens, latency_ms, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                )?;
+                for r in &calls {
+                    st.execute(params![
+                        scope.user_id(), scope.agent_id(), session, event.map(|e| e.0), r.task, r.model, r.prompt_version,
+                        r.attempt, r.error, r.input_tokens, r.output_tokens, r.latency_ms as i64, now
+                    ])?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn usage_totals(&self, scope: Option<&Scope>) -> Result<UsageTotals> {
+        let scope = scope.cloned();
+        self.run(move |c| {
+            let sql = "SELECT COUNT(*), COUNT(error), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),
+                COUNT(DISTINCT user_id || char(31) || agent_id || char(31) || COALESCE(session_id, '')) FROM llm_calls";
+            let map = |r: &rusqlite::Row<'_>| {
+                Ok(UsageTotals {
+                    calls: r.get::<_, i64>(0)? as u64,
+                    failed_calls: r.get::<_, i64>(1)? as u64,
+                    input_tokens: r.get::<_, i64>(2)? as u64,
+                    output_tokens: r.get::<_, i64>(3)? as u64,
+                    sessions: r.get::<_, i64>(4)? as u64,
+                })
+            };
+            Ok(match &scope {
+                Some(s) => c.query_row(&format!("{sql} WHERE user_id=?1 AND agent_id=?2"), params![s.user_id(), s.agent_id()], map)?,
+                None => c.query_row(sql, [], map)?,
+            })
+        })
+        .await
+    }
+
+    async fn parked_jobs(&self, limit: usize) -> Result<Vec<ParkedJob>> {
+        self.run(move |c| {
+            let mut st = c.prepare(
+                "SELECT id, payload, attempts, COALESCE(last_error, ''), parked_at, created_at FROM dead_letter ORDER BY id LIMIT ?1",
+            )?;
+            let rows = st.query_map([limit as i64], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, String>(3)?, r.get::<_, Option<i64>>(4)?, r.get::<_, i64>(5)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, payload, attempts, last_error, parked_at, created_at) = row?;
+                let Ok(event) = serde_json::from_str::<Event>(&payload) else {
+                    tracing::warn!(event_id = id, "dead-letter row with an unreadable payload");
+                    continue;
+                };
+                out.push(ParkedJob { id: EventId(id), event, attempts: attempts as u32, last_error, parked_at: parked_at.map(from_ms), created_at: from_ms(created_at) });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn retry_parked(&self, id: Option<EventId>) -> Result<usize> {
+        self.run(move |c| {
+            let now = ms(Utc::now());
+            let n = match id {
+                Some(id) => c.execute(
+                    "UPDATE outbox SET status='pending', attempts=0, available_at=?2, parked_at=NULL, updated_at=?2 WHERE id=?1 AND status='parked'",
+                    params![id.0, now],
+                )?,
+                None => c.execute(
+                    "UPDATE outbox SET status='pending', attempts=0, available_at=?1, parked_at=NULL, updated_at=?1 WHERE status='parked'",
+                    params![now],
+                )?,
+            };
+            Ok(n)
+        })
+        .await
+    }
+
+    async fn meta_get(&self, key: &str) -> Result<Option<String>> {
+        let key = key.to_string();
+        self.run(move |c| Ok(c.query_row("SELECT value FROM meta WHERE key=?1", [&key], |r| r.get(0)).optional()?)).await
+    }
+
+    async fn meta_set(&self, key: &str, value: &str) -> Result<()> {
+        let (key, value) = (key.to_string(), value.to_string());
+        self.run(move |c| {
+            c.execute("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value=excluded.value", params![key, value])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn all_episodes(&self, after: Option<EpisodeId>, limit: usize, now: DateTime<Utc>) -> Result<Vec<(Scope, Episode)>> {
+        self.run(move |c| {
+            let mut st = c.prepare(&format!(
+                "SELECT user_id, agent_id, {EPISODE_COLS} FROM episodes WHERE id > ?1 AND (expires_at IS NULL OR expires_at > ?2)
+                 ORDER BY id LIMIT ?3"
+            ))?;
+            let after = after.map(|a| a.as_str().to_string()).unwrap_or_default();
+            let rows = st.query_map(params![after, ms(now), limit as i64], |r| {
+                let (_, ep) = row_to_episode(r)?;
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, ep))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (u, a, ep) = row?;
+                out.push((Scope::new(u, a)?, ep));
             }
             Ok(out)
         })

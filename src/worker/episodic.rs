@@ -1,23 +1,28 @@
 //! Episodic worker: promotes completed sessions to episodes.
 //!
 //! Per batch of up to `workers.batch_size` pending `SessionCompleted` events:
-//! load each session's messages, summarise (chat model), take the abstract,
+//! load each session's messages, summarise (chat model; up to
+//! `llm.concurrency` sessions at once; every LLM request is written to
+//! `llm_calls` for cost accounting, whatever its outcome), take the abstract,
 //! embed all summaries (vector unit 0) and, with `episodes.embed_turns`,
 //! every non-trivial turn (units 1..) in one call, upsert both indexes (one commit each),
 //! then for each episode write the row, mark the event done and emit
 //! `EpisodeCreated` in one transaction. Episode ids are deterministic, index
 //! writes are upserts, and the event is marked done last, so a crash at any
 //! point replays to the same result (idempotent).
+//!
+//! A failed job is retried with backoff up to `workers.max_attempts` times
+//! and then parked in the dead-letter table; jobs behind it go ahead.
 
 use chrono::{Duration, Utc};
 use std::sync::Arc;
 use tokio::sync::watch;
 
-use super::PARK_AFTER_ATTEMPTS;
+use futures::StreamExt;
 use crate::error::Result;
-use crate::llm::TranscriptTurn;
+use crate::llm::{CallLog, TranscriptTurn};
 use crate::memory::Shared;
-use crate::model::{Episode, EpisodeId, Message};
+use crate::model::{Episode, EpisodeId, Message, Scope};
 use crate::recall::abstracts::make_abstract;
 use crate::store::{Event, EventKind, KeywordDoc, OutboxEvent, VectorPoint};
 use crate::text::clip_with_ellipsis;
@@ -77,21 +82,36 @@ pub async fn drain(shared: &Shared) -> Result<usize> {
         return Ok(0);
     }
     let n = events.len();
+    let max_attempts = shared.config.workers.max_attempts;
+    let results: Vec<(OutboxEvent, Result<Option<Prepared>>)> = futures::stream::iter(events)
+        .map(|ev| async move {
+            let r = prepare(shared, &ev).await;
+            (ev, r)
+        })
+        .buffer_unordered(shared.config.llm.concurrency)
+        .collect()
+        .await;
     let mut prepared = Vec::with_capacity(n);
-    for ev in events {
-        match prepare(shared, &ev).await {
+    for (ev, r) in results {
+        match r {
             Ok(Some(p)) => prepared.push(p),
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(event_id = %ev.id, attempts = ev.attempts + 1, error = %e, "summarisation failed");
-                shared.records.fail_event(ev.id, &e.to_string(), PARK_AFTER_ATTEMPTS).await?;
+                let attempts = ev.attempts + 1;
+                if attempts >= max_attempts {
+                    tracing::error!(event_id = %ev.id, attempts, error = %e, "summarisation failed; job parked in the dead-letter table");
+                } else {
+                    tracing::warn!(event_id = %ev.id, attempts, error = %e, "summarisation failed; will retry");
+                }
+                shared.records.fail_event(ev.id, &e.to_string(), max_attempts).await?;
             }
         }
     }
+    prepared.sort_by_key(|p| p.event.id.0);
     if let Err(e) = commit(shared, &prepared).await {
         tracing::warn!(events = prepared.len(), error = %e, "episode indexing failed");
         for p in &prepared {
-            shared.records.fail_event(p.event.id, &e.to_string(), PARK_AFTER_ATTEMPTS).await?;
+            shared.records.fail_event(p.event.id, &e.to_string(), max_attempts).await?;
         }
     }
     Ok(n)
@@ -115,7 +135,14 @@ async fn prepare(shared: &Shared, ev: &OutboxEvent) -> Result<Option<Prepared>> 
         .iter()
         .map(|m| TranscriptTurn { speaker: m.message.speaker().to_string(), text: m.message.content.clone() })
         .collect();
-    let summary = shared.chat.summarize(&turns).await?;
+    let started = messages.iter().map(|m| m.message.timestamp).min().unwrap_or(first.message.timestamp);
+    let log = CallLog::default();
+    let summary = shared.chat.summarize(&turns, &started.format("%Y-%m-%d").to_string(), &log).await;
+    // cost records are written whatever the outcome: failed attempts cost too
+    if let Err(e) = shared.records.record_llm_calls(scope, Some(session_id), Some(ev.id), log.take()).await {
+        tracing::warn!(event_id = %ev.id, error = %e, "could not record LLM usage");
+    }
+    let summary = summary?;
     let mut text = summary.text.trim().to_string();
     if text.is_empty() {
         // nothing salient (all chit-chat): keep the first message so the episode still exists
@@ -129,28 +156,29 @@ async fn prepare(shared: &Shared, ev: &OutboxEvent) -> Result<Option<Prepared>> 
         abstract_: make_abstract(&text),
         summary: text,
         summary_kind: summary.kind,
-        started_at: messages.iter().map(|m| m.message.timestamp).min().unwrap_or(first.message.timestamp),
+        started_at: started,
         ended_at: messages.iter().map(|m| m.message.timestamp).max().unwrap_or(first.message.timestamp),
         created_at: now,
         expires_at: (ttl > 0).then(|| now + Duration::days(ttl as i64)),
     };
-    let turns = if shared.config.episodes.embed_turns {
-        messages
-            .iter()
-            .filter(|m| !shared.is_trivial(&m.message.content))
-            .map(|m| format!("{}: {}", m.message.speaker(), m.message.content))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let turns = turn_units(shared, &messages);
     Ok(Some(Prepared { event: ev.clone(), episode, raw: transcript(&messages), turns }))
 }
 
-async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
+/// What the indexes need of one episode.
+struct IndexItem<'a> {
+    scope: &'a Scope,
+    episode: &'a Episode,
+    raw: &'a str,
+    turns: &'a [String],
+}
+
+/// Embeds and upserts a batch into both indexes (one embedding call, one
+/// commit per index). Returns the number of vector points written.
+async fn index(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
     if batch.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
-    let scope_of = |p: &Prepared| p.event.event.scope().clone();
     // unit 0 = summary, units 1.. = turns; one embedding call for the whole batch
     let mut texts = Vec::new();
     let mut owners = Vec::new();
@@ -165,19 +193,67 @@ async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
     let vectors = shared.embedder.embed(&texts).await?;
     let docs = batch
         .iter()
-        .map(|p| KeywordDoc { scope: scope_of(p), episode_id: p.episode.id.clone(), summary: p.episode.summary.clone(), raw: p.raw.clone() })
+        .map(|p| KeywordDoc { scope: p.scope.clone(), episode_id: p.episode.id.clone(), summary: p.episode.summary.clone(), raw: p.raw.to_string() })
         .collect();
-    let points = owners
+    let points: Vec<VectorPoint> = owners
         .into_iter()
         .zip(vectors)
-        .map(|((i, unit), vector)| VectorPoint { scope: scope_of(&batch[i]), episode_id: batch[i].episode.id.clone(), unit, vector })
+        .map(|((i, unit), vector)| VectorPoint { scope: batch[i].scope.clone(), episode_id: batch[i].episode.id.clone(), unit, vector })
         .collect();
+    let n = points.len();
     shared.keyword.upsert(docs).await?;
     shared.vectors.upsert(points).await?;
+    Ok(n)
+}
+
+async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let items: Vec<IndexItem<'_>> = batch
+        .iter()
+        .map(|p| IndexItem { scope: p.event.event.scope(), episode: &p.episode, raw: &p.raw, turns: &p.turns })
+        .collect();
+    index(shared, &items).await?;
     for p in batch {
-        shared.records.put_episode(&scope_of(p), &p.episode, p.event.id).await?;
+        shared.records.put_episode(p.event.event.scope(), &p.episode, p.event.id).await?;
         shared.bus.publish(EventKind::EpisodeCreated);
         tracing::debug!(episode_id = %p.episode.id, session_id = %p.episode.session_id, "episode created");
     }
     Ok(())
+}
+
+/// Re-indexes stored episodes (for `strata reindex`): rebuilds the keyword
+/// document and every vector unit of each from the system of record, exactly
+/// as promotion built them. Returns the number of vector points written.
+pub async fn reindex_batch(shared: &Shared, batch: &[(Scope, Episode)]) -> Result<usize> {
+    let mut raws = Vec::with_capacity(batch.len());
+    let mut turns = Vec::with_capacity(batch.len());
+    for (scope, ep) in batch {
+        let messages = match shared.records.messages(scope, &ep.session_id).await {
+            Ok(m) => m,
+            Err(crate::Error::NotFound(_)) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        turns.push(turn_units(shared, &messages));
+        raws.push(transcript(&messages));
+    }
+    let items: Vec<IndexItem<'_>> = batch
+        .iter()
+        .enumerate()
+        .map(|(i, (scope, ep))| IndexItem { scope, episode: ep, raw: &raws[i], turns: &turns[i] })
+        .collect();
+    index(shared, &items).await
+}
+
+/// Texts of the turn vector units (non-trivial turns), when `episodes.embed_turns`.
+fn turn_units(shared: &Shared, messages: &[Message]) -> Vec<String> {
+    if !shared.config.episodes.embed_turns {
+        return Vec::new();
+    }
+    messages
+        .iter()
+        .filter(|m| !shared.is_trivial(&m.message.content))
+        .map(|m| format!("{}: {}", m.message.speaker(), m.message.content))
+        .collect()
 }

@@ -9,6 +9,3 @@ pub mod episodic;
 pub mod idle;
 pub mod pruner;
 
-/// Attempts before a failing event is parked (kept in the outbox with its
-/// error, no longer retried automatically).
-pub const PARK_AFTER_ATTEMPTS: u32 = 5;
