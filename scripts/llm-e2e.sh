@@ -186,7 +186,9 @@ cargo run --quiet -- demo
 if [ -n "${LLM_E2E_EVAL:-}" ]; then
   # optional: one LoCoMo conversation through the LLM path (calls and tokens per session)
   log "running strata eval locomo on $LLM_E2E_EVAL"
-  cargo run --quiet -- eval locomo --data "${LOCOMO:-../shared/data/locomo/locomo-dev.json}" \
+  # the server answers one request at a time and LoCoMo sessions are long:
+  # one request in flight, generous timeout
+  STRATA__LLM__CONCURRENCY=1 STRATA__LLM__TIMEOUT_SECS=600 cargo run --quiet -- eval locomo --data "${LOCOMO:-../shared/data/locomo/locomo-dev.json}" \
     --conversations "$LLM_E2E_EVAL" --no-inject --out "${STRATA_E2E_DIR:-target/llm-e2e}/eval-$LLM_E2E_EVAL.json"
 fi
 log "done"

@@ -37,6 +37,37 @@ pub struct Config {
     pub workers: WorkersConfig,
     /// Chat model for summarisation (offline extractive or an OpenAI-compatible endpoint).
     pub llm: LlmConfig,
+    /// Semantic tier: entity/relation graph.
+    pub graph: GraphConfig,
+}
+
+/// `[graph]`: the semantic tier.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GraphConfig {
+    /// Run the semantic and dedup workers (extraction on every new episode).
+    pub enabled: bool,
+    /// Predicates with one valid object per subject at a time: a newer fact
+    /// sets `invalid_at` on the older one.
+    pub functional_predicates: Vec<String>,
+    /// Predicate synonyms applied on write (`moved_to = "lives_in"`).
+    pub predicate_aliases: std::collections::BTreeMap<String, String>,
+    /// Similarity (string or name embedding) at or above which two entities
+    /// merge without asking.
+    pub merge_threshold: f64,
+    /// Similarity from which a pair is ambiguous: the LLM is asked, offline they stay apart.
+    pub ask_threshold: f64,
+    /// Compare name embeddings for candidates whose string similarity is at least this.
+    pub embedding_prefilter: f64,
+    /// Most entities returned by `knowledge_graph_search`.
+    pub max_results: usize,
+}
+
+impl GraphConfig {
+    /// The write rules for [`crate::graph::GraphStore::apply_extraction`].
+    pub fn rules(&self) -> crate::graph::ApplyRules {
+        crate::graph::ApplyRules { functional: self.functional_predicates.clone(), aliases: self.predicate_aliases.clone() }
+    }
 }
 
 /// Which chat model promotes sessions.
@@ -395,6 +426,13 @@ impl Config {
         }
         if e.max_input_chars == 0 || e.timeout_secs == 0 || e.query_timeout_ms == 0 {
             return bad("embedding.max_input_chars/timeout_secs", "must be positive");
+        }
+        let g = &self.graph;
+        if !(0.0..=1.0).contains(&g.ask_threshold) || !(0.0..=1.0).contains(&g.merge_threshold) || g.ask_threshold > g.merge_threshold {
+            return bad("graph.ask_threshold/merge_threshold", "must be within [0, 1] with ask_threshold <= merge_threshold");
+        }
+        if g.max_results == 0 || g.max_results > 1000 {
+            return bad("graph.max_results", "must be within 1..=1000");
         }
         if self.pruner.cron.split_whitespace().count() < 6 {
             return bad("pruner.cron", "needs six fields (sec min hour day month weekday)");

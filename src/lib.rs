@@ -56,6 +56,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod eval;
+pub mod graph;
 pub mod llm;
 pub mod memory;
 pub mod model;

@@ -24,6 +24,7 @@ use crate::llm::prompts::Prompts;
 use crate::llm::{CachedEmbedder, ChatModel, Embedder};
 use crate::config::{EmbeddingProvider, LlmProvider};
 use crate::store::{ParkedJob, UsageTotals};
+use crate::graph::{Entity, EntityId, GraphCounts, GraphStore, MergeRecord, Subgraph, Walk};
 use crate::model::*;
 use crate::recall::fusion::{fuse, FusedHit, Retrievers};
 use crate::recall::query::build_query;
@@ -49,6 +50,8 @@ pub struct Shared {
     pub keyword: Arc<dyn KeywordIndex>,
     /// Vector index.
     pub vectors: Arc<dyn VectorIndex>,
+    /// Semantic tier (entity/relation graph).
+    pub graph: Arc<dyn GraphStore>,
     /// Embedding model (cached).
     pub embedder: Arc<dyn Embedder>,
     /// Summariser.
@@ -81,6 +84,50 @@ pub struct Components {
     /// Do not start background workers (promotion then runs only via
     /// [`Memory::run_pending`]); used by crash-recovery tests.
     pub no_workers: bool,
+}
+
+/// A [`Memory::knowledge_graph_search`] request.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct GraphSearch {
+    /// Free text naming the entities to start from.
+    pub query: Option<String>,
+    /// A start entity: an `ent_` id or a name (wins over `query`).
+    pub entity: Option<String>,
+    /// Relations to walk from the start entities, 0..=3 (default 0 = the entities and the relations among them).
+    #[serde(default)]
+    pub hops: u8,
+    /// Follow only this predicate (synonyms resolved).
+    pub predicate: Option<String>,
+    /// Include facts that a newer one invalidated.
+    #[serde(default)]
+    pub include_invalid: bool,
+    /// Most entities returned (default `graph.max_results`).
+    pub limit: Option<usize>,
+}
+
+/// Result of [`Memory::knowledge_graph_search`].
+#[derive(Debug, Clone, Serialize)]
+pub struct GraphSearchResult {
+    /// The entities the request resolved to.
+    pub seeds: Vec<EntityId>,
+    /// Entities (with provenance) and relations (with validity).
+    #[serde(flatten)]
+    pub subgraph: Subgraph,
+}
+
+/// Result of [`Memory::forget_user`]: rows removed per store.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ForgetReport {
+    /// Scopes (agents) the user had episodes in.
+    pub scopes: usize,
+    /// Documents removed from the keyword index (`None` when there were none to look at).
+    pub keyword_docs: Option<usize>,
+    /// Points removed from the vector index.
+    pub vector_points: Option<usize>,
+    /// Rows removed from the graph tables.
+    pub graph: crate::store::DeleteCounts,
+    /// Rows removed from the system of record, per table.
+    pub records: crate::store::DeleteCounts,
 }
 
 /// Result of [`Memory::reindex`].
@@ -334,6 +381,7 @@ impl Memory {
         let trivial = TrivialFilter::new(&config.recall.trivial_messages);
         let shared = Arc::new(Shared {
             config,
+            graph: Arc::new(records.clone()),
             records: Arc::new(records),
             keyword: Arc::new(keyword),
             vectors: Arc::new(vectors),
@@ -358,13 +406,21 @@ impl Memory {
             let wake = shared.bus.subscribe(EventKind::SessionCompleted);
             let mut tasks = mem.tasks.lock().expect("tasks mutex");
             tasks.push(tokio::spawn(worker::episodic::run(shared.clone(), wake, stop_rx.clone())));
-            tasks.push(tokio::spawn(worker::idle::run(shared.clone(), stop_rx)));
+            tasks.push(tokio::spawn(worker::idle::run(shared.clone(), stop_rx.clone())));
+            if shared.config.graph.enabled {
+                let wake = shared.bus.subscribe(EventKind::EpisodeCreated);
+                tasks.push(tokio::spawn(worker::semantic::run(shared.clone(), wake, stop_rx.clone())));
+                let wake = shared.bus.subscribe(EventKind::EntityUpserted);
+                tasks.push(tokio::spawn(worker::dedup::run(shared.clone(), wake, stop_rx)));
+            }
             drop(tasks);
             if shared.config.pruner.enabled {
                 *mem.scheduler.lock().await = Some(worker::pruner::schedule(shared.clone()).await?);
             }
             // replay whatever a previous process left pending
-            shared.bus.publish(EventKind::SessionCompleted);
+            for kind in [EventKind::SessionCompleted, EventKind::EpisodeCreated, EventKind::EntityUpserted] {
+                shared.bus.publish(kind);
+            }
         }
         Ok(mem)
     }
@@ -541,7 +597,11 @@ impl Memory {
     pub async fn run_pending(&self) -> Result<usize> {
         let mut total = 0;
         loop {
-            let n = worker::episodic::drain(&self.shared).await?;
+            let mut n = worker::episodic::drain(&self.shared).await?;
+            if self.shared.config.graph.enabled {
+                n += worker::semantic::drain(&self.shared).await?;
+                n += worker::dedup::drain(&self.shared).await?;
+            }
             if n == 0 {
                 return Ok(total);
             }
@@ -549,15 +609,115 @@ impl Memory {
         }
     }
 
-    /// Waits until every queued session is promoted or parked.
+    /// The event kinds the running workers consume.
+    fn worker_kinds(&self) -> Vec<EventKind> {
+        let mut k = vec![EventKind::SessionCompleted];
+        if self.shared.config.graph.enabled {
+            k.extend([EventKind::EpisodeCreated, EventKind::EntityUpserted]);
+        }
+        k
+    }
+
+    /// Waits until every queued job (promotion, extraction, dedup) is done or parked.
     pub async fn wait_idle(&self) -> Result<()> {
+        let kinds = self.worker_kinds();
         loop {
-            if self.shared.records.count_pending(&[EventKind::SessionCompleted]).await? == 0 {
+            if self.shared.records.count_pending(&kinds).await? == 0 {
                 return Ok(());
             }
-            self.shared.bus.publish(EventKind::SessionCompleted);
+            for k in &kinds {
+                self.shared.bus.publish(*k);
+            }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
+    }
+
+    /// L2 `knowledge_graph_search`: resolves the start entities — `entity`
+    /// (an id, or a name) or, failing that, `query` (exact identity key,
+    /// then aliases, then names contained in the query or containing it) —
+    /// and walks `hops` (0..=3) relations from them. Returns the entities
+    /// with their provenance episodes and the relations with their validity.
+    /// Invalidated facts are left out unless `include_invalid`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for hops above 3, or neither query nor entity given.
+    pub async fn knowledge_graph_search(&self, scope: &Scope, req: &GraphSearch) -> Result<GraphSearchResult> {
+        if req.hops > 3 {
+            return Err(Error::InvalidInput(format!("hops must be within 0..=3, got {}", req.hops)));
+        }
+        let limit = req.limit.unwrap_or(self.shared.config.graph.max_results).clamp(1, 1000);
+        let g = &self.shared.graph;
+        let seeds: Vec<Entity> = match (&req.entity, &req.query) {
+            (Some(e), _) if EntityId::parse(e).is_ok() => g.entities(scope, &[EntityId::parse(e)?]).await?,
+            (Some(e), _) => {
+                check_query(e)?;
+                g.resolve(scope, e, 1).await?
+            }
+            (None, Some(q)) => {
+                check_query(q)?;
+                g.resolve(scope, q, 5).await?
+            }
+            (None, None) => return Err(Error::InvalidInput("knowledge_graph_search needs a query or an entity".into())),
+        };
+        let walk = Walk {
+            seeds: seeds.iter().map(|e| e.id.clone()).collect(),
+            hops: req.hops,
+            predicate: req.predicate.as_ref().map(|p| self.shared.config.graph.rules().predicate(p)),
+            include_invalid: req.include_invalid,
+            limit,
+        };
+        let subgraph = g.traverse(scope, &walk).await?;
+        Ok(GraphSearchResult { seeds: walk.seeds, subgraph })
+    }
+
+    /// The merge log of a scope, newest first (at most `limit`).
+    pub async fn graph_merges(&self, scope: &Scope, limit: usize) -> Result<Vec<MergeRecord>> {
+        self.shared.graph.merges(scope, limit).await
+    }
+
+    /// Undoes a dedup merge: the merged entity, its aliases and its edges come back.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for an unknown id (or another scope's), [`Error::InvalidInput`] if already undone.
+    pub async fn graph_unmerge(&self, scope: &Scope, merge_id: i64) -> Result<MergeRecord> {
+        self.shared.graph.unmerge(scope, merge_id).await
+    }
+
+    /// Graph size and dedup decisions of a scope.
+    pub async fn graph_stats(&self, scope: &Scope) -> Result<(GraphCounts, std::collections::BTreeMap<String, usize>)> {
+        Ok((self.shared.graph.graph_counts(scope).await?, self.shared.records.dedup_stats(scope).await?))
+    }
+
+    /// Erases a user (every agent) from every store: both indexes first, then
+    /// the graph, then the system of record (messages, sessions, episodes,
+    /// outbox, LLM cost rows, dedup log), so an interrupted erasure can be
+    /// run again. Returns rows removed per store and table.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty or malformed user id; store errors.
+    pub async fn forget_user(&self, user_id: &str) -> Result<ForgetReport> {
+        // validates the id the same way every scope does
+        Scope::new(user_id, "_")?;
+        let s = &self.shared;
+        let episodes = s.records.user_episodes(user_id).await?;
+        let mut by_scope: HashMap<Scope, Vec<EpisodeId>> = HashMap::new();
+        for (scope, id) in episodes {
+            by_scope.entry(scope).or_default().push(id);
+        }
+        let mut report = ForgetReport::default();
+        for (scope, ids) in &by_scope {
+            let kw_before = s.keyword.count(scope).await?;
+            s.keyword.delete(scope, ids).await?;
+            let vec_before = s.vectors.count(scope).await?;
+            s.vectors.delete(scope, ids).await?;
+            *report.keyword_docs.get_or_insert(0) += kw_before - s.keyword.count(scope).await?;
+            *report.vector_points.get_or_insert(0) += vec_before - s.vectors.count(scope).await?;
+        }
+        report.graph = s.graph.delete_user_graph(user_id).await?;
+        report.records = s.records.delete_user_records(user_id).await?;
+        report.scopes = by_scope.len();
+        tracing::info!(user_id, scopes = report.scopes, "user erased");
+        Ok(report)
     }
 
     /// Stops the workers after they drain pending promotion, and stops the pruner schedule.

@@ -54,6 +54,8 @@ fn llm_config(server: &MockServer) -> (Config, tempfile::TempDir) {
     c.llm.retry_max_ms = 20;
     c.llm.timeout_secs = 2;
     c.workers.max_attempts = 2;
+    // these tests count summarisation requests; extraction has its own test
+    c.graph.enabled = false;
     (c, dir)
 }
 
@@ -262,6 +264,8 @@ async fn schema_breaking_json_and_empty_choices_are_retried() {
         .map(|u| vec![u.calls.to_string(), u.failed_calls.to_string()])
         .unwrap();
     assert_eq!(errors, vec!["3", "2"]);
+    let temps: Vec<f64> = requests(&server).await.iter().map(|r| r["temperature"].as_f64().unwrap()).collect();
+    assert_eq!(temps, vec![0.0, 0.25, 0.5], "each retry samples hotter");
     mem.shutdown().await.unwrap();
 }
 
@@ -558,5 +562,46 @@ async fn recall_answers_from_bm25_when_the_embedding_server_stalls() {
     assert!(r.top_score > 0.0, "{r:?}");
     let vector_only = strata::memory::SearchOptions { retrievers: strata::recall::fusion::Retrievers::VectorOnly, ..Default::default() };
     assert!(mem.memory_search_with(&scope(), "Pickle", 5, vector_only).await.is_err(), "an explicit vector-only search reports the failure");
+    mem.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entities_and_relations_come_from_the_llm_when_one_is_configured() {
+    let server = MockServer::start().await;
+    let graph = json!({
+        "entities": [
+            {"name": "Dana", "type": "person", "aliases": ["Dana K."]},
+            {"name": "Pickle", "type": "animal", "aliases": []},
+            {"name": "Busan", "type": "place", "aliases": []}
+        ],
+        "relations": [
+            {"source": "Dana", "predicate": "owns", "target": "Pickle", "valid_from": null},
+            {"source": "Dana", "predicate": "visits", "target": "Busan", "valid_from": "2026-05-10"}
+        ]
+    });
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .and(body_string_contains("You build a knowledge graph"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion(&graph.to_string())))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Dana adopted a beagle named Pickle. Dana flies to Busan in May.")).with_priority(2).mount(&server).await;
+    let (mut cfg, _dir) = llm_config(&server);
+    cfg.graph.enabled = true;
+    let mem = common::open(cfg).await;
+    session(&mem, "trip", TRIP).await;
+    mem.wait_idle().await.unwrap();
+    let req = strata::memory::GraphSearch { query: Some("Dana K.".into()), hops: 1, ..Default::default() };
+    let r = mem.knowledge_graph_search(&scope(), &req).await.unwrap();
+    assert_eq!(r.seeds.len(), 1, "the alias resolves");
+    let names: Vec<&str> = r.subgraph.entities.iter().map(|e| e.name.as_str()).collect();
+    assert!(names.contains(&"Pickle") && names.contains(&"Busan"), "{names:?}");
+    let visit = r.subgraph.relations.iter().find(|x| x.predicate == "visits").unwrap();
+    assert_eq!(visit.valid_from.unwrap().date_naive().to_string(), "2026-05-10", "dated by the text");
+    let extraction = requests(&server).await.into_iter().find(|b| b.to_string().contains("You build a knowledge graph")).unwrap();
+    assert_eq!(extraction["response_format"]["json_schema"]["name"], "extract_entities_relations");
+    assert!(extraction["messages"][1]["content"].as_str().unwrap().contains("Dana adopted a beagle named Pickle"), "extraction reads the summary");
+    assert_eq!(mem.llm_usage(None).await.unwrap().calls, 2, "one summary call, one extraction call");
     mem.shutdown().await.unwrap();
 }

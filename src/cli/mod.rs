@@ -127,6 +127,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// L2: the entity/relation graph (knowledge_graph_search, merges).
+    Graph {
+        /// What to do.
+        #[command(subcommand)]
+        action: GraphCommand,
+    },
+    /// Erase a user (every agent) from every store and print what was removed.
+    Forget {
+        /// End-user id.
+        #[arg(long)]
+        user: String,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
     /// The dead-letter table: promotion jobs that failed every attempt.
     Jobs {
         /// What to do.
@@ -163,6 +178,62 @@ pub enum Command {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+    },
+}
+
+/// `strata graph ...`.
+#[derive(Debug, Subcommand)]
+pub enum GraphCommand {
+    /// knowledge_graph_search from free text: entities named in it and their neighbourhood.
+    Search {
+        /// Scope.
+        #[command(flatten)]
+        scope: ScopeArgs,
+        /// Text naming the entities.
+        query: String,
+        /// Relations to walk (0..=3).
+        #[arg(long, default_value_t = 1)]
+        hops: u8,
+        /// Follow only this predicate.
+        #[arg(long)]
+        predicate: Option<String>,
+        /// Include facts that newer ones invalidated.
+        #[arg(long)]
+        include_invalid: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One entity (by name or id) with its relations, valid and invalidated.
+    Show {
+        /// Scope.
+        #[command(flatten)]
+        scope: ScopeArgs,
+        /// Entity name or `ent_` id.
+        entity: String,
+        /// Relations to walk (0..=3).
+        #[arg(long, default_value_t = 1)]
+        hops: u8,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The merge log of the dedup worker, newest first.
+    Merges {
+        /// Scope.
+        #[command(flatten)]
+        scope: ScopeArgs,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo a merge (from `strata graph merges`).
+    Unmerge {
+        /// Scope.
+        #[command(flatten)]
+        scope: ScopeArgs,
+        /// Merge id.
+        id: i64,
     },
 }
 
@@ -239,6 +310,79 @@ pub fn load_config(cli: &Cli) -> Result<Config> {
         overrides.push((k.trim().to_string(), v.trim().to_string()));
     }
     Config::load(cli.config.as_deref(), &overrides)
+}
+
+fn print_subgraph(r: &crate::memory::GraphSearchResult) {
+    use std::collections::HashMap;
+    if r.subgraph.entities.is_empty() {
+        println!("no entity found");
+        return;
+    }
+    let names: HashMap<&str, &str> = r.subgraph.entities.iter().map(|e| (e.id.as_str(), e.name.as_str())).collect();
+    println!("entities:");
+    for e in &r.subgraph.entities {
+        let seed = if r.seeds.contains(&e.id) { "*" } else { " " };
+        let aliases = if e.aliases.is_empty() { String::new() } else { format!(" (aka {})", e.aliases.join(", ")) };
+        println!("{seed} {} [{}]{aliases}  {}  from {} episode(s)", e.name, e.kind, e.id, e.episodes.len());
+    }
+    if !r.subgraph.relations.is_empty() {
+        println!("relations:");
+    }
+    for rel in &r.subgraph.relations {
+        let from = rel.valid_from.map(|t| t.format("%Y-%m-%d").to_string()).unwrap_or_else(|| "?".into());
+        let until = rel.invalid_at.map(|t| format!(" until {}", t.format("%Y-%m-%d"))).unwrap_or_default();
+        println!(
+            "  {} -[{}]-> {}  (since {from}{until}; episode {})",
+            names.get(rel.source.as_str()).unwrap_or(&rel.source.as_str()),
+            rel.predicate,
+            names.get(rel.target.as_str()).unwrap_or(&rel.target.as_str()),
+            rel.episode_id
+        );
+    }
+}
+
+async fn graph_command(config: Config, action: GraphCommand) -> Result<ExitCode> {
+    let mem = open_for_reads(config).await?;
+    let out = graph_action(&mem, action).await;
+    mem.shutdown().await?;
+    out
+}
+
+async fn graph_action(mem: &Memory, action: GraphCommand) -> Result<ExitCode> {
+    use crate::memory::GraphSearch;
+    match action {
+        GraphCommand::Search { scope, query, hops, predicate, include_invalid, json } => {
+            let req = GraphSearch { query: Some(query), hops, predicate, include_invalid, ..Default::default() };
+            let r = mem.knowledge_graph_search(&scope.scope()?, &req).await?;
+            if json { print_json(&r)? } else { print_subgraph(&r) }
+        }
+        GraphCommand::Show { scope, entity, hops, json } => {
+            let req = GraphSearch { entity: Some(entity), hops, include_invalid: true, ..Default::default() };
+            let r = mem.knowledge_graph_search(&scope.scope()?, &req).await?;
+            if r.seeds.is_empty() {
+                return Err(Error::NotFound("entity".into()));
+            }
+            if json { print_json(&r)? } else { print_subgraph(&r) }
+        }
+        GraphCommand::Merges { scope, json } => {
+            let merges = mem.graph_merges(&scope.scope()?, 1000).await?;
+            if json {
+                print_json(&merges)?;
+            } else if merges.is_empty() {
+                println!("no merges");
+            } else {
+                for m in merges {
+                    let undone = m.undone_at.map(|t| format!(" (undone {})", t.format("%Y-%m-%d %H:%M"))).unwrap_or_default();
+                    println!("{:>6}  {} <- {}  {}{undone}", m.id, m.survivor, m.merged, m.reason);
+                }
+            }
+        }
+        GraphCommand::Unmerge { scope, id } => {
+            let m = mem.graph_unmerge(&scope.scope()?, id).await?;
+            println!("merge {} undone: {} and {} are separate again", m.id, m.survivor, m.merged);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Opens without background workers: a read command must not start
@@ -319,6 +463,27 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Graph { action } => graph_command(config, action).await,
+        Command::Forget { user, json } => {
+            let mem = open_for_reads(config).await?;
+            let r = mem.forget_user(&user).await;
+            mem.shutdown().await?;
+            let r = r?;
+            if json {
+                print_json(&r)?;
+            } else {
+                println!(
+                    "erased user {user:?}: {} scopes, {} keyword documents, {} vector points",
+                    r.scopes,
+                    r.keyword_docs.unwrap_or(0),
+                    r.vector_points.unwrap_or(0)
+                );
+                for (table, n) in r.records.rows.iter().chain(r.graph.rows.iter()) {
+                    println!("  {table}: {n} rows");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Jobs { action: JobsCommand::List { limit, json } } => {
             let mem = open_for_reads(config).await?;
             let jobs = mem.parked_jobs(limit).await;
@@ -334,6 +499,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                     let (kind, target) = match &j.event {
                         Event::SessionCompleted { scope, session_id } => ("session_completed", format!("{}/{}/{}", scope.user_id(), scope.agent_id(), session_id)),
                         Event::EpisodeCreated { scope, episode_id } => ("episode_created", format!("{}/{}/{}", scope.user_id(), scope.agent_id(), episode_id)),
+                        Event::EntityUpserted { scope, entity_id } => ("entity_upserted", format!("{}/{}/{}", scope.user_id(), scope.agent_id(), entity_id)),
                     };
                     let parked = j.parked_at.map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()).unwrap_or_default();
                     println!("{:>6}  {kind:<18}  {target:<24}  {:>8}  {parked:<20}  {}", j.id.0, j.attempts, j.last_error);

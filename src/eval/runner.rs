@@ -166,6 +166,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     let mem = Memory::open_with(cfg, Components { ephemeral: true, ..Default::default() }).await?;
     let mut acc = Acc::default();
     let mut latencies = Vec::new();
+    let mut graphs = Vec::new();
     let (mut asked, mut skipped_no_evidence) = (0usize, 0usize);
     let started = Instant::now();
     for conv in &convs {
@@ -198,7 +199,13 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             let ranked: Vec<usize> = bm25.search(&q.question, 10).into_iter().map(|(id, _)| id).collect();
             acc.add("bm25_raw", &cat, &ranked, &gold);
         }
-        eprintln!("{}: {} sessions replayed in {:.1}s, {} questions", conv.sample_id, conv.sessions.len(), replay_s, n_conv);
+        let (graph, dedup) = mem.graph_stats(&scope).await?;
+        eprintln!(
+            "{}: {} sessions replayed in {:.1}s, {} questions; graph {} entities, {} relations ({} invalidated), {} merges; dedup decisions {:?}",
+            conv.sample_id, conv.sessions.len(), replay_s, n_conv, graph.entities, graph.relations, graph.invalidated, graph.merges, dedup
+        );
+        graphs.push(json!({"conversation": conv.sample_id, "entities": graph.entities, "relations": graph.relations,
+                           "invalidated": graph.invalidated, "merges": graph.merges, "dedup_decisions": dedup}));
     }
     let systems: Vec<&str> = CONFIGS.iter().map(|c| c.0).chain(["bm25_raw"]).collect();
     println!(
@@ -271,6 +278,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             );
         }
         root.insert("inject_ms".into(), json!({"p50": p50, "p99": p99, "n": latencies.len()}));
+        root.insert("graph".into(), json!(graphs));
         root.insert(
             "llm".into(),
             json!({"model": mem.shared().chat.id(), "sessions": sessions, "calls": usage.calls, "failed_calls": usage.failed_calls,

@@ -168,4 +168,23 @@ pub trait ChatModel: Send + Sync + 'static {
     /// [`Error::Chat`] when the model fails after its retries; the caller
     /// retries the job and finally parks it in the dead-letter table.
     async fn summarize(&self, transcript: &[TranscriptTurn], started_at: &str, log: &CallLog) -> Result<Summary>;
+
+    /// Extracts entities and relations from an episode summary
+    /// (`prompts/extract_entities_relations`). `None` = this model does not
+    /// extract; the offline extractor runs on the session's turns instead.
+    ///
+    /// # Errors
+    /// [`Error::Chat`] after the model's retries.
+    async fn extract(&self, _summary: &str, _speakers: &[String], _started_at: &str, _log: &CallLog) -> Result<Option<crate::graph::Extraction>> {
+        Ok(None)
+    }
+
+    /// For each ambiguous pair, whether both entities are the same thing
+    /// (`prompts/dedup_entities`). `None` = this model cannot judge; the pairs stay apart.
+    ///
+    /// # Errors
+    /// [`Error::Chat`] after the model's retries.
+    async fn confirm_same(&self, _pairs: &[(crate::graph::Entity, crate::graph::Entity)], _log: &CallLog) -> Result<Option<Vec<bool>>> {
+        Ok(None)
+    }
 }

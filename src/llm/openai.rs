@@ -31,6 +31,10 @@ use crate::error::{Error, Result};
 use crate::model::SummaryKind;
 use crate::text::{clip_head, grapheme_len, split_sentences};
 
+/// Temperature added per retry of one call (a model at temperature 0 would
+/// otherwise repeat the same malformed answer on every retry).
+pub const RETRY_TEMPERATURE_STEP: f32 = 0.25;
+
 /// Tokens reserved for the rendered prompt around the transcript (instructions, headers).
 const PROMPT_OVERHEAD_TOKENS: u32 = 700;
 
@@ -297,7 +301,13 @@ impl OpenAiChat {
         let rendered = &rendered;
         with_retries(self.cfg.max_retries, self.cfg.retry_base_ms, self.cfg.retry_max_ms, Error::Chat, |attempt| async move {
             let started = Instant::now();
-            let sent = tokio::time::timeout(timeout, self.client.chat().create_byot::<_, ChatResponse>(body.clone())).await;
+            let mut body = body.clone();
+            if attempt > 1 {
+                // a deterministic model repeats a malformed answer at the same
+                // temperature: each retry samples a little hotter (cap 1.0)
+                body["temperature"] = json!((self.cfg.temperature + RETRY_TEMPERATURE_STEP * (attempt - 1) as f32).min(1.0).max(self.cfg.temperature));
+            }
+            let sent = tokio::time::timeout(timeout, self.client.chat().create_byot::<_, ChatResponse>(body)).await;
             let latency_ms = started.elapsed().as_millis() as u64;
             let mut record = CallRecord {
                 task: task.name(),
@@ -494,6 +504,46 @@ impl ChatModel for OpenAiChat {
             tracing::warn!(graphemes = grapheme_len(&text), kept = grapheme_len(&clipped), "LLM summary clipped to llm.max_summary_chars");
         }
         Ok(Summary { text: clipped, kind: SummaryKind::Llm })
+    }
+
+    async fn extract(&self, summary: &str, speakers: &[String], started_at: &str, log: &CallLog) -> Result<Option<crate::graph::Extraction>> {
+        let vars = json!({"summary": summary, "speakers": speakers, "started_at": started_at});
+        let v = self.complete_json(Task::ExtractEntitiesRelations, &vars, log).await?;
+        let mut ex = crate::graph::Extraction::default();
+        for e in v["entities"].as_array().into_iter().flatten() {
+            ex.entities.push(crate::graph::EntityMention {
+                name: e["name"].as_str().unwrap_or_default().to_string(),
+                kind: e["type"].as_str().unwrap_or(crate::graph::UNKNOWN_TYPE).to_string(),
+                aliases: e["aliases"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(str::to_string)).collect(),
+            });
+        }
+        for r in v["relations"].as_array().into_iter().flatten() {
+            let valid_from = r["valid_from"]
+                .as_str()
+                .and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+                .map(|d| d.and_utc());
+            ex.relations.push(crate::graph::RelationMention {
+                source: r["source"].as_str().unwrap_or_default().to_string(),
+                predicate: r["predicate"].as_str().unwrap_or_default().to_string(),
+                target: r["target"].as_str().unwrap_or_default().to_string(),
+                valid_from,
+            });
+        }
+        Ok(Some(ex))
+    }
+
+    async fn confirm_same(&self, pairs: &[(crate::graph::Entity, crate::graph::Entity)], log: &CallLog) -> Result<Option<Vec<bool>>> {
+        let side = |e: &crate::graph::Entity| json!({"name": e.name, "type": e.kind, "aliases": e.aliases, "context": ""});
+        let items: Vec<Value> = pairs.iter().enumerate().map(|(i, (a, b))| json!({"id": i.to_string(), "a": side(a), "b": side(b)})).collect();
+        let v = self.complete_json(Task::DedupEntities, &json!({"pairs": items}), log).await?;
+        let mut out = vec![false; pairs.len()];
+        for d in v["decisions"].as_array().into_iter().flatten() {
+            if let Some(i) = d["id"].as_str().and_then(|s| s.parse::<usize>().ok()).filter(|&i| i < out.len()) {
+                out[i] = d["same"].as_bool().unwrap_or(false);
+            }
+        }
+        Ok(Some(out))
     }
 }
 

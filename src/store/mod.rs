@@ -43,6 +43,13 @@ pub enum Event {
         /// The episode.
         episode_id: EpisodeId,
     },
+    /// An entity was created or updated by extraction (consumed by the dedup worker).
+    EntityUpserted {
+        /// Owner.
+        scope: Scope,
+        /// The entity.
+        entity_id: crate::graph::EntityId,
+    },
 }
 
 impl Event {
@@ -51,12 +58,13 @@ impl Event {
         match self {
             Event::SessionCompleted { .. } => EventKind::SessionCompleted,
             Event::EpisodeCreated { .. } => EventKind::EpisodeCreated,
+            Event::EntityUpserted { .. } => EventKind::EntityUpserted,
         }
     }
     /// The event's scope.
     pub fn scope(&self) -> &Scope {
         match self {
-            Event::SessionCompleted { scope, .. } | Event::EpisodeCreated { scope, .. } => scope,
+            Event::SessionCompleted { scope, .. } | Event::EpisodeCreated { scope, .. } | Event::EntityUpserted { scope, .. } => scope,
         }
     }
 }
@@ -68,6 +76,8 @@ pub enum EventKind {
     SessionCompleted,
     /// See [`Event::EpisodeCreated`].
     EpisodeCreated,
+    /// See [`Event::EntityUpserted`].
+    EntityUpserted,
 }
 
 impl EventKind {
@@ -76,6 +86,7 @@ impl EventKind {
         match self {
             EventKind::SessionCompleted => "session_completed",
             EventKind::EpisodeCreated => "episode_created",
+            EventKind::EntityUpserted => "entity_upserted",
         }
     }
 }
@@ -180,6 +191,17 @@ pub trait RecordStore: Send + Sync + 'static {
     /// Episodes whose `expires_at` is before `now` (maintenance).
     async fn expired_episodes(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<(Scope, EpisodeId)>>;
 
+    /// Marks an event done and writes its follow-up events, in one transaction.
+    async fn finish_event(&self, id: EventId, follow_ups: Vec<Event>) -> Result<()>;
+    /// Deletes every row of a user (all agents) from the record tables;
+    /// rows removed per table (erasure).
+    async fn delete_user_records(&self, user_id: &str) -> Result<DeleteCounts>;
+    /// Every (scope, episode id) of a user, all agents (erasure).
+    async fn user_episodes(&self, user_id: &str) -> Result<Vec<(Scope, EpisodeId)>>;
+    /// Appends judged dedup pairs of one entity to the audit log.
+    async fn log_dedup(&self, scope: &Scope, entity: &crate::graph::EntityId, rows: Vec<crate::graph::dedup::LoggedDecision>) -> Result<()>;
+    /// Counts of dedup decisions in a scope, by decision (`merge`, `keep`, `skip`).
+    async fn dedup_stats(&self, scope: &Scope) -> Result<std::collections::BTreeMap<String, usize>>;
     /// Appends the LLM call records of one job (cost accounting).
     async fn record_llm_calls(&self, scope: &Scope, session: Option<&SessionId>, event: Option<EventId>, calls: Vec<crate::llm::CallRecord>) -> Result<()>;
     /// Cost totals of one scope, or of the whole store for `None` (operators).

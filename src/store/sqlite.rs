@@ -71,7 +71,22 @@ const MIGRATIONS: &[&str] = &[
         FROM outbox WHERE status = 'parked';
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
     "#,
+    // 3: semantic tier
+    graph::MIGRATION,
+    // 4: dedup decisions (audit of every candidate pair judged)
+    r#"
+    CREATE TABLE dedup_log (
+        id INTEGER PRIMARY KEY,
+        user_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+        entity_id TEXT NOT NULL, candidate_id TEXT NOT NULL,
+        decision TEXT NOT NULL, similarity REAL NOT NULL, reason TEXT NOT NULL, at INTEGER NOT NULL
+    );
+    CREATE INDEX dedup_log_scope ON dedup_log (user_id, agent_id);
+    "#,
 ];
+
+#[path = "sqlite_graph.rs"]
+mod graph;
 
 fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
@@ -155,7 +170,7 @@ impl SqliteStore {
         self.run(move |c| {
             let tx = c.transaction()?;
             let mut counts = DeleteCounts::default();
-            for table in ["messages", "sessions", "episodes", "outbox", "llm_calls"] {
+            for table in ["messages", "sessions", "episodes", "outbox", "llm_calls", "dedup_log"] {
                 let n = tx.execute(&format!("DELETE FROM {table} WHERE user_id = ?1"), [&user])?;
                 counts.rows.insert(table.to_string(), n);
             }
@@ -562,6 +577,69 @@ impl RecordStore for SqliteStore {
                 out.push((Scope::new(u, a)?, EpisodeId::parse(&id)?));
             }
             Ok(out)
+        })
+        .await
+    }
+
+    async fn delete_user_records(&self, user_id: &str) -> Result<DeleteCounts> {
+        SqliteStore::delete_user(self, user_id).await
+    }
+
+    async fn finish_event(&self, id: EventId, follow_ups: Vec<Event>) -> Result<()> {
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let now = ms(Utc::now());
+            tx.execute("UPDATE outbox SET status='done', updated_at=?2 WHERE id=?1", params![id.0, now])?;
+            for e in &follow_ups {
+                insert_event(&tx, e, now)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn user_episodes(&self, user_id: &str) -> Result<Vec<(Scope, EpisodeId)>> {
+        let user = user_id.to_string();
+        self.run(move |c| {
+            let mut st = c.prepare("SELECT user_id, agent_id, id FROM episodes WHERE user_id=?1")?;
+            let rows = st.query_map([&user], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (u, a, id) = row?;
+                out.push((Scope::new(u, a)?, EpisodeId::parse(&id)?));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn log_dedup(&self, scope: &Scope, entity: &crate::graph::EntityId, rows: Vec<crate::graph::dedup::LoggedDecision>) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let (scope, entity) = (scope.clone(), entity.as_str().to_string());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let now = ms(Utc::now());
+            for r in &rows {
+                tx.execute(
+                    "INSERT INTO dedup_log (user_id, agent_id, entity_id, candidate_id, decision, similarity, reason, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    params![scope.user_id(), scope.agent_id(), entity, r.candidate.as_str(), r.decision, r.similarity, r.reason, now],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn dedup_stats(&self, scope: &Scope) -> Result<std::collections::BTreeMap<String, usize>> {
+        let scope = scope.clone();
+        self.run(move |c| {
+            let mut st = c.prepare("SELECT decision, COUNT(*) FROM dedup_log WHERE user_id=?1 AND agent_id=?2 GROUP BY decision")?;
+            let rows = st.query_map(params![scope.user_id(), scope.agent_id()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as usize)))?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
         })
         .await
     }

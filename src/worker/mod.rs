@@ -4,8 +4,48 @@
 //! - [`episodic`]: `SessionCompleted` → summary, abstract, episode row, both indexes, `EpisodeCreated`.
 //! - [`idle`]: ends sessions idle longer than `sessions.idle_timeout_secs`.
 //! - [`pruner`]: removes expired episodes from every index on a cron schedule.
+//! - [`semantic`]: `EpisodeCreated` → extracted entities and relations in the graph, `EntityUpserted`.
+//! - [`dedup`]: `EntityUpserted` → candidate pairs, guards, merges (logged, undoable).
 
 pub mod episodic;
 pub mod idle;
 pub mod pruner;
 
+pub mod dedup;
+pub mod semantic;
+
+use std::future::Future;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+use crate::error::Result;
+use crate::memory::Shared;
+use crate::store::EventKind;
+
+/// The loop of an outbox consumer: drain while there is work, then sleep
+/// until a bus wake-up, a stop, or (while events wait in backoff) 250 ms.
+/// On stop it drains what is pending, then returns.
+pub(crate) async fn serve<F, Fut>(shared: Arc<Shared>, kind: EventKind, wake: flume::Receiver<()>, mut stop: watch::Receiver<bool>, drain: F)
+where
+    F: Fn(Arc<Shared>) -> Fut,
+    Fut: Future<Output = Result<usize>>,
+{
+    loop {
+        match drain(shared.clone()).await {
+            Ok(n) if n > 0 => continue,
+            Ok(_) => {}
+            Err(e) => tracing::error!(kind = kind.as_str(), error = %e, "worker batch failed"),
+        }
+        let pending = shared.records.count_pending(&[kind]).await.unwrap_or(0) > 0;
+        if *stop.borrow() && !pending {
+            break;
+        }
+        let wait = if pending { std::time::Duration::from_millis(250) } else { std::time::Duration::from_secs(3600) };
+        tokio::select! {
+            _ = wake.recv_async() => {}
+            _ = stop.changed() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+    tracing::debug!(kind = kind.as_str(), "worker stopped");
+}

@@ -1,0 +1,371 @@
+//! Semantic tier (L2): a graph of entities (people, organisations, places,
+//! projects, tools...) and relations between them, extracted from episodes,
+//! de-duplicated, with temporal validity.
+//!
+//! - [`identity_key`]: the normal form two names must share to be one entity.
+//! - [`GraphStore`]: the storage trait (SQLite today, a Cypher server later);
+//!   it speaks in entities, relations and walks, never in SQL.
+//! - [`extract`]: the offline extractor (no LLM).
+//! - [`dedup`]: candidate scoring and the merge guards.
+
+pub mod dedup;
+pub mod extract;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use unicode_normalization::UnicodeNormalization;
+
+use crate::error::{Error, Result};
+use crate::model::{EpisodeId, Scope};
+use crate::store::DeleteCounts;
+
+/// The identity key of a name: Unicode NFKC (full-width letters become
+/// ASCII, compatibility forms fold), then lowercase (Unicode case mapping),
+/// whitespace runs collapsed to one space, and ASCII punctuation trimmed from
+/// both ends. Nothing that is not ASCII is ever removed, so Korean names and
+/// Latin letters with diacritics keep their characters ("Zoë" → "zoë",
+/// "김민준" → "김민준"). An all-punctuation name gives "".
+pub fn identity_key(name: &str) -> String {
+    let nfkc: String = name.nfkc().collect();
+    let lower = nfkc.to_lowercase();
+    let collapsed = lower.split_whitespace().collect::<Vec<_>>().join(" ");
+    collapsed.trim_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace()).to_string()
+}
+
+fn hashed_id(prefix: &str, parts: &[&str]) -> String {
+    let mut h = blake3::Hasher::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update(b"\x1e");
+    }
+    format!("{prefix}{}", &h.finalize().to_hex()[..32])
+}
+
+/// Id of an entity: `ent_` + 32 hex digits of BLAKE3(scope key, identity key).
+/// Deterministic, so replaying an extraction upserts the same rows.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EntityId(String);
+
+impl EntityId {
+    /// The id of the entity with `key` in `scope`.
+    pub fn for_key(scope: &Scope, key: &str) -> Self {
+        Self(hashed_id("ent_", &[&scope.key(), key]))
+    }
+    /// Parses a caller-supplied id.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless it is `ent_` + 32 lowercase hex digits.
+    pub fn parse(s: &str) -> Result<Self> {
+        parse_hex_id(s, "ent_").map(Self)
+    }
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Id of a relation: `rel_` + 32 hex digits of BLAKE3(scope key, source key,
+/// predicate, target key, episode id): one fact per source episode.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RelationId(String);
+
+impl RelationId {
+    /// The id of a relation stated by `episode`.
+    pub fn for_fact(scope: &Scope, source_key: &str, predicate: &str, target_key: &str, episode: &EpisodeId) -> Self {
+        Self(hashed_id("rel_", &[&scope.key(), source_key, predicate, target_key, episode.as_str()]))
+    }
+    /// Wraps a stored id.
+    pub fn from_stored(s: String) -> Self {
+        Self(s)
+    }
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+fn parse_hex_id(s: &str, prefix: &str) -> Result<String> {
+    let s = s.trim();
+    let ok = s.len() == prefix.len() + 32
+        && s.starts_with(prefix)
+        && s[prefix.len()..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(Error::InvalidInput(format!("{s:?} is not an id of the form {prefix} followed by 32 hex digits")))
+    }
+}
+
+impl EntityId {
+    /// Wraps a stored id.
+    pub fn from_stored(s: String) -> Self {
+        Self(s)
+    }
+}
+
+impl fmt::Display for EntityId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Display for RelationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Entity type used when nothing says more ("a capitalised name").
+pub const UNKNOWN_TYPE: &str = "entity";
+
+/// A node of the graph.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Entity {
+    /// Deterministic id.
+    pub id: EntityId,
+    /// [`identity_key`] of the name.
+    pub identity_key: String,
+    /// Display name (the first, or longest, form seen).
+    pub name: String,
+    /// person, organization, place, project, tool, ... or `entity` when unknown.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Other names that resolve to this entity (display forms).
+    pub aliases: Vec<String>,
+    /// Free-form attributes (JSON object).
+    pub attributes: serde_json::Value,
+    /// First seen (time of the first source episode).
+    pub created_at: DateTime<Utc>,
+    /// Last changed (time of the latest source episode).
+    pub updated_at: DateTime<Utc>,
+    /// Episodes it was extracted from (provenance).
+    pub episodes: Vec<EpisodeId>,
+}
+
+/// An edge of the graph.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Relation {
+    /// Deterministic id.
+    pub id: RelationId,
+    /// Subject.
+    pub source: EntityId,
+    /// Object.
+    pub target: EntityId,
+    /// snake_case predicate (`works_at`, `lives_in`, `sister_of`, `mentioned_with`, ...).
+    pub predicate: String,
+    /// Free-form attributes (JSON object).
+    pub attributes: serde_json::Value,
+    /// When the fact started to hold (the source session's date unless the text dates it).
+    pub valid_from: Option<DateTime<Utc>>,
+    /// When a newer fact replaced it (functional predicates only); `None` = still valid.
+    pub invalid_at: Option<DateTime<Utc>>,
+    /// The episode that stated it (provenance).
+    pub episode_id: EpisodeId,
+}
+
+/// An entity as an extractor saw it (before resolution to a stored entity).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EntityMention {
+    /// Name as written.
+    pub name: String,
+    /// Type, or [`UNKNOWN_TYPE`].
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Other names used for it in the text.
+    #[serde(default)]
+    pub aliases: Vec<String>,
+}
+
+/// A relation as an extractor saw it (endpoints by name).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelationMention {
+    /// Subject name.
+    pub source: String,
+    /// Predicate (normalised to snake_case on apply).
+    pub predicate: String,
+    /// Object name.
+    pub target: String,
+    /// When the text dates the fact.
+    #[serde(default)]
+    pub valid_from: Option<DateTime<Utc>>,
+}
+
+/// What an extractor found in one episode.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Extraction {
+    /// Entities.
+    pub entities: Vec<EntityMention>,
+    /// Relations; endpoints not listed in `entities` are added as unknown-type entities.
+    pub relations: Vec<RelationMention>,
+}
+
+/// How to apply an extraction (from `[graph]` config).
+#[derive(Debug, Clone, Default)]
+pub struct ApplyRules {
+    /// Predicates with one valid object per subject at a time.
+    pub functional: Vec<String>,
+    /// Predicate synonyms (`moved_to` → `lives_in`).
+    pub aliases: std::collections::BTreeMap<String, String>,
+}
+
+impl ApplyRules {
+    /// snake_case, then synonyms resolved.
+    pub fn predicate(&self, p: &str) -> String {
+        let snake: String = identity_key(p)
+            .chars()
+            .map(|c| if c.is_alphanumeric() { c } else { '_' })
+            .collect::<String>()
+            .split('_')
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("_");
+        self.aliases.get(&snake).cloned().unwrap_or(snake)
+    }
+    /// True when `p` (normalised) is functional.
+    pub fn is_functional(&self, p: &str) -> bool {
+        self.functional.iter().any(|f| f == p)
+    }
+}
+
+/// Result of [`GraphStore::apply_extraction`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ApplyReport {
+    /// Entities created or updated.
+    pub entities: Vec<EntityId>,
+    /// Relations written (new or already present).
+    pub relations: usize,
+    /// Older facts given an `invalid_at` by a functional predicate.
+    pub invalidated: usize,
+}
+
+/// A walk request (see [`GraphStore::traverse`]).
+#[derive(Debug, Clone)]
+pub struct Walk {
+    /// Start entities.
+    pub seeds: Vec<EntityId>,
+    /// Hops, 0..=3.
+    pub hops: u8,
+    /// Follow only this predicate.
+    pub predicate: Option<String>,
+    /// Also follow relations that have an `invalid_at`.
+    pub include_invalid: bool,
+    /// Most entities returned (relations: at most 4x this).
+    pub limit: usize,
+}
+
+/// A part of the graph: entities with the relations among them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Subgraph {
+    /// Entities, seeds first, then by hop distance.
+    pub entities: Vec<Entity>,
+    /// Relations whose both ends are in `entities`.
+    pub relations: Vec<Relation>,
+}
+
+/// One merge of the dedup worker (undoable).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MergeRecord {
+    /// Merge id (what `strata graph unmerge` takes).
+    pub id: i64,
+    /// The entity that stayed.
+    pub survivor: EntityId,
+    /// The entity folded into it.
+    pub merged: EntityId,
+    /// Why (scores, guard results, LLM answer).
+    pub reason: String,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// When undone, if it was.
+    pub undone_at: Option<DateTime<Utc>>,
+}
+
+/// Graph size of one scope.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct GraphCounts {
+    /// Live entities (not merged away).
+    pub entities: usize,
+    /// Relations (valid and invalidated).
+    pub relations: usize,
+    /// Of which invalidated.
+    pub invalidated: usize,
+    /// Merges in force.
+    pub merges: usize,
+}
+
+/// Storage of the semantic tier. Every method is scoped; ids of other scopes
+/// behave as unknown ids. Implementations keep SQL (or Cypher) to themselves.
+#[async_trait]
+pub trait GraphStore: Send + Sync + 'static {
+    /// Upserts the entities and relations of one episode's extraction:
+    /// names resolve by identity key, then by alias (so names merged away
+    /// land on the survivor); new facts with a functional predicate set
+    /// `invalid_at` on the subject's older facts of that predicate (and an
+    /// older fact arriving late is itself marked invalid). Idempotent: the
+    /// same call twice leaves the same graph. `at` is the episode's time
+    /// (default `valid_from`, and the entity timestamps).
+    async fn apply_extraction(&self, scope: &Scope, episode: &EpisodeId, at: DateTime<Utc>, ex: &Extraction, rules: &ApplyRules) -> Result<ApplyReport>;
+    /// Entities whose key or an alias equals `identity_key(text)`, else whose
+    /// key or alias contains it (or whose key is contained in it, for a
+    /// question naming the entity), best first, at most `limit`.
+    async fn resolve(&self, scope: &Scope, text: &str, limit: usize) -> Result<Vec<Entity>>;
+    /// Entities by id (unknown ids, merged-away ids and other scopes' ids are skipped).
+    async fn entities(&self, scope: &Scope, ids: &[EntityId]) -> Result<Vec<Entity>>;
+    /// Entities of one type (all types for `None`), for dedup candidate search.
+    async fn entities_of_type(&self, scope: &Scope, kind: Option<&str>, limit: usize) -> Result<Vec<Entity>>;
+    /// Breadth-first walk up to `hops` (≤ 3) from the seeds.
+    async fn traverse(&self, scope: &Scope, walk: &Walk) -> Result<Subgraph>;
+    /// Folds `merged` into `survivor`: aliases unioned, edges redirected,
+    /// `merged` hidden; logged for [`GraphStore::unmerge`]. Returns the merge id.
+    async fn merge(&self, scope: &Scope, survivor: &EntityId, merged: &EntityId, reason: &str) -> Result<i64>;
+    /// Undoes a merge exactly (aliases, edges, visibility).
+    async fn unmerge(&self, scope: &Scope, merge_id: i64) -> Result<MergeRecord>;
+    /// The merge log, newest first.
+    async fn merges(&self, scope: &Scope, limit: usize) -> Result<Vec<MergeRecord>>;
+    /// Graph size.
+    async fn graph_counts(&self, scope: &Scope) -> Result<GraphCounts>;
+    /// Erases a user's graph (all agents); rows removed per table.
+    async fn delete_user_graph(&self, user_id: &str) -> Result<DeleteCounts>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_keys_fold_case_width_and_space_but_keep_non_ascii() {
+        assert_eq!(identity_key("Systems thinking"), "systems thinking");
+        assert_eq!(identity_key("Systems  Thinking"), "systems thinking");
+        assert_eq!(identity_key("Ｓｙｓｔｅｍｓ　Ｔｈｉｎｋｉｎｇ"), "systems thinking");
+        assert_eq!(identity_key("  \"Dana!\" "), "dana");
+        assert_eq!(identity_key("김민준"), "김민준");
+        assert_eq!(identity_key("Zoë Łukasiewicz"), "zoë łukasiewicz");
+        assert_eq!(identity_key("José"), identity_key("Jose\u{301}"), "composed and decomposed accents are one key");
+        assert_eq!(identity_key("「東京」"), "「東京」", "non-ASCII punctuation is never stripped");
+        assert_eq!(identity_key("INC-2024-117"), "inc-2024-117");
+        assert_eq!(identity_key("..."), "");
+    }
+
+    #[test]
+    fn predicates_are_snake_cased_and_synonyms_resolved() {
+        let mut rules = ApplyRules { functional: vec!["lives_in".into()], ..Default::default() };
+        rules.aliases.insert("moved_to".into(), "lives_in".into());
+        assert_eq!(rules.predicate("Works At"), "works_at");
+        assert_eq!(rules.predicate("moved-to"), "lives_in");
+        assert!(rules.is_functional(&rules.predicate("moved to")));
+    }
+
+    #[test]
+    fn ids_are_deterministic_and_scoped() {
+        let a = Scope::new("u1", "a").unwrap();
+        let b = Scope::new("u2", "a").unwrap();
+        assert_eq!(EntityId::for_key(&a, "dana"), EntityId::for_key(&a, "dana"));
+        assert_ne!(EntityId::for_key(&a, "dana"), EntityId::for_key(&b, "dana"));
+        let id = EntityId::for_key(&a, "dana");
+        assert_eq!(EntityId::parse(id.as_str()).unwrap(), id);
+        assert!(EntityId::parse("ent_xyz").is_err());
+    }
+}

@@ -1,0 +1,551 @@
+//! [`GraphStore`] on the SQLite system of record (same file and connection
+//! as the records, so erasure is one transaction). Walks use a recursive CTE.
+//!
+//! Tables (migration 3): `entities` (one row per identity key; merged-away
+//! rows stay with `merged_into` set, for unmerge), `entity_aliases`
+//! (alias keys → entity), `entity_sources` (entity → episode),
+//! `relations`, `merges` (the undo log).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::{BTreeSet, HashMap};
+
+use super::{from_ms, ms, SqliteStore};
+use crate::error::{Error, Result};
+use crate::graph::*;
+use crate::model::{EpisodeId, Scope};
+use crate::store::DeleteCounts;
+
+const ENTITY_COLS: &str = "id, identity_key, name, type, attributes, created_at, updated_at";
+
+fn row_to_entity(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entity> {
+    let attrs: String = r.get(4)?;
+    Ok(Entity {
+        id: EntityId::from_stored(r.get(0)?),
+        identity_key: r.get(1)?,
+        name: r.get(2)?,
+        kind: r.get(3)?,
+        aliases: Vec::new(),
+        attributes: serde_json::from_str(&attrs).unwrap_or(serde_json::Value::Null),
+        created_at: from_ms(r.get(5)?),
+        updated_at: from_ms(r.get(6)?),
+        episodes: Vec::new(),
+    })
+}
+
+fn fill_entity(c: &Connection, e: &mut Entity) -> Result<()> {
+    let mut st = c.prepare_cached("SELECT alias FROM entity_aliases WHERE entity_id=?1 ORDER BY alias")?;
+    e.aliases = st.query_map([e.id.as_str()], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<_>>()?;
+    let mut st = c.prepare_cached("SELECT episode_id FROM entity_sources WHERE entity_id=?1 ORDER BY episode_id")?;
+    let eps: Vec<String> = st.query_map([e.id.as_str()], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<_>>()?;
+    e.episodes = eps.iter().filter_map(|s| EpisodeId::parse(s).ok()).collect();
+    Ok(())
+}
+
+fn load_entities(c: &Connection, scope: &Scope, ids: &[String]) -> Result<Vec<Entity>> {
+    let mut st = c.prepare_cached(&format!(
+        "SELECT {ENTITY_COLS} FROM entities WHERE id=?1 AND user_id=?2 AND agent_id=?3 AND merged_into IS NULL"
+    ))?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(mut e) = st.query_row(params![id, scope.user_id(), scope.agent_id()], row_to_entity).optional()? {
+            fill_entity(c, &mut e)?;
+            out.push(e);
+        }
+    }
+    Ok(out)
+}
+
+fn row_to_relation(r: &rusqlite::Row<'_>) -> rusqlite::Result<Relation> {
+    let attrs: String = r.get(4)?;
+    let ep: String = r.get(7)?;
+    Ok(Relation {
+        id: RelationId::from_stored(r.get(0)?),
+        source: EntityId::from_stored(r.get(1)?),
+        target: EntityId::from_stored(r.get(2)?),
+        predicate: r.get(3)?,
+        attributes: serde_json::from_str(&attrs).unwrap_or(serde_json::Value::Null),
+        valid_from: r.get::<_, Option<i64>>(5)?.map(from_ms),
+        invalid_at: r.get::<_, Option<i64>>(6)?.map(from_ms),
+        episode_id: EpisodeId::parse(&ep).map_err(|e| rusqlite::Error::InvalidParameterName(e.to_string()))?,
+    })
+}
+
+/// The live entity a key resolves to in `scope`: its own row (following
+/// `merged_into`), else an alias.
+fn resolve_key(c: &Connection, scope: &Scope, key: &str) -> Result<Option<String>> {
+    let own: Option<(String, Option<String>)> = c
+        .query_row(
+            "SELECT id, merged_into FROM entities WHERE user_id=?1 AND agent_id=?2 AND identity_key=?3",
+            params![scope.user_id(), scope.agent_id(), key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let mut id = match own {
+        Some((id, None)) => return Ok(Some(id)),
+        Some((_, Some(into))) => Some(into),
+        None => c
+            .query_row(
+                "SELECT a.entity_id FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
+                 WHERE a.user_id=?1 AND a.agent_id=?2 AND a.alias_key=?3 ORDER BY e.merged_into IS NOT NULL, e.created_at LIMIT 1",
+                params![scope.user_id(), scope.agent_id(), key],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()?,
+    };
+    // follow merge chains (bounded)
+    for _ in 0..8 {
+        let Some(cur) = id.clone() else { return Ok(None) };
+        let next: Option<String> =
+            c.query_row("SELECT merged_into FROM entities WHERE id=?1", [&cur], |r| r.get(0)).optional()?.flatten();
+        match next {
+            Some(n) => id = Some(n),
+            None => return Ok(Some(cur)),
+        }
+    }
+    Ok(id)
+}
+
+fn more_specific(old: &str, new: &str) -> bool {
+    old == UNKNOWN_TYPE && new != UNKNOWN_TYPE
+}
+
+/// Upserts one mention; returns the live entity id.
+fn upsert_entity(c: &Connection, scope: &Scope, m: &EntityMention, episode: &EpisodeId, at: i64) -> Result<Option<String>> {
+    let key = identity_key(&m.name);
+    if key.is_empty() {
+        return Ok(None);
+    }
+    let name = m.name.split_whitespace().collect::<Vec<_>>().join(" ");
+    let kind = if m.kind.trim().is_empty() { UNKNOWN_TYPE.to_string() } else { identity_key(&m.kind) };
+    let id = match resolve_key(c, scope, &key)? {
+        Some(id) => {
+            let old: String = c.query_row("SELECT type FROM entities WHERE id=?1", [&id], |r| r.get(0))?;
+            if more_specific(&old, &kind) {
+                c.execute("UPDATE entities SET type=?2 WHERE id=?1", params![id, kind])?;
+            }
+            c.execute("UPDATE entities SET updated_at=MAX(updated_at, ?2), created_at=MIN(created_at, ?2) WHERE id=?1", params![id, at])?;
+            id
+        }
+        None => {
+            let id = EntityId::for_key(scope, &key).as_str().to_string();
+            c.execute(
+                "INSERT INTO entities (id, user_id, agent_id, identity_key, name, type, attributes, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, '{}', ?7, ?7)
+                 ON CONFLICT(id) DO UPDATE SET merged_into=merged_into",
+                params![id, scope.user_id(), scope.agent_id(), key, name, kind, at],
+            )?;
+            id
+        }
+    };
+    for alias in m.aliases.iter().chain(std::iter::once(&m.name)) {
+        let ak = identity_key(alias);
+        if ak.is_empty() {
+            continue;
+        }
+        let own_key: String = c.query_row("SELECT identity_key FROM entities WHERE id=?1", [&id], |r| r.get(0))?;
+        if ak == own_key {
+            continue;
+        }
+        c.execute(
+            "INSERT INTO entity_aliases (entity_id, user_id, agent_id, alias_key, alias) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT(entity_id, alias_key) DO NOTHING",
+            params![id, scope.user_id(), scope.agent_id(), ak, alias.trim()],
+        )?;
+    }
+    c.execute(
+        "INSERT INTO entity_sources (entity_id, episode_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+        params![id, episode.as_str()],
+    )?;
+    Ok(Some(id))
+}
+
+fn key_of(c: &Connection, id: &str) -> Result<String> {
+    Ok(c.query_row("SELECT identity_key FROM entities WHERE id=?1", [id], |r| r.get(0))?)
+}
+
+#[async_trait]
+impl GraphStore for SqliteStore {
+    async fn apply_extraction(&self, scope: &Scope, episode: &EpisodeId, at: DateTime<Utc>, ex: &Extraction, rules: &ApplyRules) -> Result<ApplyReport> {
+        let (scope, episode, ex, rules) = (scope.clone(), episode.clone(), ex.clone(), rules.clone());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let at_ms = ms(at);
+            let mut report = ApplyReport::default();
+            let mut by_key: HashMap<String, String> = HashMap::new();
+            let mut touched = BTreeSet::new();
+            let mut mentions = ex.entities.clone();
+            for r in &ex.relations {
+                for name in [&r.source, &r.target] {
+                    let k = identity_key(name);
+                    if !mentions.iter().any(|m| identity_key(&m.name) == k) {
+                        mentions.push(EntityMention { name: name.clone(), kind: UNKNOWN_TYPE.into(), aliases: vec![] });
+                    }
+                }
+            }
+            for m in &mentions {
+                if let Some(id) = upsert_entity(&tx, &scope, m, &episode, at_ms)? {
+                    by_key.insert(identity_key(&m.name), id.clone());
+                    touched.insert(id);
+                }
+            }
+            for r in &ex.relations {
+                let (Some(s), Some(t)) = (by_key.get(&identity_key(&r.source)), by_key.get(&identity_key(&r.target))) else { continue };
+                if s == t {
+                    continue;
+                }
+                let predicate = rules.predicate(&r.predicate);
+                if predicate.is_empty() {
+                    continue;
+                }
+                let valid_from = ms(r.valid_from.unwrap_or(at));
+                let (sk, tk) = (key_of(&tx, s)?, key_of(&tx, t)?);
+                let rid = RelationId::for_fact(&scope, &sk, &predicate, &tk, &episode);
+                tx.execute(
+                    "INSERT INTO relations (id, user_id, agent_id, source_id, target_id, predicate, attributes, valid_from, episode_id, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, '{}', ?7, ?8, ?9) ON CONFLICT(id) DO NOTHING",
+                    params![rid.as_str(), scope.user_id(), scope.agent_id(), s, t, predicate, valid_from, episode.as_str(), at_ms],
+                )?;
+                report.relations += 1;
+                if rules.is_functional(&predicate) {
+                    // older facts of this subject and predicate with another object end where this one starts
+                    report.invalidated += tx.execute(
+                        "UPDATE relations SET invalid_at=?6 WHERE user_id=?1 AND agent_id=?2 AND source_id=?3 AND predicate=?4
+                           AND target_id != ?5 AND invalid_at IS NULL AND valid_from <= ?6",
+                        params![scope.user_id(), scope.agent_id(), s, predicate, t, valid_from],
+                    )?;
+                    // a fact older than one already known arrives late: it ends where the next one starts
+                    let next: Option<i64> = tx.query_row(
+                        "SELECT MIN(valid_from) FROM relations WHERE user_id=?1 AND agent_id=?2 AND source_id=?3 AND predicate=?4
+                           AND target_id != ?5 AND valid_from > ?6",
+                        params![scope.user_id(), scope.agent_id(), s, predicate, t, valid_from],
+                        |r| r.get(0),
+                    )?;
+                    if let Some(n) = next {
+                        tx.execute("UPDATE relations SET invalid_at=?2 WHERE id=?1", params![rid.as_str(), n])?;
+                    }
+                }
+            }
+            tx.commit()?;
+            report.entities = touched.into_iter().map(EntityId::from_stored).collect();
+            Ok(report)
+        })
+        .await
+    }
+
+    async fn resolve(&self, scope: &Scope, text: &str, limit: usize) -> Result<Vec<Entity>> {
+        let (scope, key) = (scope.clone(), identity_key(text));
+        if key.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.run(move |c| {
+            let mut ids: Vec<String> = Vec::new();
+            if let Some(id) = resolve_key(c, &scope, &key)? {
+                ids.push(id);
+            }
+            // partial matches: the key inside a name, or a name inside the text (a question naming it)
+            let mut st = c.prepare_cached(
+                "SELECT id FROM entities WHERE user_id=?1 AND agent_id=?2 AND merged_into IS NULL
+                   AND (instr(identity_key, ?3) > 0 OR instr(?3, identity_key) > 0) AND length(identity_key) >= 2
+                 UNION
+                 SELECT a.entity_id FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
+                   WHERE a.user_id=?1 AND a.agent_id=?2 AND e.merged_into IS NULL
+                   AND (instr(a.alias_key, ?3) > 0 OR instr(?3, a.alias_key) > 0) AND length(a.alias_key) >= 2
+                 LIMIT 200",
+            )?;
+            let partial: Vec<String> = st.query_map(params![scope.user_id(), scope.agent_id(), key], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            let mut scored: Vec<(usize, String)> = Vec::new();
+            for id in partial {
+                if ids.contains(&id) {
+                    continue;
+                }
+                let k = key_of(c, &id)?;
+                // a name found whole in the text at a word boundary beats a substring
+                let whole = format!(" {key} ").contains(&format!(" {k} ")) || format!(" {k} ").contains(&format!(" {key} "));
+                scored.push((if whole { 0 } else { 1 } * 1000 + 999usize.saturating_sub(k.chars().count()), id));
+            }
+            scored.sort();
+            ids.extend(scored.into_iter().map(|(_, id)| id));
+            ids.truncate(limit);
+            load_entities(c, &scope, &ids)
+        })
+        .await
+    }
+
+    async fn entities(&self, scope: &Scope, ids: &[EntityId]) -> Result<Vec<Entity>> {
+        let (scope, ids) = (scope.clone(), ids.iter().map(|i| i.as_str().to_string()).collect::<Vec<_>>());
+        self.run(move |c| load_entities(c, &scope, &ids)).await
+    }
+
+    async fn entities_of_type(&self, scope: &Scope, kind: Option<&str>, limit: usize) -> Result<Vec<Entity>> {
+        let (scope, kind) = (scope.clone(), kind.map(str::to_string));
+        self.run(move |c| {
+            let mut st = c.prepare_cached(
+                "SELECT id FROM entities WHERE user_id=?1 AND agent_id=?2 AND merged_into IS NULL AND (?3 IS NULL OR type=?3)
+                 ORDER BY created_at, id LIMIT ?4",
+            )?;
+            let ids: Vec<String> =
+                st.query_map(params![scope.user_id(), scope.agent_id(), kind, limit as i64], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            load_entities(c, &scope, &ids)
+        })
+        .await
+    }
+
+    async fn traverse(&self, scope: &Scope, walk: &Walk) -> Result<Subgraph> {
+        if walk.hops > 3 {
+            return Err(Error::InvalidInput(format!("hops must be within 0..=3, got {}", walk.hops)));
+        }
+        let (scope, walk) = (scope.clone(), walk.clone());
+        self.run(move |c| {
+            let seeds: Vec<String> = load_entities(c, &scope, &walk.seeds.iter().map(|s| s.as_str().to_string()).collect::<Vec<_>>())?
+                .into_iter()
+                .map(|e| e.id.as_str().to_string())
+                .collect();
+            if seeds.is_empty() {
+                return Ok(Subgraph::default());
+            }
+            let seeds_json = serde_json::to_string(&seeds)?;
+            let mut st = c.prepare_cached(
+                "WITH RECURSIVE walk(id, depth) AS (
+                    SELECT value, 0 FROM json_each(?1)
+                    UNION
+                    SELECT r.target_id, w.depth + 1 FROM walk w JOIN relations r ON r.source_id = w.id
+                      WHERE w.depth < ?2 AND r.user_id = ?3 AND r.agent_id = ?4
+                        AND (?5 OR r.invalid_at IS NULL) AND (?6 IS NULL OR r.predicate = ?6)
+                    UNION
+                    SELECT r.source_id, w.depth + 1 FROM walk w JOIN relations r ON r.target_id = w.id
+                      WHERE w.depth < ?2 AND r.user_id = ?3 AND r.agent_id = ?4
+                        AND (?5 OR r.invalid_at IS NULL) AND (?6 IS NULL OR r.predicate = ?6)
+                 )
+                 SELECT w.id, MIN(w.depth) AS d FROM walk w JOIN entities e ON e.id = w.id
+                   WHERE e.merged_into IS NULL GROUP BY w.id ORDER BY d, w.id LIMIT ?7",
+            )?;
+            let found: Vec<String> = st
+                .query_map(
+                    params![seeds_json, walk.hops as i64, scope.user_id(), scope.agent_id(), walk.include_invalid, walk.predicate, walk.limit as i64],
+                    |r| r.get(0),
+                )?
+                .collect::<rusqlite::Result<_>>()?;
+            let entities = load_entities(c, &scope, &found)?;
+            let ids_json = serde_json::to_string(&found)?;
+            let mut st = c.prepare_cached(
+                "SELECT id, source_id, target_id, predicate, attributes, valid_from, invalid_at, episode_id FROM relations
+                 WHERE user_id = ?1 AND agent_id = ?2
+                   AND source_id IN (SELECT value FROM json_each(?3)) AND target_id IN (SELECT value FROM json_each(?3))
+                   AND (?4 OR invalid_at IS NULL) AND (?5 IS NULL OR predicate = ?5)
+                 ORDER BY valid_from DESC, id LIMIT ?6",
+            )?;
+            let relations = st
+                .query_map(
+                    params![scope.user_id(), scope.agent_id(), ids_json, walk.include_invalid, walk.predicate, (walk.limit * 4) as i64],
+                    row_to_relation,
+                )?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(Subgraph { entities, relations })
+        })
+        .await
+    }
+
+    async fn merge(&self, scope: &Scope, survivor: &EntityId, merged: &EntityId, reason: &str) -> Result<i64> {
+        let (scope, s, m, reason) = (scope.clone(), survivor.as_str().to_string(), merged.as_str().to_string(), reason.to_string());
+        if s == m {
+            return Err(Error::InvalidInput("cannot merge an entity into itself".into()));
+        }
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            if load_entities(&tx, &scope, &[s.clone(), m.clone()])?.len() != 2 {
+                return Err(Error::NotFound("entity to merge".into()));
+            }
+            let m_key = key_of(&tx, &m)?;
+            let m_name: String = tx.query_row("SELECT name FROM entities WHERE id=?1", [&m], |r| r.get(0))?;
+            // aliases the survivor gains: the merged entity's key and its aliases
+            let mut added: Vec<(String, String)> = vec![(m_key, m_name)];
+            let mut st = tx.prepare("SELECT alias_key, alias FROM entity_aliases WHERE entity_id=?1")?;
+            added.extend(st.query_map([&m], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?.collect::<rusqlite::Result<Vec<_>>>()?);
+            drop(st);
+            let mut really_added = Vec::new();
+            for (k, a) in &added {
+                let n = tx.execute(
+                    "INSERT INTO entity_aliases (entity_id, user_id, agent_id, alias_key, alias) VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT(entity_id, alias_key) DO NOTHING",
+                    params![s, scope.user_id(), scope.agent_id(), k, a],
+                )?;
+                if n > 0 {
+                    really_added.push(k.clone());
+                }
+            }
+            let mut redirected: Vec<(String, &str)> = Vec::new();
+            for (col, tag) in [("source_id", "source"), ("target_id", "target")] {
+                let mut st = tx.prepare(&format!("SELECT id FROM relations WHERE {col}=?1"))?;
+                let ids: Vec<String> = st.query_map([&m], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+                drop(st);
+                tx.execute(&format!("UPDATE relations SET {col}=?2 WHERE {col}=?1"), params![m, s])?;
+                redirected.extend(ids.into_iter().map(|id| (id, tag)));
+            }
+            let mut st = tx.prepare("SELECT episode_id FROM entity_sources WHERE entity_id=?1")?;
+            let eps: Vec<String> = st.query_map([&m], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            drop(st);
+            let mut sources_added = Vec::new();
+            for e in &eps {
+                if tx.execute("INSERT INTO entity_sources (entity_id, episode_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING", params![s, e])? > 0 {
+                    sources_added.push(e.clone());
+                }
+            }
+            tx.execute("UPDATE entities SET merged_into=?2 WHERE id=?1", params![m, s])?;
+            let undo = serde_json::json!({"aliases_added": really_added, "redirected": redirected, "sources_added": sources_added});
+            tx.execute(
+                "INSERT INTO merges (user_id, agent_id, survivor_id, merged_id, reason, undo, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![scope.user_id(), scope.agent_id(), s, m, reason, undo.to_string(), ms(Utc::now())],
+            )?;
+            let id = tx.last_insert_rowid();
+            tx.commit()?;
+            Ok(id)
+        })
+        .await
+    }
+
+    async fn unmerge(&self, scope: &Scope, merge_id: i64) -> Result<MergeRecord> {
+        let scope = scope.clone();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let row: Option<(String, String, String, i64, Option<i64>, String)> = tx
+                .query_row(
+                    "SELECT survivor_id, merged_id, undo, at, undone_at, reason FROM merges WHERE id=?1 AND user_id=?2 AND agent_id=?3",
+                    params![merge_id, scope.user_id(), scope.agent_id()],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+                )
+                .optional()?;
+            let Some((s, m, undo, at, undone, reason)) = row else {
+                return Err(Error::NotFound(format!("merge {merge_id}")));
+            };
+            if undone.is_some() {
+                return Err(Error::InvalidInput(format!("merge {merge_id} was already undone")));
+            }
+            let undo: serde_json::Value = serde_json::from_str(&undo)?;
+            for k in undo["aliases_added"].as_array().into_iter().flatten().filter_map(|v| v.as_str()) {
+                tx.execute("DELETE FROM entity_aliases WHERE entity_id=?1 AND alias_key=?2", params![s, k])?;
+            }
+            for pair in undo["redirected"].as_array().into_iter().flatten() {
+                let (Some(id), Some(tag)) = (pair[0].as_str(), pair[1].as_str()) else { continue };
+                let col = if tag == "source" { "source_id" } else { "target_id" };
+                tx.execute(&format!("UPDATE relations SET {col}=?2 WHERE id=?1 AND {col}=?3"), params![id, m, s])?;
+            }
+            for e in undo["sources_added"].as_array().into_iter().flatten().filter_map(|v| v.as_str()) {
+                tx.execute("DELETE FROM entity_sources WHERE entity_id=?1 AND episode_id=?2", params![s, e])?;
+            }
+            tx.execute("UPDATE entities SET merged_into=NULL WHERE id=?1", [&m])?;
+            let now = ms(Utc::now());
+            tx.execute("UPDATE merges SET undone_at=?2 WHERE id=?1", params![merge_id, now])?;
+            tx.commit()?;
+            Ok(MergeRecord {
+                id: merge_id,
+                survivor: EntityId::from_stored(s),
+                merged: EntityId::from_stored(m),
+                reason,
+                at: from_ms(at),
+                undone_at: Some(from_ms(now)),
+            })
+        })
+        .await
+    }
+
+    async fn merges(&self, scope: &Scope, limit: usize) -> Result<Vec<MergeRecord>> {
+        let scope = scope.clone();
+        self.run(move |c| {
+            let mut st = c.prepare(
+                "SELECT id, survivor_id, merged_id, reason, at, undone_at FROM merges WHERE user_id=?1 AND agent_id=?2 ORDER BY id DESC LIMIT ?3",
+            )?;
+            let rows = st.query_map(params![scope.user_id(), scope.agent_id(), limit as i64], |r| {
+                Ok(MergeRecord {
+                    id: r.get(0)?,
+                    survivor: EntityId::from_stored(r.get(1)?),
+                    merged: EntityId::from_stored(r.get(2)?),
+                    reason: r.get(3)?,
+                    at: from_ms(r.get(4)?),
+                    undone_at: r.get::<_, Option<i64>>(5)?.map(from_ms),
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+        .await
+    }
+
+    async fn graph_counts(&self, scope: &Scope) -> Result<GraphCounts> {
+        let scope = scope.clone();
+        self.run(move |c| {
+            let (u, a) = (scope.user_id(), scope.agent_id());
+            let one = |sql: &str| -> Result<usize> { Ok(c.query_row(sql, params![u, a], |r| r.get::<_, i64>(0))? as usize) };
+            Ok(GraphCounts {
+                entities: one("SELECT COUNT(*) FROM entities WHERE user_id=?1 AND agent_id=?2 AND merged_into IS NULL")?,
+                relations: one("SELECT COUNT(*) FROM relations WHERE user_id=?1 AND agent_id=?2")?,
+                invalidated: one("SELECT COUNT(*) FROM relations WHERE user_id=?1 AND agent_id=?2 AND invalid_at IS NOT NULL")?,
+                merges: one("SELECT COUNT(*) FROM merges WHERE user_id=?1 AND agent_id=?2 AND undone_at IS NULL")?,
+            })
+        })
+        .await
+    }
+
+    async fn delete_user_graph(&self, user_id: &str) -> Result<DeleteCounts> {
+        let user = user_id.to_string();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let mut counts = DeleteCounts::default();
+            let n = tx.execute(
+                "DELETE FROM entity_sources WHERE entity_id IN (SELECT id FROM entities WHERE user_id=?1)",
+                [&user],
+            )?;
+            counts.rows.insert("entity_sources".into(), n);
+            for table in ["relations", "entity_aliases", "merges", "entities"] {
+                let n = tx.execute(&format!("DELETE FROM {table} WHERE user_id = ?1"), [&user])?;
+                counts.rows.insert(table.to_string(), n);
+            }
+            tx.commit()?;
+            Ok(counts)
+        })
+        .await
+    }
+}
+
+/// Migration 3: the graph tables.
+pub(super) const MIGRATION: &str = r#"
+    CREATE TABLE entities (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+        identity_key TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL,
+        attributes TEXT NOT NULL DEFAULT '{}',
+        created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+        merged_into TEXT
+    );
+    CREATE UNIQUE INDEX entities_key ON entities (user_id, agent_id, identity_key);
+    CREATE INDEX entities_type ON entities (user_id, agent_id, type);
+    CREATE TABLE entity_aliases (
+        entity_id TEXT NOT NULL, user_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+        alias_key TEXT NOT NULL, alias TEXT NOT NULL,
+        PRIMARY KEY (entity_id, alias_key)
+    ) WITHOUT ROWID;
+    CREATE INDEX entity_aliases_key ON entity_aliases (user_id, agent_id, alias_key);
+    CREATE TABLE entity_sources (
+        entity_id TEXT NOT NULL, episode_id TEXT NOT NULL,
+        PRIMARY KEY (entity_id, episode_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE relations (
+        id TEXT PRIMARY KEY,
+        user_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+        source_id TEXT NOT NULL, target_id TEXT NOT NULL, predicate TEXT NOT NULL,
+        attributes TEXT NOT NULL DEFAULT '{}',
+        valid_from INTEGER, invalid_at INTEGER,
+        episode_id TEXT NOT NULL, created_at INTEGER NOT NULL
+    );
+    CREATE INDEX relations_source ON relations (source_id, predicate);
+    CREATE INDEX relations_target ON relations (target_id);
+    CREATE INDEX relations_scope ON relations (user_id, agent_id, predicate);
+    CREATE TABLE merges (
+        id INTEGER PRIMARY KEY,
+        user_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+        survivor_id TEXT NOT NULL, merged_id TEXT NOT NULL,
+        reason TEXT NOT NULL, undo TEXT NOT NULL,
+        at INTEGER NOT NULL, undone_at INTEGER
+    );
+    CREATE INDEX merges_scope ON merges (user_id, agent_id);
+"#;

@@ -1,0 +1,130 @@
+//! Dedup worker: `EntityUpserted` → candidate pairs in the same scope →
+//! guards → merge, ask the LLM, or keep apart (see [`crate::graph::dedup`]).
+//!
+//! Candidates: live entities of the same scope whose type is the same or
+//! unknown. Similarity is the best of equal aliases, Jaro-Winkler of the
+//! identity keys and, for candidates past `graph.embedding_prefilter`, the
+//! cosine of the name embeddings. The older entity survives a merge. Every
+//! judged pair is written to `dedup_log`; merges go to the `merges` log and
+//! can be undone (`strata graph unmerge ID`).
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::graph::dedup::{decide, name_similarity, Decision, LoggedDecision};
+use crate::graph::{Entity, UNKNOWN_TYPE};
+use crate::llm::CallLog;
+use crate::memory::Shared;
+use crate::store::{Event, EventKind, OutboxEvent};
+
+/// Most candidates compared by name embedding per upserted entity.
+pub const MAX_EMBEDDED_CANDIDATES: usize = 32;
+/// Most entities of a scope scanned for candidates.
+pub const MAX_SCANNED: usize = 50_000;
+
+/// Runs until stopped.
+pub async fn run(shared: Arc<Shared>, wake: flume::Receiver<()>, stop: tokio::sync::watch::Receiver<bool>) {
+    super::serve(shared, EventKind::EntityUpserted, wake, stop, |s| async move { drain(&s).await }).await
+}
+
+/// Processes one batch; returns how many events it took.
+pub async fn drain(shared: &Shared) -> Result<usize> {
+    let events = shared.records.pending_events(&[EventKind::EntityUpserted], shared.config.workers.batch_size).await?;
+    let n = events.len();
+    for ev in events {
+        if let Err(e) = process(shared, &ev).await {
+            tracing::warn!(event_id = %ev.id, attempts = ev.attempts + 1, error = %e, "dedup failed");
+            shared.records.fail_event(ev.id, &e.to_string(), shared.config.workers.max_attempts).await?;
+        }
+    }
+    Ok(n)
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (*x as f64) * (*y as f64)).sum()
+}
+
+async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
+    let Event::EntityUpserted { scope, entity_id } = &ev.event else {
+        return shared.records.finish_event(ev.id, vec![]).await;
+    };
+    let g = &shared.config.graph;
+    let Some(entity) = shared.graph.entities(scope, std::slice::from_ref(entity_id)).await?.into_iter().next() else {
+        // merged away or erased meanwhile
+        return shared.records.finish_event(ev.id, vec![]).await;
+    };
+    let all = shared.graph.entities_of_type(scope, None, MAX_SCANNED).await?;
+    let mut scored: Vec<(Entity, f64)> = all
+        .into_iter()
+        .filter(|c| c.id != entity.id && (c.kind == entity.kind || c.kind == UNKNOWN_TYPE || entity.kind == UNKNOWN_TYPE))
+        .map(|c| {
+            let s = name_similarity(&entity, &c);
+            (c, s)
+        })
+        .filter(|(_, s)| *s >= g.embedding_prefilter)
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scored.truncate(MAX_EMBEDDED_CANDIDATES);
+    if scored.is_empty() {
+        return shared.records.finish_event(ev.id, vec![]).await;
+    }
+    // name embeddings can only raise a score (synonyms, transliterations)
+    let mut names = vec![entity.name.clone()];
+    names.extend(scored.iter().map(|(c, _)| c.name.clone()));
+    if let Ok(vecs) = shared.embedder.embed(&names).await {
+        for (i, (_, s)) in scored.iter_mut().enumerate() {
+            *s = s.max(cosine(&vecs[0], &vecs[i + 1]));
+        }
+    }
+    let mut merges = Vec::new();
+    let mut asks = Vec::new();
+    let mut log_rows = Vec::new();
+    for (c, s) in &scored {
+        match decide(&entity, c, *s, g.merge_threshold, g.ask_threshold) {
+            Decision::Merge => merges.push((c.clone(), *s, format!("similarity {s:.3}"))),
+            Decision::Ask => asks.push((c.clone(), *s)),
+            Decision::Keep(why) => log_rows.push((c.id.clone(), "keep", *s, why)),
+        }
+    }
+    if !asks.is_empty() {
+        let pairs: Vec<(Entity, Entity)> = asks.iter().map(|(c, _)| (entity.clone(), c.clone())).collect();
+        let log = CallLog::default();
+        let answer = shared.chat.confirm_same(&pairs, &log).await;
+        let _ = shared.records.record_llm_calls(scope, None, Some(ev.id), log.take()).await;
+        match answer? {
+            Some(same) => {
+                for ((c, s), yes) in asks.into_iter().zip(same) {
+                    if yes {
+                        merges.push((c, s, format!("similarity {s:.3}, confirmed by the LLM")));
+                    } else {
+                        log_rows.push((c.id.clone(), "keep", s, "the LLM said different".to_string()));
+                    }
+                }
+            }
+            None => {
+                for (c, s) in asks {
+                    log_rows.push((c.id.clone(), "keep", s, "ambiguous; no LLM to confirm".to_string()));
+                }
+            }
+        }
+    }
+    for (c, s, reason) in merges {
+        // the older entity survives
+        let (survivor, merged) = if (c.created_at, c.id.as_str()) <= (entity.created_at, entity.id.as_str()) { (&c, &entity) } else { (&entity, &c) };
+        match shared.graph.merge(scope, &survivor.id, &merged.id, &reason).await {
+            Ok(id) => {
+                tracing::info!(merge_id = id, survivor = %survivor.name, merged = %merged.name, "entities merged");
+                log_rows.push((c.id.clone(), "merge", s, reason));
+            }
+            // one side was merged away by an earlier pair of this batch
+            Err(crate::Error::NotFound(_)) => log_rows.push((c.id.clone(), "skip", s, "already merged".into())),
+            Err(e) => return Err(e),
+        }
+        if merged.id == entity.id {
+            break;
+        }
+    }
+    let rows = log_rows.into_iter().map(|(candidate, decision, similarity, reason)| LoggedDecision { candidate, decision, similarity, reason }).collect();
+    shared.records.log_dedup(scope, &entity.id, rows).await?;
+    shared.records.finish_event(ev.id, vec![]).await
+}

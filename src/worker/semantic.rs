@@ -1,0 +1,77 @@
+//! Semantic worker: `EpisodeCreated` → entities and relations in the graph.
+//!
+//! Per event: load the episode and its session; extract with the chat model
+//! (`prompts/extract_entities_relations` over the summary) or, when the model
+//! does not extract (offline mode), with [`crate::graph::extract`] over the
+//! session's turns; apply to the [`crate::graph::GraphStore`] (idempotent
+//! upserts, temporal invalidation); then mark the event done and write one
+//! `EntityUpserted` per touched entity in one transaction. A crash between
+//! the extraction and the upsert replays the event: deterministic ids make
+//! the graph end up the same. Failures retry with backoff, then park.
+
+use chrono::Utc;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::graph::extract::extract;
+use crate::llm::{CallLog, TranscriptTurn};
+use crate::memory::Shared;
+use crate::store::{Event, EventKind, OutboxEvent};
+
+/// Runs until stopped.
+pub async fn run(shared: Arc<Shared>, wake: flume::Receiver<()>, stop: tokio::sync::watch::Receiver<bool>) {
+    super::serve(shared, EventKind::EpisodeCreated, wake, stop, |s| async move { drain(&s).await }).await
+}
+
+/// Processes one batch; returns how many events it took.
+pub async fn drain(shared: &Shared) -> Result<usize> {
+    let events = shared.records.pending_events(&[EventKind::EpisodeCreated], shared.config.workers.batch_size).await?;
+    let n = events.len();
+    for ev in events {
+        if let Err(e) = process(shared, &ev).await {
+            tracing::warn!(event_id = %ev.id, attempts = ev.attempts + 1, error = %e, "entity extraction failed");
+            shared.records.fail_event(ev.id, &e.to_string(), shared.config.workers.max_attempts).await?;
+        }
+    }
+    Ok(n)
+}
+
+async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
+    let Event::EpisodeCreated { scope, episode_id } = &ev.event else {
+        return shared.records.finish_event(ev.id, vec![]).await;
+    };
+    let episode = match shared.records.episode(scope, episode_id, Utc::now()).await {
+        Ok(e) => e,
+        // expired or erased since: nothing to extract
+        Err(crate::Error::NotFound(_)) => return shared.records.finish_event(ev.id, vec![]).await,
+        Err(e) => return Err(e),
+    };
+    let messages = match shared.records.messages(scope, &episode.session_id).await {
+        Ok(m) => m,
+        Err(crate::Error::NotFound(_)) => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let turns: Vec<TranscriptTurn> =
+        messages.iter().map(|m| TranscriptTurn { speaker: m.message.speaker().to_string(), text: m.message.content.clone() }).collect();
+    let mut speakers: Vec<String> = Vec::new();
+    for t in &turns {
+        if !speakers.contains(&t.speaker) {
+            speakers.push(t.speaker.clone());
+        }
+    }
+    let log = CallLog::default();
+    let llm = shared.chat.extract(&episode.summary, &speakers, &episode.started_at.format("%Y-%m-%d").to_string(), &log).await;
+    if let Err(e) = shared.records.record_llm_calls(scope, Some(&episode.session_id), Some(ev.id), log.take()).await {
+        tracing::warn!(event_id = %ev.id, error = %e, "could not record LLM usage");
+    }
+    let extraction = match llm? {
+        Some(x) => x,
+        None => extract(&turns),
+    };
+    let report = shared.graph.apply_extraction(scope, episode_id, episode.started_at, &extraction, &shared.config.graph.rules()).await?;
+    tracing::debug!(episode_id = %episode_id, entities = report.entities.len(), relations = report.relations, invalidated = report.invalidated, "graph updated");
+    let follow: Vec<Event> = report.entities.into_iter().map(|entity_id| Event::EntityUpserted { scope: scope.clone(), entity_id }).collect();
+    shared.records.finish_event(ev.id, follow).await?;
+    shared.bus.publish(EventKind::EntityUpserted);
+    Ok(())
+}
