@@ -13,12 +13,14 @@
 use chrono::{Duration, Utc};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::sync::Arc;
-use std::time::{Duration as StdDuration, Instant};
 use strata::llm::local::LocalEmbedder;
 use strata::memory::Components;
 use strata::model::{Episode, EpisodeId, EventId, SummaryKind};
 use strata::store::{KeywordDoc, VectorPoint};
 use strata::{Config, Memory, NewMessage, Scope, SessionId};
+
+mod common;
+use common::{report, timed};
 
 const NAMES: &[&str] = &["Dana", "Sam", "Yuna", "Mina", "Leo", "Ivy", "Omar", "Kenji", "Rosa", "Ada"];
 const TOPICS: &[&str] = &[
@@ -37,36 +39,6 @@ fn sentence(i: usize) -> String {
         NAMES[(i / 3 + 1) % NAMES.len()],
         i % 28 + 1
     )
-}
-
-/// Prints p50/p99 of individually timed iterations (criterion reports means).
-fn report(name: &str, samples: &mut [StdDuration]) {
-    if samples.is_empty() {
-        return; // filtered out on the command line
-    }
-    samples.sort();
-    let pick = |p: f64| samples[((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1];
-    eprintln!(
-        "{name}: n={} p50={:.3} ms p99={:.3} ms",
-        samples.len(),
-        pick(0.50).as_secs_f64() * 1e3,
-        pick(0.99).as_secs_f64() * 1e3
-    );
-}
-
-/// Runs `op` `iters` times on fresh inputs from `setup`, timing each call
-/// alone (setup excluded) and keeping every sample for the percentiles.
-fn timed<T>(iters: u64, samples: &mut Vec<StdDuration>, mut setup: impl FnMut() -> T, mut op: impl FnMut(T)) -> StdDuration {
-    let mut total = StdDuration::ZERO;
-    for _ in 0..iters {
-        let input = setup();
-        let t = Instant::now();
-        op(input);
-        let d = t.elapsed();
-        samples.push(d);
-        total += d;
-    }
-    total
 }
 
 /// A Memory on a fresh temporary directory (kept alive by the returned guard)

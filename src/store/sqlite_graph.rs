@@ -1,5 +1,9 @@
 //! [`GraphStore`] on the SQLite system of record (same file and connection
-//! as the records, so erasure is one transaction). Walks use a recursive CTE.
+//! as the records, so erasure is one transaction). Walks use a recursive CTE;
+//! its joins are written `walk CROSS JOIN relations` (SQLite keeps that
+//! order) so each step looks relations up by endpoint: left to itself the
+//! planner preferred the scope index and scanned every relation of the
+//! scope per step (1.3 s for a 2-hop walk over 10k entities, 3 ms now).
 //!
 //! Tables (migration 3): `entities` (one row per identity key; merged-away
 //! rows stay with `merged_into` set, for unmerge), `entity_aliases`
@@ -310,11 +314,11 @@ impl GraphStore for SqliteStore {
                 "WITH RECURSIVE walk(id, depth) AS (
                     SELECT value, 0 FROM json_each(?1)
                     UNION
-                    SELECT r.target_id, w.depth + 1 FROM walk w JOIN relations r ON r.source_id = w.id
+                    SELECT r.target_id, w.depth + 1 FROM walk w CROSS JOIN relations r ON r.source_id = w.id
                       WHERE w.depth < ?2 AND r.user_id = ?3 AND r.agent_id = ?4
                         AND (?5 OR r.invalid_at IS NULL) AND (?6 IS NULL OR r.predicate = ?6)
                     UNION
-                    SELECT r.source_id, w.depth + 1 FROM walk w JOIN relations r ON r.target_id = w.id
+                    SELECT r.source_id, w.depth + 1 FROM walk w CROSS JOIN relations r ON r.target_id = w.id
                       WHERE w.depth < ?2 AND r.user_id = ?3 AND r.agent_id = ?4
                         AND (?5 OR r.invalid_at IS NULL) AND (?6 IS NULL OR r.predicate = ?6)
                  )
@@ -331,7 +335,7 @@ impl GraphStore for SqliteStore {
             let ids_json = serde_json::to_string(&found)?;
             let mut st = c.prepare_cached(
                 "SELECT id, source_id, target_id, predicate, attributes, valid_from, invalid_at, episode_id FROM relations
-                 WHERE user_id = ?1 AND agent_id = ?2
+                 WHERE +user_id = ?1 AND +agent_id = ?2
                    AND source_id IN (SELECT value FROM json_each(?3)) AND target_id IN (SELECT value FROM json_each(?3))
                    AND (?4 OR invalid_at IS NULL) AND (?5 IS NULL OR predicate = ?5)
                  ORDER BY valid_from DESC, id LIMIT ?6",
@@ -537,8 +541,8 @@ pub(super) const MIGRATION: &str = r#"
         valid_from INTEGER, invalid_at INTEGER,
         episode_id TEXT NOT NULL, created_at INTEGER NOT NULL
     );
-    CREATE INDEX relations_source ON relations (source_id, predicate);
-    CREATE INDEX relations_target ON relations (target_id);
+    CREATE INDEX relations_source ON relations (source_id, user_id, agent_id, predicate);
+    CREATE INDEX relations_target ON relations (target_id, user_id, agent_id);
     CREATE INDEX relations_scope ON relations (user_id, agent_id, predicate);
     CREATE TABLE merges (
         id INTEGER PRIMARY KEY,
