@@ -37,6 +37,8 @@ use crate::worker;
 
 /// Longest accepted query, in bytes (64 KiB); longer queries are an error.
 pub const MAX_QUERY_BYTES: usize = 64 * 1024;
+/// Most entities a `knowledge_graph_search` query resolves to (start points of the walk).
+pub const MAX_GRAPH_SEEDS: usize = 10;
 /// Largest `top_k` accepted by [`Memory::memory_search`].
 pub const MAX_TOP_K: usize = 100;
 
@@ -655,7 +657,7 @@ impl Memory {
             }
             (None, Some(q)) => {
                 check_query(q)?;
-                g.resolve(scope, q, 5).await?
+                g.resolve(scope, q, MAX_GRAPH_SEEDS).await?
             }
             (None, None) => return Err(Error::InvalidInput("knowledge_graph_search needs a query or an entity".into())),
         };

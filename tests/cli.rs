@@ -152,3 +152,39 @@ fn prompt_jobs_and_usage_commands() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("STRATA_TEST_UNSET_KEY") && err.contains("not set"), "{err}");
 }
+
+#[test]
+fn graph_search_show_and_forget() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("people.jsonl");
+    let lines = [
+        r#"{"user_id":"mina","agent_id":"bot","session_id":"a","role":"user","name":"Mina","content":"Alex lives in Seattle and works at Acme Robotics.","timestamp":"2026-01-01T10:00:00Z"}"#,
+        r#"{"user_id":"mina","agent_id":"bot","session_id":"b","role":"user","name":"Mina","content":"Alex moved to Portland last week.","timestamp":"2026-02-01T10:00:00Z"}"#,
+        r#"{"user_id":"jo","agent_id":"bot","session_id":"a","role":"user","name":"Jo","content":"Alex lives in Denver.","timestamp":"2026-01-01T10:00:00Z"}"#,
+    ];
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let data = dir.path().join("data");
+    let out = strata(&data).arg("import").arg(&file).args(["--end-sessions", "--wait"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let out = strata(&data).args(["graph", "search", "--user", "mina", "--agent", "bot", "where does Alex live now?"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Alex -[lives_in]-> Portland") && !text.contains("Seattle") && !text.contains("Denver"), "{text}");
+    let out = strata(&data).args(["graph", "show", "--user", "mina", "--agent", "bot", "--json", "Alex"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rels = v["relations"].as_array().unwrap();
+    assert!(rels.iter().any(|r| r["predicate"] == "lives_in" && !r["invalid_at"].is_null()), "show includes the invalidated residence: {v}");
+    let out = strata(&data).args(["graph", "show", "--user", "mina", "--agent", "bot", "Nobody"]).output().unwrap();
+    assert!(!out.status.success());
+
+    let out = strata(&data).args(["forget", "--user", "mina", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["records"]["rows"]["messages"], 2);
+    assert!(r["graph"]["rows"]["entities"].as_u64().unwrap() >= 3, "{r}");
+    let out = strata(&data).args(["graph", "search", "--user", "mina", "--agent", "bot", "Alex"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no entity found"));
+    let out = strata(&data).args(["graph", "search", "--user", "jo", "--agent", "bot", "Alex"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Denver"), "the other user is untouched");
+}

@@ -35,6 +35,7 @@ pub async fn run(config: Config, file: &Path, end_sessions: bool, wait: bool, js
     }
     let f = std::fs::File::open(file).map_err(|e| Error::Data(format!("cannot open {}: {e}", file.display())))?;
     let mem = Memory::open(config).await?;
+    let parked_before: std::collections::HashSet<i64> = mem.parked_jobs(100_000).await?.iter().map(|j| j.id.0).collect();
     let mut imported = 0usize;
     let mut errors: Vec<(usize, String)> = Vec::new();
     let mut sessions: BTreeSet<(Scope, SessionId)> = BTreeSet::new();
@@ -85,18 +86,24 @@ pub async fn run(config: Config, file: &Path, end_sessions: bool, wait: bool, js
             ended += 1;
         }
     }
+    let mut parked = Vec::new();
     if wait {
         mem.wait_idle().await?;
+        parked = mem.parked_jobs(100_000).await?.into_iter().filter(|j| !parked_before.contains(&j.id.0)).collect();
     }
     mem.shutdown().await?;
+    for j in &parked {
+        eprintln!("job {} parked after {} attempts: {} (see `strata jobs list`)", j.id, j.attempts, j.last_error);
+    }
     for (n, e) in &errors {
         eprintln!("{}:{n}: {e}", file.display());
     }
     if json {
         let errs: Vec<_> = errors.iter().map(|(n, e)| serde_json::json!({"line": n, "error": e})).collect();
-        println!("{}", serde_json::json!({"imported": imported, "sessions": sessions.len(), "ended": ended, "errors": errs}));
+        println!("{}", serde_json::json!({"imported": imported, "sessions": sessions.len(), "ended": ended, "errors": errs, "parked_jobs": parked.len()}));
     } else {
-        println!("imported {imported} messages in {} sessions ({ended} ended); {} bad lines", sessions.len(), errors.len());
+        println!("imported {imported} messages in {} sessions ({ended} ended); {} bad lines; {} jobs parked", sessions.len(), errors.len(), parked.len());
     }
-    Ok(if errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    // bad lines: 1; everything imported but some promotion parked: 2
+    Ok(if !errors.is_empty() { ExitCode::FAILURE } else if !parked.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS })
 }

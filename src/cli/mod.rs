@@ -509,12 +509,17 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Jobs { action: JobsCommand::Retry { id, all: _ } } => {
             let mem = Memory::open(config).await?;
+            // only the jobs retried now count as "parked again"
+            let retried: Vec<i64> = match id {
+                Some(i) => vec![i],
+                None => mem.parked_jobs(100_000).await?.iter().map(|j| j.id.0).collect(),
+            };
             let r = mem.retry_jobs(id.map(EventId)).await;
             let outcome = match r {
                 Ok(n) => {
                     println!("re-queued {n} job(s); running them now");
                     let waited = mem.wait_idle().await;
-                    let still = mem.parked_jobs(10_000).await.map(|j| j.len()).unwrap_or(0);
+                    let still = mem.parked_jobs(100_000).await.map(|j| j.iter().filter(|j| retried.contains(&j.id.0)).count()).unwrap_or(0);
                     waited.map(|_| still)
                 }
                 Err(e) => Err(e),

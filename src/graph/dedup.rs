@@ -44,11 +44,17 @@ pub fn guard(a: &Entity, b: &Entity) -> Option<&'static str> {
 }
 
 /// String similarity of two entities in [0, 1]: 1.0 when a key equals an
-/// alias key of the other, else Jaro-Winkler of the identity keys.
+/// alias key of the other or both keys have the same letters and digits,
+/// else Jaro-Winkler of the identity keys.
 pub fn name_similarity(a: &Entity, b: &Entity) -> f64 {
     let ka: Vec<String> = std::iter::once(a.identity_key.clone()).chain(a.aliases.iter().map(|x| identity_key(x))).collect();
     let kb: Vec<String> = std::iter::once(b.identity_key.clone()).chain(b.aliases.iter().map(|x| identity_key(x))).collect();
     if ka.iter().any(|k| kb.contains(k)) {
+        return 1.0;
+    }
+    // the same letters and digits, spelled with other spaces or punctuation ("Jon-Smith", "Jon Smith")
+    let compact = |k: &str| k.chars().filter(|c| c.is_alphanumeric()).collect::<String>();
+    if !compact(&a.identity_key).is_empty() && compact(&a.identity_key) == compact(&b.identity_key) {
         return 1.0;
     }
     strsim::jaro_winkler(&a.identity_key, &b.identity_key)

@@ -24,6 +24,9 @@ use super::{EntityMention, Extraction, RelationMention, UNKNOWN_TYPE};
 use crate::llm::TranscriptTurn;
 use crate::text::split_sentences;
 
+/// Longest name, in words: a longer run of capitalised words is a heading or shouting, not a name.
+pub const MAX_NAME_WORDS: usize = 6;
+
 /// Most names per sentence that get `mentioned_with` edges (pairs grow quadratically).
 pub const MAX_COOCCURRING_NAMES: usize = 5;
 
@@ -49,7 +52,7 @@ const VERBS: &str = "works at|works for|worked at|worked for|is working at|start
 
 fn name_re() -> &'static str {
     // a name: capitalised words (letters, digits, hyphens, apostrophes inside), joined by spaces
-    r"(?:[A-Z][\w'’\-]*(?:\s+(?:of|de|van|von|the|da|di|le|la)?\s*[A-Z][\w'’\-]*)*)"
+    r"(?:\p{Lu}[\w'’\-]*(?:\s+(?:of|de|van|von|the|da|di|le|la)?\s*\p{Lu}[\w'’\-]*)*)"
 }
 
 struct Patterns {
@@ -65,7 +68,7 @@ fn patterns() -> &'static Patterns {
         let name = name_re();
         let subj = format!(r"(?P<s>{name}|\b(?:[Hh]e|[Ss]he|[Tt]hey)\b)");
         Patterns {
-            span: Regex::new(r"[A-Z][\w'’\-]*(?:\s+(?:(?:of|de|van|von|da|di)\s+)?[A-Z][\w'’\-]*)*").expect("span regex"),
+            span: Regex::new(r"\p{Lu}[\w'’\-]*(?:\s+(?:(?:of|de|van|von|da|di)\s+)?\p{Lu}[\w'’\-]*)*").expect("span regex"),
             verb: Regex::new(&format!(
                 r"{subj}\s+(?:(?:also|now|recently|just|finally|still)\s+)?(?P<v>{VERBS})\s+(?:the\s+)?(?P<o>{name})(?:,?\s+and\s+(?:(?:also|now)\s+)?(?P<v2>{VERBS})\s+(?:the\s+)?(?P<o2>{name}))?"
             ))
@@ -126,7 +129,7 @@ fn clean_name(raw: &str) -> Option<String> {
         start += 1;
     }
     let words = &words[start..];
-    if words.is_empty() {
+    if words.is_empty() || words.len() > MAX_NAME_WORDS || t.len() > 4 * MAX_NAME_WORDS * 12 {
         return None;
     }
     let joined = words.join(" ");
@@ -155,14 +158,25 @@ fn mention(out: &mut Extraction, name: &str, kind: &str) {
     out.entities.push(EntityMention { name: name.to_string(), kind: kind.to_string(), aliases: vec![] });
 }
 
-fn relate(out: &mut Extraction, s: &str, p: &str, o: &str) {
-    if super::identity_key(s) == super::identity_key(o) {
+/// Predicates whose object changes over time (a restatement after a change is a new fact).
+const CHANGING: &[&str] = &["lives_in", "moved_to", "works_at", "member_of"];
+
+fn relate(out: &mut Extraction, s: &str, p: &str, o: &str, at: Option<chrono::DateTime<chrono::Utc>>) {
+    let (ks, ko) = (super::identity_key(s), super::identity_key(o));
+    if ks == ko {
         return;
     }
-    let r = RelationMention { source: s.to_string(), predicate: p.to_string(), target: o.to_string(), valid_from: None };
-    if !out.relations.contains(&r) {
-        out.relations.push(r);
+    let same = |r: &RelationMention| super::identity_key(&r.source) == ks && r.predicate == p && super::identity_key(&r.target) == ko;
+    if CHANGING.contains(&p) {
+        // "Seattle, then Portland, then Seattle again" keeps all three; a plain repeat does not
+        let last = out.relations.iter().rev().find(|r| super::identity_key(&r.source) == ks && CHANGING.contains(&r.predicate.as_str()) && (r.predicate == p || (p == "moved_to" || p == "lives_in") && (r.predicate == "moved_to" || r.predicate == "lives_in")));
+        if last.map(|r| super::identity_key(&r.target) == ko).unwrap_or(false) {
+            return;
+        }
+    } else if out.relations.iter().any(same) {
+        return;
     }
+    out.relations.push(RelationMention { source: s.to_string(), predicate: p.to_string(), target: o.to_string(), valid_from: at });
 }
 
 /// True when `speaker` is a real name (not a role label).
@@ -197,7 +211,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                 if let (Some(x), Some(y)) = (clean_name(&c["x"]), clean_name(&c["y"])) {
                     mention(&mut out, &x, "person");
                     mention(&mut out, &y, "person");
-                    relate(&mut out, &y, &kin_predicate(&c["k"].to_lowercase()), &x);
+                    relate(&mut out, &y, &kin_predicate(&c["k"].to_lowercase()), &x, t.at);
                     related_pairs.push((x, y));
                 }
             }
@@ -206,7 +220,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                 if let Some(y) = clean_name(&c["y"]) {
                     mention(&mut out, &y, "person");
                     if named(speaker) {
-                        relate(&mut out, &y, &kin_predicate(&c["k"].to_lowercase()), speaker);
+                        relate(&mut out, &y, &kin_predicate(&c["k"].to_lowercase()), speaker, t.at);
                         related_pairs.push((speaker.to_string(), y.clone()));
                     }
                     last_named = Some(y);
@@ -224,7 +238,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                     let stype = if matches!(pred, "adopted" | "works_at" | "mentors" | "married_to" | "lives_in" | "moved_to") { "person" } else { UNKNOWN_TYPE };
                     mention(&mut out, &s, stype);
                     mention(&mut out, &o, otype);
-                    relate(&mut out, &s, pred, &o);
+                    relate(&mut out, &s, pred, &o, t.at);
                     related_pairs.push((s.clone(), o));
                 }
             }
@@ -243,8 +257,18 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                     names.push(n);
                 }
             }
-            if let Some(last) = names.last() {
-                last_named = Some(last.clone());
+            // the antecedent of a later "he"/"she"/"they": the sentence's one person
+            // (or its one name of unknown type when no person is named); places,
+            // organisations and ambiguous sentences ("Tom met Sara") give none
+            if !names.is_empty() {
+                let kind_of = |n: &str| out.entities.iter().find(|e| super::identity_key(&e.name) == super::identity_key(n)).map(|e| e.kind.clone());
+                let persons: Vec<&String> = names.iter().filter(|n| kind_of(n).as_deref() == Some("person") && !(named(speaker) && n.as_str() == speaker)).collect();
+                let unknown: Vec<&String> = names.iter().filter(|n| kind_of(n).as_deref() == Some(UNKNOWN_TYPE)).collect();
+                last_named = match (persons.as_slice(), unknown.as_slice()) {
+                    ([one], _) => Some((*one).clone()),
+                    ([], [one]) => Some((*one).clone()),
+                    _ => None,
+                };
             }
             let names: Vec<String> = names.into_iter().take(MAX_COOCCURRING_NAMES).collect();
             for i in 0..names.len() {
@@ -256,7 +280,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                         (x == ka && y == kb) || (x == kb && y == ka)
                     });
                     if !linked {
-                        relate(&mut out, a, "mentioned_with", b);
+                        relate(&mut out, a, "mentioned_with", b, t.at);
                     }
                 }
             }
@@ -270,7 +294,7 @@ mod tests {
     use super::*;
 
     fn turn(s: &str, t: &str) -> TranscriptTurn {
-        TranscriptTurn { speaker: s.into(), text: t.into() }
+        TranscriptTurn { speaker: s.into(), text: t.into(), at: None }
     }
 
     fn has(ex: &Extraction, s: &str, p: &str, o: &str) -> bool {
@@ -303,6 +327,39 @@ mod tests {
         assert_eq!(kind("Yuna"), "person");
         assert!(!ex.entities.iter().any(|e| e.name == "Last"), "{:?}", ex.entities);
         assert!(!ex.entities.iter().any(|e| e.name == "user"));
+    }
+
+    #[test]
+    fn pronouns_never_resolve_to_places_organisations_or_ambiguous_sentences() {
+        let ex = extract(&[turn("Mina", "My brother Tom works at Google. He lives in Berlin.")]);
+        assert!(has(&ex, "Tom", "lives_in", "Berlin"), "{:?}", ex.relations);
+        assert!(!ex.relations.iter().any(|r| r.source == "Google" && r.predicate == "lives_in"));
+        let ex = extract(&[turn("Mina", "Tom met Sara in London. She lives in Leeds.")]);
+        assert!(!ex.relations.iter().any(|r| r.predicate == "lives_in"), "ambiguous: no fact rather than a wrong one: {:?}", ex.relations);
+        let ex = extract(&[turn("Mina", "My friend Jürgen works at Müller GmbH. He lives in München. Élodie visited Kraków.")]);
+        assert!(has(&ex, "Jürgen", "lives_in", "München"), "{:?}", ex.relations);
+        assert!(has(&ex, "Élodie", "visited", "Kraków"), "non-ASCII capitals are names: {:?}", ex.relations);
+    }
+
+    #[test]
+    fn restated_facts_are_dated_by_their_turn() {
+        let at = |d: u32| Some(chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2024, 1, d, 9, 0, 0).unwrap());
+        let turns = [
+            TranscriptTurn { speaker: "Mina".into(), text: "Alex lives in Seattle.".into(), at: at(1) },
+            TranscriptTurn { speaker: "Mina".into(), text: "Alex moved to Portland.".into(), at: at(5) },
+            TranscriptTurn { speaker: "Mina".into(), text: "Oh wait, sorry. Alex lives in Seattle.".into(), at: at(6) },
+            TranscriptTurn { speaker: "Mina".into(), text: "Yes, Alex lives in Seattle.".into(), at: at(7) },
+        ];
+        let ex = extract(&turns);
+        let alex: Vec<(&str, Option<u32>)> = ex
+            .relations
+            .iter()
+            .filter(|r| r.source == "Alex" && r.predicate != "mentioned_with")
+            .map(|r| (r.target.as_str(), r.valid_from.map(|t| chrono::Datelike::day(&t))))
+            .collect();
+        assert_eq!(alex, vec![("Seattle", Some(1)), ("Portland", Some(5)), ("Seattle", Some(6))], "the plain repeat on day 7 adds nothing");
+        let shout = format!("{}.", "Alex ".repeat(50_000));
+        assert!(extract(&[turn("Mina", &shout)]).entities.iter().all(|e| e.name.len() < 100), "a capitalised flood is not a name");
     }
 
     #[test]

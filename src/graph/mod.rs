@@ -68,15 +68,17 @@ impl EntityId {
 }
 
 /// Id of a relation: `rel_` + 32 hex digits of BLAKE3(scope key, source key,
-/// predicate, target key, episode id): one fact per source episode.
+/// predicate, target key, episode id, valid_from in ms): one fact per source
+/// episode and time, so "Seattle, then Portland, then Seattle again" within
+/// one session keeps all three statements.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct RelationId(String);
 
 impl RelationId {
     /// The id of a relation stated by `episode`.
-    pub fn for_fact(scope: &Scope, source_key: &str, predicate: &str, target_key: &str, episode: &EpisodeId) -> Self {
-        Self(hashed_id("rel_", &[&scope.key(), source_key, predicate, target_key, episode.as_str()]))
+    pub fn for_fact(scope: &Scope, source_key: &str, predicate: &str, target_key: &str, episode: &EpisodeId, valid_from_ms: i64) -> Self {
+        Self(hashed_id("rel_", &[&scope.key(), source_key, predicate, target_key, episode.as_str(), &valid_from_ms.to_string()]))
     }
     /// Wraps a stored id.
     pub fn from_stored(s: String) -> Self {
@@ -321,6 +323,8 @@ pub trait GraphStore: Send + Sync + 'static {
     /// Folds `merged` into `survivor`: aliases unioned, edges redirected,
     /// `merged` hidden; logged for [`GraphStore::unmerge`]. Returns the merge id.
     async fn merge(&self, scope: &Scope, survivor: &EntityId, merged: &EntityId, reason: &str) -> Result<i64>;
+    /// True when a merge of `a` and `b` was undone: the dedup worker never merges them again.
+    async fn kept_apart(&self, scope: &Scope, a: &EntityId, b: &EntityId) -> Result<bool>;
     /// Undoes a merge exactly (aliases, edges, visibility).
     async fn unmerge(&self, scope: &Scope, merge_id: i64) -> Result<MergeRecord>;
     /// The merge log, newest first.

@@ -104,6 +104,9 @@ pub struct TranscriptTurn {
     pub speaker: String,
     /// What was said.
     pub text: String,
+    /// When it was said (the caller's timestamp), if known: facts extracted
+    /// from the turn are dated by it.
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A summary produced by a [`ChatModel`].

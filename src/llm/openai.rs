@@ -730,7 +730,7 @@ mod tests {
 
     #[test]
     fn long_transcripts_split_without_losing_text() {
-        let turn = |s: &str, t: String| TranscriptTurn { speaker: s.into(), text: t };
+        let turn = |s: &str, t: String| TranscriptTurn { speaker: s.into(), text: t, at: None };
         let big = "Dana fixed the build. ".repeat(2_000); // ~44 KB in one turn
         let korean = "한국어 문장입니다".repeat(3_000); // one long sentence, no break
         let turns = vec![turn("Dana", "short hello".into()), turn("Sam", big.clone()), turn("Dana", korean.clone())];

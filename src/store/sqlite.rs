@@ -126,6 +126,8 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // erased rows are overwritten on disk, not left in free pages
+        conn.pragma_update(None, "secure_delete", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
         if version as usize > MIGRATIONS.len() {
@@ -175,6 +177,9 @@ impl SqliteStore {
                 counts.rows.insert(table.to_string(), n);
             }
             tx.commit()?;
+            // move the WAL into the (securely deleted) main file and empty it, so no
+            // copy of the erased pages stays in the write-ahead log
+            c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
             Ok(counts)
         })
         .await

@@ -111,6 +111,20 @@ fn resolve_key(c: &Connection, scope: &Scope, key: &str) -> Result<Option<String
     Ok(id)
 }
 
+/// The words of a key: split on whitespace, ASCII punctuation trimmed from
+/// each end ("live?" → "live"; "inc-2024-117" stays whole).
+fn words(key: &str) -> Vec<String> {
+    key.split_whitespace()
+        .map(|w| w.trim_matches(|c: char| c.is_ascii_punctuation()).to_string())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// True when `needle` occurs as a contiguous run of `hay` (and is not empty).
+fn contains_run(hay: &[String], needle: &[String]) -> bool {
+    !needle.is_empty() && needle.len() <= hay.len() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
 fn more_specific(old: &str, new: &str) -> bool {
     old == UNKNOWN_TYPE && new != UNKNOWN_TYPE
 }
@@ -118,7 +132,7 @@ fn more_specific(old: &str, new: &str) -> bool {
 /// Upserts one mention; returns the live entity id.
 fn upsert_entity(c: &Connection, scope: &Scope, m: &EntityMention, episode: &EpisodeId, at: i64) -> Result<Option<String>> {
     let key = identity_key(&m.name);
-    if key.is_empty() {
+    if key.is_empty() || crate::text::grapheme_len(&key) > MAX_NAME_CHARS {
         return Ok(None);
     }
     let name = m.name.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -165,6 +179,9 @@ fn upsert_entity(c: &Connection, scope: &Scope, m: &EntityMention, episode: &Epi
     Ok(Some(id))
 }
 
+/// Longest entity name kept, in graphemes; a longer "name" is not a name.
+pub const MAX_NAME_CHARS: usize = 200;
+
 fn key_of(c: &Connection, id: &str) -> Result<String> {
     Ok(c.query_row("SELECT identity_key FROM entities WHERE id=?1", [id], |r| r.get(0))?)
 }
@@ -205,7 +222,7 @@ impl GraphStore for SqliteStore {
                 }
                 let valid_from = ms(r.valid_from.unwrap_or(at));
                 let (sk, tk) = (key_of(&tx, s)?, key_of(&tx, t)?);
-                let rid = RelationId::for_fact(&scope, &sk, &predicate, &tk, &episode);
+                let rid = RelationId::for_fact(&scope, &sk, &predicate, &tk, &episode, valid_from);
                 tx.execute(
                     "INSERT INTO relations (id, user_id, agent_id, source_id, target_id, predicate, attributes, valid_from, episode_id, created_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, '{}', ?7, ?8, ?9) ON CONFLICT(id) DO NOTHING",
@@ -256,18 +273,39 @@ impl GraphStore for SqliteStore {
                  SELECT a.entity_id FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
                    WHERE a.user_id=?1 AND a.agent_id=?2 AND e.merged_into IS NULL
                    AND (instr(a.alias_key, ?3) > 0 OR instr(?3, a.alias_key) > 0) AND length(a.alias_key) >= 2
-                 LIMIT 200",
+                 LIMIT 2000",
             )?;
             let partial: Vec<String> = st.query_map(params![scope.user_id(), scope.agent_id(), key], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            // keep whole-word matches only: the entity's name as a run of words of
+            // the text ("where does alex live" names "alex"), or the text as a run
+            // of words of the name ("dana" names "dana whitfield"); "alexis",
+            // "evening" or "seminar" name nobody
+            let q = words(&key);
             let mut scored: Vec<(usize, String)> = Vec::new();
             for id in partial {
                 if ids.contains(&id) {
                     continue;
                 }
-                let k = key_of(c, &id)?;
-                // a name found whole in the text at a word boundary beats a substring
-                let whole = format!(" {key} ").contains(&format!(" {k} ")) || format!(" {k} ").contains(&format!(" {key} "));
-                scored.push((if whole { 0 } else { 1 } * 1000 + 999usize.saturating_sub(k.chars().count()), id));
+                let mut best = None;
+                let mut st = c.prepare_cached("SELECT alias_key FROM entity_aliases WHERE entity_id=?1")?;
+                let aliases: Vec<String> = st.query_map([&id], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+                for k in std::iter::once(key_of(c, &id)?).chain(aliases) {
+                    let kw = words(&k);
+                    let rank = if contains_run(&q, &kw) {
+                        Some(1000 - kw.len().min(999)) // longer names named in the text first
+                    } else if contains_run(&kw, &q) {
+                        Some(2000 + kw.len().min(999))
+                    } else {
+                        None
+                    };
+                    best = match (best, rank) {
+                        (Some(b), Some(r)) => Some(std::cmp::min(b, r)),
+                        (b, r) => b.or(r),
+                    };
+                }
+                if let Some(rank) = best {
+                    scored.push((rank, id));
+                }
             }
             scored.sort();
             ids.extend(scored.into_iter().map(|(_, id)| id));
@@ -450,6 +488,20 @@ impl GraphStore for SqliteStore {
                 at: from_ms(at),
                 undone_at: Some(from_ms(now)),
             })
+        })
+        .await
+    }
+
+    async fn kept_apart(&self, scope: &Scope, a: &EntityId, b: &EntityId) -> Result<bool> {
+        let (scope, a, b) = (scope.clone(), a.as_str().to_string(), b.as_str().to_string());
+        self.run(move |c| {
+            let n: i64 = c.query_row(
+                "SELECT COUNT(*) FROM merges WHERE user_id=?1 AND agent_id=?2 AND undone_at IS NOT NULL
+                   AND ((survivor_id=?3 AND merged_id=?4) OR (survivor_id=?4 AND merged_id=?3))",
+                params![scope.user_id(), scope.agent_id(), a, b],
+                |r| r.get(0),
+            )?;
+            Ok(n > 0)
         })
         .await
     }

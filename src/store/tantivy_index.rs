@@ -116,7 +116,12 @@ impl TantivyIndex {
     }
 
     fn from_index(index: Index, f: Fields, raw_boost: f32, prior_docs: u64) -> Result<Self> {
-        let writer = index.writer_with_num_threads(1, 50_000_000).map_err(kw)?;
+        let writer = index.writer_with_num_threads(1, 50_000_000).map_err(|e| match e {
+            tantivy::TantivyError::LockFailure(..) => Error::Keyword(
+                "the data directory is in use by another strata process (the keyword index is locked); stop it or use another --data-dir".into(),
+            ),
+            e => kw(e),
+        })?;
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(kw)?;
         Ok(Self { inner: Arc::new(Inner { prior_docs, reader, writer: Mutex::new(writer), f, raw_boost }) })
     }

@@ -80,6 +80,10 @@ async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
     let mut asks = Vec::new();
     let mut log_rows = Vec::new();
     for (c, s) in &scored {
+        if shared.graph.kept_apart(scope, &entity.id, &c.id).await? {
+            log_rows.push((c.id.clone(), "keep", *s, "an operator undid their merge".to_string()));
+            continue;
+        }
         match decide(&entity, c, *s, g.merge_threshold, g.ask_threshold) {
             Decision::Merge => merges.push((c.clone(), *s, format!("similarity {s:.3}"))),
             Decision::Ask => asks.push((c.clone(), *s)),

@@ -133,7 +133,7 @@ async fn prepare(shared: &Shared, ev: &OutboxEvent) -> Result<Option<Prepared>> 
     let Some(first) = messages.first() else { return Ok(None) };
     let turns: Vec<TranscriptTurn> = messages
         .iter()
-        .map(|m| TranscriptTurn { speaker: m.message.speaker().to_string(), text: m.message.content.clone() })
+        .map(|m| TranscriptTurn { speaker: m.message.speaker().to_string(), text: m.message.content.clone(), at: Some(m.message.timestamp) })
         .collect();
     let started = messages.iter().map(|m| m.message.timestamp).min().unwrap_or(first.message.timestamp);
     let log = CallLog::default();
