@@ -605,3 +605,48 @@ async fn entities_and_relations_come_from_the_llm_when_one_is_configured() {
     assert_eq!(mem.llm_usage(None).await.unwrap().calls, 2, "one summary call, one extraction call");
     mem.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_llm_confirms_ambiguous_dedup_candidates() {
+    let server = MockServer::start().await;
+    // extraction: two spellings of one person, a letter apart (ambiguous: 0.98)
+    let graph = json!({
+        "entities": [{"name": "Christopher Nolan", "type": "person", "aliases": []}, {"name": "Christophe Nolan", "type": "person", "aliases": []},
+                     {"name": "INC-2024-117", "type": "event", "aliases": []}, {"name": "INC-2024-118", "type": "event", "aliases": []}],
+        "relations": [{"source": "Christophe Nolan", "predicate": "works_at", "target": "Syncopy", "valid_from": null}]
+    });
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .and(body_string_contains("You build a knowledge graph"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion(&graph.to_string())))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    // the dedup prompt: the model says "same" to every pair it is shown
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .and(body_string_contains("Candidate pairs"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion(
+            &json!({"decisions": [{"id": "0", "same": true, "reason": "spelling variant"}, {"id": "1", "same": true, "reason": "x"}]}).to_string(),
+        )))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Christopher Nolan works at Syncopy.")).with_priority(2).mount(&server).await;
+    let (mut cfg, _dir) = llm_config(&server);
+    cfg.graph.enabled = true;
+    let mem = common::open(cfg).await;
+    session(&mem, "film", &["Christopher Nolan works at Syncopy; the incident INC-2024-117 was not INC-2024-118.", "ok"]).await;
+    mem.wait_idle().await.unwrap();
+    let merges = mem.graph_merges(&scope(), 10).await.unwrap();
+    assert_eq!(merges.len(), 1, "the LLM-confirmed pair merged, and only it: {merges:?}");
+    assert!(merges[0].reason.contains("confirmed by the LLM"), "{}", merges[0].reason);
+    let keys: Vec<String> = mem.shared().graph.entities_of_type(&scope(), None, 100).await.unwrap().into_iter().map(|e| e.identity_key).collect();
+    assert!(keys.contains(&"inc-2024-117".to_string()) && keys.contains(&"inc-2024-118".to_string()), "guards hold even when the LLM says same: {keys:?}");
+    let asked: Vec<Value> = requests(&server).await.into_iter().filter(|b| b.to_string().contains("Candidate pairs")).collect();
+    assert!(!asked.is_empty());
+    let pairs: Vec<&str> = asked.iter().map(|b| b["messages"][1]["content"].as_str().unwrap()).collect();
+    assert!(pairs.iter().all(|p| !p.contains("INC-2024")), "guarded pairs are never even asked: {pairs:?}");
+    assert!(pairs.iter().any(|p| p.contains("Christophe Nolan") && p.contains("Christopher Nolan")), "{pairs:?}");
+    mem.shutdown().await.unwrap();
+}

@@ -159,6 +159,35 @@ fn eval_config(config: &Config) -> Result<(Config, tempfile::TempDir)> {
     Ok((c, dir))
 }
 
+/// A readable sample of a scope's graph: the `top` entities with the most
+/// relations, then up to `max_lines` of their relations, as text lines.
+async fn graph_sample(mem: &Memory, scope: &Scope, top: usize, max_lines: usize) -> Result<Vec<String>> {
+    let g = &mem.shared().graph;
+    let all = g.entities_of_type(scope, None, 100_000).await?;
+    let walk = crate::graph::Walk { seeds: all.iter().map(|e| e.id.clone()).collect(), hops: 0, predicate: None, include_invalid: true, limit: 100_000 };
+    let sub = g.traverse(scope, &walk).await?;
+    let mut degree: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for r in &sub.relations {
+        *degree.entry(r.source.as_str()).or_default() += 1;
+        *degree.entry(r.target.as_str()).or_default() += 1;
+    }
+    let mut ranked: Vec<&crate::graph::Entity> = sub.entities.iter().collect();
+    ranked.sort_by_key(|e| std::cmp::Reverse(degree.get(e.id.as_str()).copied().unwrap_or(0)));
+    let name = |id: &crate::graph::EntityId| sub.entities.iter().find(|e| &e.id == id).map(|e| e.name.clone()).unwrap_or_default();
+    let mut lines: Vec<String> = ranked
+        .iter()
+        .take(top)
+        .map(|e| format!("  {} [{}] — {} relations, {} episodes", e.name, e.kind, degree.get(e.id.as_str()).copied().unwrap_or(0), e.episodes.len()))
+        .collect();
+    let tops: Vec<&crate::graph::EntityId> = ranked.iter().take(top).map(|e| &e.id).collect();
+    for r in sub.relations.iter().filter(|r| tops.contains(&&r.source)).take(max_lines) {
+        let until = r.invalid_at.map(|t| format!(" until {}", t.format("%Y-%m-%d"))).unwrap_or_default();
+        let since = r.valid_from.map(|t| t.format("%Y-%m-%d").to_string()).unwrap_or_default();
+        lines.push(format!("    {} -[{}]-> {} ({since}{until})", name(&r.source), r.predicate, name(&r.target)));
+    }
+    Ok(lines)
+}
+
 /// Runs `strata eval locomo`.
 pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     let convs = select(load_locomo(&args.data).map_err(|e| Error::Data(e.to_string()))?, &args.conversations)?;
@@ -200,12 +229,16 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             acc.add("bm25_raw", &cat, &ranked, &gold);
         }
         let (graph, dedup) = mem.graph_stats(&scope).await?;
+        let sample = graph_sample(&mem, &scope, 8, 24).await?;
+        if graphs.is_empty() {
+            eprintln!("graph sample of {} (the {} best-connected entities):\n{}", conv.sample_id, 8, sample.join("\n"));
+        }
         eprintln!(
             "{}: {} sessions replayed in {:.1}s, {} questions; graph {} entities, {} relations ({} invalidated), {} merges; dedup decisions {:?}",
             conv.sample_id, conv.sessions.len(), replay_s, n_conv, graph.entities, graph.relations, graph.invalidated, graph.merges, dedup
         );
         graphs.push(json!({"conversation": conv.sample_id, "entities": graph.entities, "relations": graph.relations,
-                           "invalidated": graph.invalidated, "merges": graph.merges, "dedup_decisions": dedup}));
+                           "invalidated": graph.invalidated, "merges": graph.merges, "dedup_decisions": dedup, "sample": sample}));
     }
     let systems: Vec<&str> = CONFIGS.iter().map(|c| c.0).chain(["bm25_raw"]).collect();
     println!(

@@ -14,7 +14,9 @@
 //!   married/visited/joined/founded/leads Y".
 //! - Pronouns "he", "she", "they" as a subject resolve to the entity the
 //!   session named last — never to the speaker by default.
-//! - `mentioned_with` links names that share a sentence but no other relation.
+//! - `mentioned_with` links names that share a sentence but no other relation;
+//!   a named speaker `mentions` every other name they say; "I" as a subject
+//!   is the speaker when the speaker has a name ("I work at Acme").
 
 use regex::Regex;
 use unicode_normalization::UnicodeNormalization;
@@ -48,7 +50,7 @@ const MONTHS_DAYS: &[&str] = &[
 ];
 const KIN: &str = "sister|brother|mother|mom|mum|father|dad|wife|husband|partner|friend|best friend|colleague|coworker|co-worker|manager|boss|son|daughter|cousin|roommate|mentor|neighbor|neighbour|girlfriend|boyfriend|fiancée|fiancee|fiancé|fiance|aunt|uncle|grandmother|grandma|grandfather|grandpa";
 const PRONOUNS: &[&str] = &["he", "she", "they"];
-const VERBS: &str = "works at|works for|worked at|worked for|is working at|started at|joined|moved to|is moving to|relocated to|lives in|lived in|is living in|mentors|mentored|manages|managed|married|visited|founded|leads|led|studies at|studied at|teaches at|owns|adopted";
+const VERBS: &str = "work at|work for|live in|am living in|am moving to|works at|works for|worked at|worked for|is working at|started at|joined|moved to|is moving to|relocated to|lives in|lived in|is living in|mentors|mentored|manages|managed|married|visited|founded|leads|led|studies at|studied at|teaches at|owns|adopted";
 
 fn name_re() -> &'static str {
     // a name: capitalised words (letters, digits, hyphens, apostrophes inside), joined by spaces
@@ -66,7 +68,7 @@ fn patterns() -> &'static Patterns {
     static P: OnceLock<Patterns> = OnceLock::new();
     P.get_or_init(|| {
         let name = name_re();
-        let subj = format!(r"(?P<s>{name}|\b(?:[Hh]e|[Ss]he|[Tt]hey)\b)");
+        let subj = format!(r"(?P<s>{name}|\b(?:[Hh]e|[Ss]he|[Tt]hey|I)\b)");
         Patterns {
             span: Regex::new(r"\p{Lu}[\w'’\-]*(?:\s+(?:(?:of|de|van|von|da|di)\s+)?\p{Lu}[\w'’\-]*)*").expect("span regex"),
             verb: Regex::new(&format!(
@@ -84,10 +86,10 @@ fn patterns() -> &'static Patterns {
 fn predicate_of(verb: &str) -> (&'static str, &'static str) {
     // (predicate, object type)
     match verb {
-        "works at" | "works for" | "worked at" | "worked for" | "is working at" | "started at" => ("works_at", "organization"),
+        "works at" | "works for" | "worked at" | "worked for" | "is working at" | "started at" | "work at" | "work for" => ("works_at", "organization"),
         "joined" => ("member_of", "organization"),
-        "moved to" | "is moving to" | "relocated to" => ("moved_to", "place"),
-        "lives in" | "lived in" | "is living in" => ("lives_in", "place"),
+        "moved to" | "is moving to" | "relocated to" | "am moving to" => ("moved_to", "place"),
+        "lives in" | "lived in" | "is living in" | "live in" | "am living in" => ("lives_in", "place"),
         "mentors" | "mentored" => ("mentors", "person"),
         "manages" | "managed" => ("manages", UNKNOWN_TYPE),
         "married" => ("married_to", "person"),
@@ -199,7 +201,10 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
         }
         for sentence in split_sentences(&text) {
             let resolve = |s: &str, last: &Option<String>| -> Option<String> {
-                if PRONOUNS.contains(&s.to_lowercase().as_str()) {
+                if s == "I" {
+                    // first person: the speaker, when the speaker has a name
+                    named(speaker).then(|| speaker.to_string())
+                } else if PRONOUNS.contains(&s.to_lowercase().as_str()) {
                     last.clone()
                 } else {
                     clean_name(s)
@@ -269,6 +274,14 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                     ([], [one]) => Some((*one).clone()),
                     _ => None,
                 };
+            }
+            // who talks about whom: a named speaker `mentions` every other name said
+            if named(speaker) {
+                for n in &names {
+                    if super::identity_key(n) != super::identity_key(speaker) {
+                        relate(&mut out, speaker, "mentions", n, t.at);
+                    }
+                }
             }
             let names: Vec<String> = names.into_iter().take(MAX_COOCCURRING_NAMES).collect();
             for i in 0..names.len() {
@@ -360,6 +373,15 @@ mod tests {
         assert_eq!(alex, vec![("Seattle", Some(1)), ("Portland", Some(5)), ("Seattle", Some(6))], "the plain repeat on day 7 adds nothing");
         let shout = format!("{}.", "Alex ".repeat(50_000));
         assert!(extract(&[turn("Mina", &shout)]).entities.iter().all(|e| e.name.len() < 100), "a capitalised flood is not a name");
+    }
+
+    #[test]
+    fn first_person_and_mentions_bind_to_a_named_speaker() {
+        let ex = extract(&[turn("Caroline", "I moved to Boston and I work at Acme Labs. I met Jon there.")]);
+        assert!(has(&ex, "Caroline", "moved_to", "Boston"), "{:?}", ex.relations);
+        assert!(has(&ex, "Caroline", "mentions", "Jon"), "{:?}", ex.relations);
+        let anon = extract(&[turn("user", "I moved to Boston.")]);
+        assert!(!anon.relations.iter().any(|r| r.predicate == "moved_to"), "an unnamed speaker is not an entity");
     }
 
     #[test]

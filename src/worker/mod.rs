@@ -22,6 +22,26 @@ use crate::error::Result;
 use crate::memory::Shared;
 use crate::store::EventKind;
 
+/// Takes one batch of `kind` events and runs `process` on each; a failure
+/// is retried with backoff and parked after `workers.max_attempts`. Returns
+/// how many events it took.
+pub(crate) async fn drain_each(
+    shared: &Shared,
+    kind: EventKind,
+    what: &'static str,
+    process: for<'a> fn(&'a Shared, &'a crate::store::OutboxEvent) -> futures::future::BoxFuture<'a, Result<()>>,
+) -> Result<usize> {
+    let events = shared.records.pending_events(&[kind], shared.config.workers.batch_size).await?;
+    let n = events.len();
+    for ev in events {
+        if let Err(e) = process(shared, &ev).await {
+            tracing::warn!(event_id = %ev.id, attempts = ev.attempts + 1, error = %e, job = what, "job failed");
+            shared.records.fail_event(ev.id, &e.to_string(), shared.config.workers.max_attempts).await?;
+        }
+    }
+    Ok(n)
+}
+
 /// The loop of an outbox consumer: drain while there is work, then sleep
 /// until a bus wake-up, a stop, or (while events wait in backoff) 250 ms.
 /// On stop it drains what is pending, then returns.

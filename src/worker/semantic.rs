@@ -25,15 +25,7 @@ pub async fn run(shared: Arc<Shared>, wake: flume::Receiver<()>, stop: tokio::sy
 
 /// Processes one batch; returns how many events it took.
 pub async fn drain(shared: &Shared) -> Result<usize> {
-    let events = shared.records.pending_events(&[EventKind::EpisodeCreated], shared.config.workers.batch_size).await?;
-    let n = events.len();
-    for ev in events {
-        if let Err(e) = process(shared, &ev).await {
-            tracing::warn!(event_id = %ev.id, attempts = ev.attempts + 1, error = %e, "entity extraction failed");
-            shared.records.fail_event(ev.id, &e.to_string(), shared.config.workers.max_attempts).await?;
-        }
-    }
-    Ok(n)
+    super::drain_each(shared, EventKind::EpisodeCreated, "entity extraction", |s, e| Box::pin(process(s, e))).await
 }
 
 async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
