@@ -42,11 +42,14 @@ const STOP: &[&str] = &[
     "was", "were", "be", "been", "do", "does", "did", "have", "has", "had", "can", "could", "will", "would", "should", "may",
     "might", "must", "let", "let's", "good", "big", "first", "one", "two", "three", "mr", "mrs", "ms", "dr", "speaker", "user",
     "assistant", "congratulations", "congrats", "awesome", "absolutely", "definitely", "totally", "exactly", "right", "love",
+    // interjections and sentence openers that arrive capitalised next to names
+    "woohoo", "woo", "yay", "omg", "aww", "aw", "ah", "ahh", "hmm", "um", "uh", "wish", "knowing", "thinking", "hope", "guess",
+    "plus", "btw", "ugh", "whoa", "gosh", "dear", "happy", "glad", "wow", "bye", "see", "good", "night", "morning",
 ];
 const MONTHS_DAYS: &[&str] = &[
     "january", "february", "march", "april", "june", "july", "august", "september", "october", "november", "december",
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "jan", "feb", "mar", "apr", "jun", "jul", "aug",
-    "sep", "sept", "oct", "nov", "dec",
+    "sep", "sept", "oct", "nov", "dec", "mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun",
 ];
 const KIN: &str = "sister|brother|mother|mom|mum|father|dad|wife|husband|partner|friend|best friend|colleague|coworker|co-worker|manager|boss|son|daughter|cousin|roommate|mentor|neighbor|neighbour|girlfriend|boyfriend|fiancée|fiancee|fiancé|fiance|aunt|uncle|grandmother|grandma|grandfather|grandpa";
 const PRONOUNS: &[&str] = &["he", "she", "they"];
@@ -130,7 +133,11 @@ fn clean_name(raw: &str) -> Option<String> {
     while start < words.len() && STOP.contains(&words[start].to_lowercase().as_str()) {
         start += 1;
     }
-    let words = &words[start..];
+    let mut end = words.len();
+    while end > start && STOP.contains(&words[end - 1].to_lowercase().trim_matches(|c: char| c.is_ascii_punctuation())) {
+        end -= 1;
+    }
+    let words = &words[start..end];
     if words.is_empty() || words.len() > MAX_NAME_WORDS || t.len() > 4 * MAX_NAME_WORDS * 12 {
         return None;
     }
@@ -253,7 +260,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
             for m in p.span.find_iter(sentence) {
                 let Some(n) = clean_name(m.as_str()) else { continue };
                 // a single capitalised word opening the sentence is only a name if seen elsewhere as one
-                let sentence_initial = m.start() == 0 && m.end() <= first_word_end;
+                let sentence_initial = m.start() == 0 && !n.contains(' ') && sentence[..first_word_end].trim_end_matches(|c: char| c.is_ascii_punctuation()) == n;
                 if sentence_initial && !out.entities.iter().any(|e| super::identity_key(&e.name) == super::identity_key(&n)) {
                     continue;
                 }
@@ -371,6 +378,9 @@ mod tests {
             .map(|r| (r.target.as_str(), r.valid_from.map(|t| chrono::Datelike::day(&t))))
             .collect();
         assert_eq!(alex, vec![("Seattle", Some(1)), ("Portland", Some(5)), ("Seattle", Some(6))], "the plain repeat on day 7 adds nothing");
+        let ex = extract(&[turn("Caroline", "Woohoo Melanie! Wish I could come. Knowing I'm late, Fri works.")]);
+        let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, vec!["Caroline", "Melanie"], "interjections, \"I\" and weekdays are not names");
         let shout = format!("{}.", "Alex ".repeat(50_000));
         assert!(extract(&[turn("Mina", &shout)]).entities.iter().all(|e| e.name.len() < 100), "a capitalised flood is not a name");
     }
