@@ -122,10 +122,10 @@ pub struct GraphSearchResult {
 pub struct ForgetReport {
     /// Scopes (agents) the user had episodes in.
     pub scopes: usize,
-    /// Documents removed from the keyword index (`None` when there were none to look at).
-    pub keyword_docs: Option<usize>,
+    /// Documents removed from the keyword index.
+    pub keyword_docs: usize,
     /// Points removed from the vector index.
-    pub vector_points: Option<usize>,
+    pub vector_points: usize,
     /// Rows removed from the graph tables.
     pub graph: crate::store::DeleteCounts,
     /// Rows removed from the system of record, per table.
@@ -661,6 +661,11 @@ impl Memory {
             }
             (None, None) => return Err(Error::InvalidInput("knowledge_graph_search needs a query or an entity".into())),
         };
+        if let Some(p) = &req.predicate {
+            if self.shared.config.graph.rules().predicate(p).is_empty() {
+                return Err(Error::InvalidInput("predicate must name a relation, e.g. lives_in".into()));
+            }
+        }
         let walk = Walk {
             seeds: seeds.iter().map(|e| e.id.clone()).collect(),
             hops: req.hops,
@@ -712,8 +717,8 @@ impl Memory {
             s.keyword.delete(scope, ids).await?;
             let vec_before = s.vectors.count(scope).await?;
             s.vectors.delete(scope, ids).await?;
-            *report.keyword_docs.get_or_insert(0) += kw_before - s.keyword.count(scope).await?;
-            *report.vector_points.get_or_insert(0) += vec_before - s.vectors.count(scope).await?;
+            report.keyword_docs += kw_before.saturating_sub(s.keyword.count(scope).await?);
+            report.vector_points += vec_before.saturating_sub(s.vectors.count(scope).await?);
         }
         report.graph = s.graph.delete_user_graph(user_id).await?;
         report.records = s.records.delete_user_records(user_id).await?;

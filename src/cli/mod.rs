@@ -373,13 +373,13 @@ async fn graph_action(mem: &Memory, action: GraphCommand) -> Result<ExitCode> {
             } else {
                 for m in merges {
                     let undone = m.undone_at.map(|t| format!(" (undone {})", t.format("%Y-%m-%d %H:%M"))).unwrap_or_default();
-                    println!("{:>6}  {} <- {}  {}{undone}", m.id, m.survivor, m.merged, m.reason);
+                    println!("{:>6}  {} <- {}  ({} <- {}; {}){undone}", m.id, m.survivor_name, m.merged_name, m.survivor, m.merged, m.reason);
                 }
             }
         }
         GraphCommand::Unmerge { scope, id } => {
             let m = mem.graph_unmerge(&scope.scope()?, id).await?;
-            println!("merge {} undone: {} and {} are separate again", m.id, m.survivor, m.merged);
+            println!("merge {} undone: {} and {} are separate again", m.id, m.survivor_name, m.merged_name);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -475,8 +475,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 println!(
                     "erased user {user:?}: {} scopes, {} keyword documents, {} vector points",
                     r.scopes,
-                    r.keyword_docs.unwrap_or(0),
-                    r.vector_points.unwrap_or(0)
+                    r.keyword_docs,
+                    r.vector_points
                 );
                 for (table, n) in r.records.rows.iter().chain(r.graph.rows.iter()) {
                     println!("  {table}: {n} rows");

@@ -277,6 +277,10 @@ pub struct MergeRecord {
     pub survivor: EntityId,
     /// The entity folded into it.
     pub merged: EntityId,
+    /// Display name of the survivor.
+    pub survivor_name: String,
+    /// Display name of the merged entity.
+    pub merged_name: String,
     /// Why (scores, guard results, LLM answer).
     pub reason: String,
     /// When.

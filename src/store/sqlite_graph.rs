@@ -479,11 +479,15 @@ impl GraphStore for SqliteStore {
             tx.execute("UPDATE entities SET merged_into=NULL WHERE id=?1", [&m])?;
             let now = ms(Utc::now());
             tx.execute("UPDATE merges SET undone_at=?2 WHERE id=?1", params![merge_id, now])?;
+            let name = |id: &str| -> Result<String> { Ok(tx.query_row("SELECT name FROM entities WHERE id=?1", [id], |r| r.get(0))?) };
+            let (survivor_name, merged_name) = (name(&s)?, name(&m)?);
             tx.commit()?;
             Ok(MergeRecord {
                 id: merge_id,
                 survivor: EntityId::from_stored(s),
                 merged: EntityId::from_stored(m),
+                survivor_name,
+                merged_name,
                 reason,
                 at: from_ms(at),
                 undone_at: Some(from_ms(now)),
@@ -510,7 +514,9 @@ impl GraphStore for SqliteStore {
         let scope = scope.clone();
         self.run(move |c| {
             let mut st = c.prepare(
-                "SELECT id, survivor_id, merged_id, reason, at, undone_at FROM merges WHERE user_id=?1 AND agent_id=?2 ORDER BY id DESC LIMIT ?3",
+                "SELECT m.id, m.survivor_id, m.merged_id, m.reason, m.at, m.undone_at,
+                    COALESCE((SELECT name FROM entities WHERE id = m.survivor_id), ''), COALESCE((SELECT name FROM entities WHERE id = m.merged_id), '')
+                 FROM merges m WHERE m.user_id=?1 AND m.agent_id=?2 ORDER BY m.id DESC LIMIT ?3",
             )?;
             let rows = st.query_map(params![scope.user_id(), scope.agent_id(), limit as i64], |r| {
                 Ok(MergeRecord {
@@ -520,6 +526,8 @@ impl GraphStore for SqliteStore {
                     reason: r.get(3)?,
                     at: from_ms(r.get(4)?),
                     undone_at: r.get::<_, Option<i64>>(5)?.map(from_ms),
+                    survivor_name: r.get(6)?,
+                    merged_name: r.get(7)?,
                 })
             })?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
