@@ -188,3 +188,41 @@ fn graph_search_show_and_forget() {
     let out = strata(&data).args(["graph", "search", "--user", "jo", "--agent", "bot", "Alex"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("Denver"), "the other user is untouched");
 }
+
+#[test]
+fn eval_longmemeval_on_a_small_gzip_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = |text: &str| serde_json::json!([{"role": "user", "content": text}, {"role": "assistant", "content": "Noted."}]);
+    let q = |id: &str, question: &str, gold: &str| {
+        serde_json::json!({
+            "question_id": id, "question_type": "single-session-user", "question": question, "answer": "x",
+            "question_date": "2023/06/01 (Thu) 10:00", "answer_session_ids": [gold],
+            "haystack_session_ids": ["a", "b", "c", "a"],
+            "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/02 (Tue) 09:00", "2023/05/03 (Wed) 09:00", "2023/05/04 (Thu) 09:00"],
+            "haystack_sessions": [session("My cello teacher is called Ingrid."), session("I booked a flight to Lisbon for July."),
+                                  session("The sourdough starter died again."), session("Ingrid moved the lesson to Friday.")]
+        })
+    };
+    let data = serde_json::json!([q("q1", "Which city is my July flight to?", "b"), q("q2_abs", "What is my dentist's name?", "c")]);
+    let file = dir.path().join("lme.json.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut enc, data.to_string().as_bytes()).unwrap();
+    std::fs::write(&file, enc.finish().unwrap()).unwrap();
+    let out_json = dir.path().join("out.json");
+    let out = strata(&dir.path().join("data"))
+        .args(["eval", "longmemeval", "--data"])
+        .arg(&file)
+        .arg("--out")
+        .arg(&out_json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("2 questions: 1 answerable, 1 _abs reported apart"), "{text}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_json).unwrap()).unwrap();
+    assert_eq!(v["strata"]["answerable"]["r@5"], 1.0, "{v}");
+    assert_eq!(v["strata"]["answerable"]["n"], 1);
+    assert_eq!(v["bm25_raw"]["_abs"]["n"], 1, "unanswerable questions are counted apart");
+    let out = strata(&dir.path().join("data")).args(["eval", "longmemeval", "--data"]).arg(&file).args(["--types", "nope"]).output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no question selected"));
+}

@@ -272,6 +272,8 @@ pub enum PromptCommand {
 pub enum EvalCommand {
     /// Replay LoCoMo conversations and report recall@k of gold sessions against a BM25-on-raw baseline.
     Locomo(crate::eval::runner::LocomoArgs),
+    /// Replay each LongMemEval question's haystack into its own scope and report recall@k of the gold sessions.
+    Longmemeval(crate::eval::longmemeval::LongMemEvalArgs),
     /// Fit the Platt calibration of keyword and vector scores on LoCoMo data.
     Calibrate(crate::eval::runner::CalibrateArgs),
 }
@@ -404,6 +406,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Demo { file, json } => demo::run(config, &file, json).await.map(|_| ExitCode::SUCCESS),
         Command::Eval { bench: EvalCommand::Locomo(args) } => crate::eval::runner::run_locomo(config, args).await.map(|_| ExitCode::SUCCESS),
+        Command::Eval { bench: EvalCommand::Longmemeval(args) } => crate::eval::longmemeval::run(config, args).await.map(|_| ExitCode::SUCCESS),
         Command::Eval { bench: EvalCommand::Calibrate(args) } => crate::eval::runner::run_calibrate(config, args).await.map(|_| ExitCode::SUCCESS),
         Command::Import { file, end_sessions, wait, json } => import::run(config, &file, end_sessions, wait, json).await,
         Command::Search { scope, query, top_k, json } => {

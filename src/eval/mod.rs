@@ -3,5 +3,6 @@
 
 pub mod bm25;
 pub mod locomo;
+pub mod longmemeval;
 pub mod metrics;
 pub mod runner;
