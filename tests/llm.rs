@@ -42,6 +42,17 @@ fn ok(summary: &str) -> ResponseTemplate {
     ResponseTemplate::new(200).set_body_json(completion(&summary_json(summary, "English")))
 }
 
+/// Answers every entity-extraction request with `graph` (priority 1, before the catch-alls).
+async fn answer_extraction(server: &MockServer, graph: &Value) {
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .and(body_string_contains("You build a knowledge graph"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion(&graph.to_string())))
+        .with_priority(1)
+        .mount(server)
+        .await;
+}
+
 /// A config on a fresh directory pointing the LLM at `server`, with fast retries.
 fn llm_config(server: &MockServer) -> (Config, tempfile::TempDir) {
     let (mut c, dir) = common::config();
@@ -579,13 +590,7 @@ async fn entities_and_relations_come_from_the_llm_when_one_is_configured() {
             {"source": "Dana", "predicate": "visits", "target": "Busan", "valid_from": "2026-05-10"}
         ]
     });
-    Mock::given(method("POST"))
-        .and(path(CHAT))
-        .and(body_string_contains("You build a knowledge graph"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion(&graph.to_string())))
-        .with_priority(1)
-        .mount(&server)
-        .await;
+    answer_extraction(&server, &graph).await;
     Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Dana adopted a beagle named Pickle. Dana flies to Busan in May.")).with_priority(2).mount(&server).await;
     let (mut cfg, _dir) = llm_config(&server);
     cfg.graph.enabled = true;
@@ -615,13 +620,7 @@ async fn the_llm_confirms_ambiguous_dedup_candidates() {
                      {"name": "INC-2024-117", "type": "event", "aliases": []}, {"name": "INC-2024-118", "type": "event", "aliases": []}],
         "relations": [{"source": "Christophe Nolan", "predicate": "works_at", "target": "Syncopy", "valid_from": null}]
     });
-    Mock::given(method("POST"))
-        .and(path(CHAT))
-        .and(body_string_contains("You build a knowledge graph"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion(&graph.to_string())))
-        .with_priority(1)
-        .mount(&server)
-        .await;
+    answer_extraction(&server, &graph).await;
     // the dedup prompt: the model says "same" to every pair it is shown
     Mock::given(method("POST"))
         .and(path(CHAT))
