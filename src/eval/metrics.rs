@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 /// Order-preserving dedup of the first `k` distinct items of `ranked`.
-fn top_k_distinct<T: PartialEq + Clone>(ranked: &[T], k: usize) -> Vec<T> {
+pub fn top_k_distinct<T: PartialEq + Clone>(ranked: &[T], k: usize) -> Vec<T> {
     let mut out: Vec<T> = Vec::with_capacity(k.min(ranked.len()));
     for item in ranked {
         if out.len() >= k {

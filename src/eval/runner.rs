@@ -104,6 +104,49 @@ impl Acc {
     }
 }
 
+/// Turn-level recall accumulators, per system and k.
+#[derive(Default)]
+struct TurnAcc {
+    sum: BTreeMap<(String, usize), f64>,
+    n: BTreeMap<String, usize>,
+}
+
+impl TurnAcc {
+    /// Session-ranked systems: gold turns inside the top-k sessions.
+    fn add_sessions(&mut self, system: &str, ranked_sessions: &[usize], gold: &[(usize, usize)]) {
+        if gold.is_empty() {
+            return;
+        }
+        for k in KS {
+            let top: Vec<usize> = crate::eval::metrics::top_k_distinct(ranked_sessions, k);
+            let hit = gold.iter().filter(|(s, _)| top.contains(s)).count();
+            *self.sum.entry((system.into(), k)).or_default() += hit as f64 / gold.len() as f64;
+        }
+        *self.n.entry(system.into()).or_default() += 1;
+    }
+    /// Turn-ranked systems: gold turns inside the top-k turns.
+    fn add_ranked(&mut self, system: &str, ranked: &[(usize, usize)], gold: &[(usize, usize)]) {
+        if gold.is_empty() {
+            return;
+        }
+        for k in KS {
+            if let Some(r) = recall_at_k(ranked, gold, k) {
+                *self.sum.entry((system.into(), k)).or_default() += r;
+            }
+        }
+        *self.n.entry(system.into()).or_default() += 1;
+    }
+    fn get(&self, system: &str, k: usize) -> f64 {
+        match self.n(system) {
+            0 => f64::NAN,
+            n => self.sum.get(&(system.to_string(), k)).copied().unwrap_or(0.0) / n as f64,
+        }
+    }
+    fn n(&self, system: &str) -> usize {
+        self.n.get(system).copied().unwrap_or(0)
+    }
+}
+
 fn select(convs: Vec<LocomoConversation>, only: &[String]) -> Result<Vec<LocomoConversation>> {
     if only.is_empty() {
         return Ok(convs);
@@ -196,6 +239,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     let mut acc = Acc::default();
     let mut latencies = Vec::new();
     let mut graphs = Vec::new();
+    let mut turn_acc = TurnAcc::default();
     let (mut asked, mut skipped_no_evidence) = (0usize, 0usize);
     let started = Instant::now();
     for conv in &convs {
@@ -209,6 +253,15 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             let text: Vec<String> = s.turns.iter().map(|t| format!("{}: {}", t.speaker, t.text)).collect();
             bm25.add(s.index, &text.join("\n"));
         }
+        // one BM25 document per turn, for the turn-level baseline
+        let mut bm25_turns = Bm25Index::new(1.5, 0.75);
+        let mut turn_ids: Vec<(usize, usize)> = Vec::new();
+        for s in &conv.sessions {
+            for t in &s.turns {
+                bm25_turns.add(turn_ids.len(), &format!("{}: {}", t.speaker, t.text));
+                turn_ids.push((t.session, t.turn));
+            }
+        }
         let mut n_conv = 0;
         for q in &conv.questions {
             let gold = q.gold_sessions(conv);
@@ -218,15 +271,21 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             }
             asked += 1;
             n_conv += 1;
+            let gold_turns = q.gold_turns(conv);
             let cat = format!("cat{}", q.category);
             for (name, retr, fusion) in CONFIGS {
                 let opts = SearchOptions { retrievers: *retr, fusion: *fusion, apply_threshold: false };
                 let hits = mem.memory_search_with(&scope, &q.question, 10, opts).await?;
                 let ranked: Vec<usize> = hits.iter().filter_map(|h| session_index(&h.session_id)).collect();
                 acc.add(name, &cat, &ranked, &gold);
+                turn_acc.add_sessions(name, &ranked, &gold_turns);
             }
             let ranked: Vec<usize> = bm25.search(&q.question, 10).into_iter().map(|(id, _)| id).collect();
             acc.add("bm25_raw", &cat, &ranked, &gold);
+            turn_acc.add_sessions("bm25_raw", &ranked, &gold_turns);
+            // the reference's turn-level baseline: BM25 ranking single turns
+            let ranked_turns: Vec<(usize, usize)> = bm25_turns.search(&q.question, 10).into_iter().map(|(i, _)| turn_ids[i]).collect();
+            turn_acc.add_ranked("bm25_turns", &ranked_turns, &gold_turns);
         }
         let (graph, dedup) = mem.graph_stats(&scope).await?;
         let sample = graph_sample(&mem, &scope, 8, 24).await?;
@@ -271,6 +330,15 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         }
         println!();
     }
+    println!(
+        "\nTurn-level recall (gold dia_ids): for the session systems, the share of gold turns inside the top-k sessions;\n\
+         for bm25_turns (the reference's turn baseline), the share inside the top-k single turns ({} questions with turn evidence)",
+        turn_acc.n("bm25_turns")
+    );
+    println!("{:<14} {:>6} {:>6} {:>6}", "system", "T@1", "T@5", "T@10");
+    for s in systems.iter().copied().chain(["bm25_turns"]) {
+        println!("{:<14} {:>6.3} {:>6.3} {:>6.3}", s, turn_acc.get(s, 1), turn_acc.get(s, 5), turn_acc.get(s, 10));
+    }
     let p50 = percentile(&latencies, 50.0).unwrap_or(f64::NAN);
     let p99 = percentile(&latencies, 99.0).unwrap_or(f64::NAN);
     println!("\ninject latency over {} turns: p50 {p50:.2} ms, p99 {p99:.2} ms (debug/release as built; benches are authoritative)", latencies.len());
@@ -312,6 +380,11 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         }
         root.insert("inject_ms".into(), json!({"p50": p50, "p99": p99, "n": latencies.len()}));
         root.insert("graph".into(), json!(graphs));
+        let mut turns = serde_json::Map::new();
+        for s in systems.iter().copied().chain(["bm25_turns"]) {
+            turns.insert(s.into(), json!({"t@1": turn_acc.get(s, 1), "t@5": turn_acc.get(s, 5), "t@10": turn_acc.get(s, 10), "n": turn_acc.n(s)}));
+        }
+        root.insert("turn_level".into(), serde_json::Value::Object(turns));
         root.insert(
             "llm".into(),
             json!({"model": mem.shared().chat.id(), "sessions": sessions, "calls": usage.calls, "failed_calls": usage.failed_calls,
@@ -513,5 +586,21 @@ mod tests {
         let rows: Vec<(Vec<f64>, bool)> = s.iter().enumerate().map(|(i, &(x, y))| (vec![x, (i % 7) as f64], y)).collect();
         let (w, b) = fit_logistic(&rows);
         assert!((w[0] - 2.0).abs() < 0.3 && w[1].abs() < 0.1 && (b + 4.0).abs() < 0.7, "{w:?} {b}");
+    }
+
+    #[test]
+    fn turn_level_recall_counts_gold_turns_in_top_sessions_or_top_turns() {
+        let mut t = TurnAcc::default();
+        // gold turns in sessions 2 and 5; session 2 ranked first, 5 fourth
+        let gold = [(2, 1), (2, 7), (5, 3)];
+        t.add_sessions("s", &[2, 9, 9, 4, 5], &gold);
+        assert!((t.get("s", 1) - 2.0 / 3.0).abs() < 1e-9);
+        assert_eq!(t.get("s", 5), 1.0, "duplicates do not use up k");
+        t.add_ranked("turns", &[(2, 7), (1, 1), (5, 3)], &gold);
+        assert!((t.get("turns", 1) - 1.0 / 3.0).abs() < 1e-9);
+        assert!((t.get("turns", 5) - 2.0 / 3.0).abs() < 1e-9);
+        t.add_sessions("s", &[1], &[]);
+        assert_eq!(t.n("s"), 1, "questions without turn evidence are not counted");
+        assert!(t.get("nobody", 5).is_nan());
     }
 }
