@@ -1,5 +1,9 @@
-//! Criterion benches of the turn path: `inject` at 1k and 10k episodes in one
-//! scope (including the query embedding with the real local model), and
+//! Criterion benches of the turn path, at 1k, 10k and 100k episodes in one
+//! scope (`STRATA_BENCH_SIZES=1000,10000` to choose): `inject` with a fresh
+//! query (the local query embedding included), `inject_cached` (the same
+//! queries again: the embedding cache hit, embedder excluded),
+//! `inject_keyword` (BM25 only, the baseline of `scripts/bench-report.sh`),
+//! `memory_search`; then `promotion/offline` of one 12-turn session and
 //! `record`. The inject session holds two earlier user turns, so the recall
 //! query has the realistic three-turn shape. Run with `cargo bench --profile dev --bench recall` (the dev
 //! profile optimises dependencies, so it reuses the test build); needs the model
@@ -14,7 +18,8 @@ use chrono::{Duration, Utc};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::sync::Arc;
 use strata::llm::local::LocalEmbedder;
-use strata::memory::Components;
+use strata::memory::{Components, SearchOptions};
+use strata::recall::fusion::Retrievers;
 use strata::model::{Episode, EpisodeId, EventId, SummaryKind};
 use strata::store::{KeywordDoc, VectorPoint};
 use strata::{Config, Memory, NewMessage, Scope, SessionId};
@@ -128,8 +133,12 @@ fn benches(c: &mut Criterion) {
     report("embed_query", &mut samples);
 
     let mut group = c.benchmark_group("inject");
-    group.sample_size(50);
-    for &n in &[1_000usize, 10_000] {
+    group.sample_size(30);
+    let sizes: Vec<usize> = match std::env::var("STRATA_BENCH_SIZES") {
+        Ok(v) => v.split(',').filter_map(|x| x.trim().parse().ok()).collect(),
+        Err(_) => vec![1_000, 10_000, 100_000],
+    };
+    for &n in &sizes {
         let (mem, _dir) = open_memory(&rt, &model);
         let scope = Scope::new("bench", "bot").unwrap();
         rt.block_on(populate(&mem, &scope, n, &base));
@@ -140,9 +149,34 @@ fn benches(c: &mut Criterion) {
             rt.block_on(mem.record(&scope, &sid, NewMessage::user(t, Utc::now()))).unwrap();
             rt.block_on(mem.inject(&scope, &sid, t)).unwrap(); // as the backend did when the turn arrived
         }
+        let hybrid = SearchOptions { apply_threshold: true, ..Default::default() };
+        let keyword = SearchOptions { retrievers: Retrievers::KeywordOnly, apply_threshold: true, fusion: None };
+        // (name, options, fresh query each time?): fresh queries pay the embedding,
+        // repeated ones hit the embedding cache (the embedder excluded)
+        let variants: [(&str, SearchOptions, bool); 3] = [("inject", hybrid, true), ("inject_cached", hybrid, false), ("inject_keyword", keyword, true)];
+        for (name, opts, fresh) in variants {
+            let mut i = 0usize;
+            let mut samples = Vec::new();
+            group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
+                b.iter_custom(|iters| {
+                    timed(
+                        iters,
+                        &mut samples,
+                        || {
+                            i += 1;
+                            if fresh { fresh_query(&queries, i) } else { queries[i % queries.len()].to_string() }
+                        },
+                        |q| {
+                            std::hint::black_box(rt.block_on(mem.inject_with(&scope, &sid, &q, opts)).unwrap());
+                        },
+                    )
+                })
+            });
+            report(&format!("{name}/{n}"), &mut samples);
+        }
         let mut i = 0usize;
         let mut samples = Vec::new();
-        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+        group.bench_with_input(BenchmarkId::new("memory_search", n), &n, |b, _| {
             b.iter_custom(|iters| {
                 timed(
                     iters,
@@ -152,15 +186,53 @@ fn benches(c: &mut Criterion) {
                         fresh_query(&queries, i)
                     },
                     |q| {
-                        std::hint::black_box(rt.block_on(mem.inject(&scope, &sid, &q)).unwrap());
+                        std::hint::black_box(rt.block_on(mem.memory_search(&scope, &q, 5)).unwrap());
                     },
                 )
             })
         });
-        report(&format!("inject/{n}"), &mut samples);
+        report(&format!("memory_search/{n}"), &mut samples);
         rt.block_on(mem.shutdown()).unwrap();
     }
     group.finish();
+
+    // promotion of one 12-turn session in offline mode: extractive summary,
+    // embedding of the summary and every non-trivial turn, both index commits,
+    // graph extraction and dedup (run inline, no background workers)
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = Config::default();
+    cfg.data_dir = dir.path().to_path_buf();
+    cfg.pruner.enabled = false;
+    let mem = rt.block_on(Memory::open_with(cfg, Components { embedder: Some(model.clone()), no_workers: true, ..Default::default() })).unwrap();
+    let scope = Scope::new("bench", "promotion").unwrap();
+    let mut i = 0usize;
+    let mut samples = Vec::new();
+    c.bench_function("promotion/offline", |b| {
+        b.iter_custom(|iters| {
+            timed(
+                iters,
+                &mut samples,
+                || {
+                    i += 1;
+                    let sid = SessionId::new(format!("p{i}")).unwrap();
+                    for t in 0..12 {
+                        let msg = NewMessage::user(format!("{} (turn {t} of session {i})", sentence(i * 12 + t)), Utc::now());
+                        rt.block_on(mem.record(&scope, &sid, msg)).unwrap();
+                    }
+                    sid
+                },
+                |sid| {
+                    rt.block_on(async {
+                        mem.end_session(&scope, &sid).await.unwrap();
+                        mem.run_pending().await.unwrap();
+                    });
+                },
+            )
+        })
+    });
+    report("promotion/offline", &mut samples);
+    rt.block_on(mem.shutdown()).unwrap();
+    drop(mem);
 
     let (mem, _dir) = open_memory(&rt, &model);
     let scope = Scope::new("bench", "bot").unwrap();

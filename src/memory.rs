@@ -493,6 +493,16 @@ impl Memory {
     /// # Errors
     /// [`Error::InvalidInput`] for an empty or over-long message.
     pub async fn inject(&self, scope: &Scope, session: &SessionId, user_message: &str) -> Result<InjectResult> {
+        self.inject_with(scope, session, user_message, SearchOptions { apply_threshold: true, ..Default::default() }).await
+    }
+
+    /// [`Memory::inject`] with retriever/fusion choices (ablations and
+    /// benches, e.g. a keyword-only inject that never embeds). The threshold
+    /// is always applied.
+    ///
+    /// # Errors
+    /// As [`Memory::inject`].
+    pub async fn inject_with(&self, scope: &Scope, session: &SessionId, user_message: &str, opts: SearchOptions) -> Result<InjectResult> {
         check_query(user_message)?;
         let cfg = &self.shared.config.recall;
         if self.shared.trivial.is_trivial(user_message) {
@@ -512,7 +522,7 @@ impl Memory {
             parts.push((clip(t), 0.4 / prev.len() as f32));
         }
         parts.push((clip(user_message), if prev.is_empty() { 1.0 } else { 0.6 }));
-        let fused = self.retrieve_parts(scope, &query, &parts, limit * cfg.overfetch, SearchOptions::default()).await?;
+        let fused = self.retrieve_parts(scope, &query, &parts, limit * cfg.overfetch, opts).await?;
         let top_score = fused.first().map(|h| h.score).unwrap_or(0.0);
         let kept: Vec<FusedHit> = fused.into_iter().filter(|h| h.score >= cfg.min_score).take(limit).collect();
         let entries = self.hydrate(scope, kept).await?;
