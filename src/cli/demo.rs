@@ -19,6 +19,9 @@ struct DemoFile {
     agent_id: String,
     sessions: Vec<DemoSession>,
     queries: Vec<String>,
+    /// Questions for `knowledge_graph_search` (L2), shown after the L1 searches.
+    #[serde(default)]
+    graph_queries: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -30,6 +33,9 @@ struct DemoSession {
 #[derive(Deserialize)]
 struct DemoMessage {
     role: Role,
+    /// Speaker name (optional; a named user lets the graph link "I" and "my sister" to them).
+    #[serde(default)]
+    name: Option<String>,
     content: String,
     timestamp: DateTime<Utc>,
 }
@@ -67,7 +73,7 @@ pub async fn run(mut config: Config, file: &Path, json: bool) -> Result<()> {
                 }
                 injections.push(serde_json::json!({"session": sid, "message": m.content, "injected": r.injected, "top_score": r.top_score, "section": r.section}));
             }
-            let msg = NewMessage { role: m.role, name: None, content: m.content.clone(), timestamp: m.timestamp };
+            let msg = NewMessage { role: m.role, name: m.name.clone(), content: m.content.clone(), timestamp: m.timestamp };
             mem.record(&scope, &sid, msg).await?;
         }
         mem.end_session(&scope, &sid).await?;
@@ -102,6 +108,23 @@ pub async fn run(mut config: Config, file: &Path, json: bool) -> Result<()> {
         }
         out.insert("expanded".into(), serde_json::to_value(&ex)?);
     }
+    let mut graph = Vec::new();
+    for q in &demo.graph_queries {
+        let req = crate::memory::GraphSearch { query: Some(q.clone()), hops: 1, ..Default::default() };
+        let r = mem.knowledge_graph_search(&scope, &req).await?;
+        if !json {
+            println!("\n=== knowledge_graph_search {q:?} ===");
+            let name = |id: &crate::graph::EntityId| r.subgraph.entities.iter().find(|e| &e.id == id).map(|e| e.name.as_str()).unwrap_or("?");
+            for rel in r.subgraph.relations.iter().filter(|x| x.predicate != "mentioned_with" && x.predicate != "mentions").take(8) {
+                let since = rel.valid_from.map(|t| t.format("%Y-%m-%d").to_string()).unwrap_or_default();
+                println!("  {} -[{}]-> {} (since {since})", name(&rel.source), rel.predicate, name(&rel.target));
+            }
+            if r.subgraph.entities.is_empty() {
+                println!("  (no entity found)");
+            }
+        }
+        graph.push(serde_json::json!({"query": q, "result": r}));
+    }
     let usage = mem.llm_usage(Some(&scope)).await?;
     let parked = mem.parked_jobs(100).await?;
     if !json {
@@ -122,6 +145,7 @@ pub async fn run(mut config: Config, file: &Path, json: bool) -> Result<()> {
     mem.shutdown().await?;
     if json {
         out.insert("llm_usage".into(), serde_json::to_value(usage)?);
+        out.insert("graph".into(), graph.into());
         out.insert("parked_jobs".into(), serde_json::to_value(&parked)?);
         out.insert("injections".into(), injections.into());
         out.insert("searches".into(), answers.into());

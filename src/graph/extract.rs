@@ -53,7 +53,7 @@ const MONTHS_DAYS: &[&str] = &[
 ];
 const KIN: &str = "sister|brother|mother|mom|mum|father|dad|wife|husband|partner|friend|best friend|colleague|coworker|co-worker|manager|boss|son|daughter|cousin|roommate|mentor|neighbor|neighbour|girlfriend|boyfriend|fiancée|fiancee|fiancé|fiance|aunt|uncle|grandmother|grandma|grandfather|grandpa";
 const PRONOUNS: &[&str] = &["he", "she", "they"];
-const VERBS: &str = "work at|work for|live in|am living in|am moving to|works at|works for|worked at|worked for|is working at|started at|joined|moved to|is moving to|relocated to|lives in|lived in|is living in|mentors|mentored|manages|managed|married|visited|founded|leads|led|studies at|studied at|teaches at|owns|adopted";
+const VERBS: &str = "moving to|moving from \\p{Lu}[\\w'’\\-]*(?: \\p{Lu}[\\w'’\\-]*)* to|moved from \\p{Lu}[\\w'’\\-]*(?: \\p{Lu}[\\w'’\\-]*)* to|work at|work for|live in|am living in|am moving to|works at|works for|worked at|worked for|is working at|started at|joined|moved to|is moving to|relocated to|lives in|lived in|is living in|mentors|mentored|manages|managed|married|visited|founded|leads|led|studies at|studied at|teaches at|owns|adopted";
 
 fn name_re() -> &'static str {
     // a name: capitalised words (letters, digits, hyphens, apostrophes inside), joined by spaces
@@ -71,7 +71,7 @@ fn patterns() -> &'static Patterns {
     static P: OnceLock<Patterns> = OnceLock::new();
     P.get_or_init(|| {
         let name = name_re();
-        let subj = format!(r"(?P<s>{name}|\b(?:[Hh]e|[Ss]he|[Tt]hey|I)\b)");
+        let subj = format!(r"(?P<s>\bI['’]m\b|\bI am\b|{name}|\b(?:[Hh]e|[Ss]he|[Tt]hey|I)\b)");
         Patterns {
             span: Regex::new(r"\p{Lu}[\w'’\-]*(?:\s+(?:(?:of|de|van|von|da|di)\s+)?\p{Lu}[\w'’\-]*)*").expect("span regex"),
             verb: Regex::new(&format!(
@@ -91,6 +91,7 @@ fn predicate_of(verb: &str) -> (&'static str, &'static str) {
     match verb {
         "works at" | "works for" | "worked at" | "worked for" | "is working at" | "started at" | "work at" | "work for" => ("works_at", "organization"),
         "joined" => ("member_of", "organization"),
+        v if v.starts_with("moving from ") || v.starts_with("moved from ") || v == "moving to" => ("moved_to", "place"),
         "moved to" | "is moving to" | "relocated to" | "am moving to" => ("moved_to", "place"),
         "lives in" | "lived in" | "is living in" | "live in" | "am living in" => ("lives_in", "place"),
         "mentors" | "mentored" => ("mentors", "person"),
@@ -208,7 +209,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
         }
         for sentence in split_sentences(&text) {
             let resolve = |s: &str, last: &Option<String>| -> Option<String> {
-                if s == "I" {
+                if s == "I" || s.starts_with("I'") || s.starts_with("I’") || s == "I am" {
                     // first person: the speaker, when the speaker has a name
                     named(speaker).then(|| speaker.to_string())
                 } else if PRONOUNS.contains(&s.to_lowercase().as_str()) {
@@ -390,6 +391,8 @@ mod tests {
         let ex = extract(&[turn("Caroline", "I moved to Boston and I work at Acme Labs. I met Jon there.")]);
         assert!(has(&ex, "Caroline", "moved_to", "Boston"), "{:?}", ex.relations);
         assert!(has(&ex, "Caroline", "mentions", "Jon"), "{:?}", ex.relations);
+        let ex = extract(&[turn("Mina", "Big news: I'm moving from Seattle to Portland at the end of the month.")]);
+        assert!(has(&ex, "Mina", "moved_to", "Portland"), "{:?}", ex.relations);
         let anon = extract(&[turn("user", "I moved to Boston.")]);
         assert!(!anon.relations.iter().any(|r| r.predicate == "moved_to"), "an unnamed speaker is not an entity");
     }
