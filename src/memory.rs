@@ -730,6 +730,10 @@ impl Memory {
             report.keyword_docs += kw_before.saturating_sub(s.keyword.count(scope).await?);
             report.vector_points += vec_before.saturating_sub(s.vectors.count(scope).await?);
         }
+        if !by_scope.is_empty() {
+            // deleted documents must leave the disk too, not only the results
+            s.keyword.compact().await?;
+        }
         report.graph = s.graph.delete_user_graph(user_id).await?;
         report.records = s.records.delete_user_records(user_id).await?;
         report.scopes = by_scope.len();

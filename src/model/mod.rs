@@ -265,8 +265,17 @@ impl NewMessage {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] when the content is empty or whitespace-only,
-    /// or longer than [`MAX_MESSAGE_BYTES`] bytes.
+    /// or longer than [`MAX_MESSAGE_BYTES`] bytes; or when a speaker name is
+    /// given but empty, padded, longer than [`MAX_ID_BYTES`] bytes or holds
+    /// control characters.
     pub fn validate(&self) -> Result<()> {
+        if let Some(n) = &self.name {
+            if n.trim().is_empty() || n.trim() != n || n.len() > MAX_ID_BYTES || n.chars().any(char::is_control) {
+                return Err(Error::InvalidInput(format!(
+                    "speaker name {n:?} must be non-empty, unpadded, at most {MAX_ID_BYTES} bytes and free of control characters (or left out)"
+                )));
+            }
+        }
         if self.content.trim().is_empty() {
             return Err(Error::InvalidInput("message content must not be empty or whitespace".into()));
         }
@@ -401,5 +410,12 @@ mod tests {
         let t = Utc::now();
         assert!(NewMessage::user("   \n", t).validate().is_err());
         assert!(NewMessage::user("hi", t).validate().is_ok());
+        let named = |n: &str| NewMessage { name: Some(n.into()), ..NewMessage::user("hi", t) };
+        assert!(named("Mina").validate().is_ok());
+        assert!(named("민지 박").validate().is_ok());
+        for bad in ["", "  ", " Mina", "Mi\u{0}na", "Mi\nna"] {
+            assert!(named(bad).validate().is_err(), "{bad:?}");
+        }
+        assert!(named(&"x".repeat(300)).validate().is_err());
     }
 }

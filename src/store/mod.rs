@@ -267,6 +267,11 @@ pub trait KeywordIndex: Send + Sync + 'static {
     async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()>;
     /// Documents stored for `scope`.
     async fn count(&self, scope: &Scope) -> Result<usize>;
+    /// Rewrites storage so deleted documents are gone from disk, not only
+    /// hidden (called after an erasure). Default: nothing to do.
+    async fn compact(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A vector for the vector index: one unit of an episode (unit 0 is the

@@ -248,6 +248,22 @@ impl KeywordIndex for TantivyIndex {
         .await?
     }
 
+    async fn compact(&self) -> Result<()> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut w = this.inner.writer.lock().map_err(|_| Error::Task("tantivy writer mutex poisoned".into()))?;
+            let ids = w.index().searchable_segment_ids().map_err(kw)?;
+            if !ids.is_empty() {
+                // merging rewrites the segments without their deleted documents
+                w.merge(&ids).wait().map_err(kw)?;
+            }
+            w.garbage_collect_files().wait().map_err(kw)?;
+            this.inner.reader.reload().map_err(kw)?;
+            Ok(())
+        })
+        .await?
+    }
+
     async fn count(&self, scope: &Scope) -> Result<usize> {
         let q = TermQuery::new(self.scope_term(scope), IndexRecordOption::Basic);
         let searcher = self.inner.reader.searcher();
@@ -258,5 +274,27 @@ impl KeywordIndex for TantivyIndex {
 impl std::fmt::Debug for TantivyIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TantivyIndex").field("docs", &self.inner.reader.searcher().num_docs()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::SessionId;
+
+    #[tokio::test]
+    async fn compact_drops_deleted_documents_from_the_segments() {
+        let idx = TantivyIndex::in_ram(2.0, 0).unwrap();
+        let s = Scope::new("u", "a").unwrap();
+        let ids: Vec<EpisodeId> = (0..3).map(|i| EpisodeId::for_session(&s, &SessionId::new(format!("s{i}")).unwrap())).collect();
+        let docs = ids.iter().map(|id| KeywordDoc { scope: s.clone(), episode_id: id.clone(), summary: "secret diary".into(), raw: "secret".into() }).collect();
+        idx.upsert(docs).await.unwrap();
+        idx.delete(&s, &ids[..2]).await.unwrap();
+        let deleted = |idx: &TantivyIndex| idx.inner.reader.searcher().segment_readers().iter().map(|r| r.num_deleted_docs()).sum::<u32>();
+        assert_eq!(deleted(&idx), 2, "a delete only hides documents");
+        idx.compact().await.unwrap();
+        assert_eq!(deleted(&idx), 0, "compaction rewrites them away");
+        assert_eq!(idx.count(&s).await.unwrap(), 1);
+        assert_eq!(idx.search(&s, "secret", 5).await.unwrap().hits.len(), 1);
     }
 }
