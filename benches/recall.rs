@@ -49,11 +49,16 @@ fn sentence(i: usize) -> String {
 /// A Memory on a fresh temporary directory (kept alive by the returned guard)
 /// sharing the loaded model; the cron pruner is off.
 fn open_memory(rt: &tokio::runtime::Runtime, model: &Arc<LocalEmbedder>) -> (Memory, tempfile::TempDir) {
+    open_memory_with(rt, model, false)
+}
+
+/// [`open_memory`], optionally without background workers (promotion then runs inline).
+fn open_memory_with(rt: &tokio::runtime::Runtime, model: &Arc<LocalEmbedder>, no_workers: bool) -> (Memory, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = Config::default();
     cfg.data_dir = dir.path().to_path_buf();
     cfg.pruner.enabled = false;
-    let mem = rt.block_on(Memory::open_with(cfg, Components { embedder: Some(model.clone()), ..Default::default() })).unwrap();
+    let mem = rt.block_on(Memory::open_with(cfg, Components { embedder: Some(model.clone()), no_workers, ..Default::default() })).unwrap();
     (mem, dir)
 }
 
@@ -199,11 +204,7 @@ fn benches(c: &mut Criterion) {
     // promotion of one 12-turn session in offline mode: extractive summary,
     // embedding of the summary and every non-trivial turn, both index commits,
     // graph extraction and dedup (run inline, no background workers)
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = Config::default();
-    cfg.data_dir = dir.path().to_path_buf();
-    cfg.pruner.enabled = false;
-    let mem = rt.block_on(Memory::open_with(cfg, Components { embedder: Some(model.clone()), no_workers: true, ..Default::default() })).unwrap();
+    let (mem, _dir) = open_memory_with(&rt, &model, true);
     let scope = Scope::new("bench", "promotion").unwrap();
     let mut i = 0usize;
     let mut samples = Vec::new();
