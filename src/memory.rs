@@ -741,15 +741,25 @@ impl Memory {
         Ok(report)
     }
 
-    /// Stops the workers after they drain pending promotion, and stops the pruner schedule.
+    /// Stops the pruner schedule and the workers after they process every
+    /// queued job that can run now (promotion, then extraction, then dedup);
+    /// jobs waiting out a retry backoff stay in the outbox for the next open,
+    /// so a failing endpoint never holds up a shutdown.
     pub async fn shutdown(&self) -> Result<()> {
         let _ = self.stop.send(true);
         if let Some(mut s) = self.scheduler.lock().await.take() {
             let _ = s.shutdown().await;
         }
         let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut *self.tasks.lock().expect("tasks mutex"));
+        let had_workers = !tasks.is_empty();
         for t in tasks {
             t.await?;
+        }
+        if had_workers {
+            // a downstream worker may have stopped before its upstream one wrote the
+            // last events (an episode for extraction, an entity for dedup): one inline
+            // pass takes what is processable now; events in backoff stay for the next open
+            self.run_pending().await?;
         }
         Ok(())
     }

@@ -649,3 +649,36 @@ async fn the_llm_confirms_ambiguous_dedup_candidates() {
     assert!(pairs.iter().any(|p| p.contains("Christophe Nolan") && p.contains("Christopher Nolan")), "{pairs:?}");
     mem.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_out_a_failing_jobs_backoff() {
+    let server = MockServer::start().await;
+    // summaries work; entity extraction fails every time
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .and(body_string_contains("You build a knowledge graph"))
+        .respond_with(ResponseTemplate::new(503).set_body_string("down"))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Dana flies to Busan in May.")).with_priority(2).mount(&server).await;
+    let (mut cfg, _dir) = llm_config(&server);
+    cfg.graph.enabled = true;
+    cfg.workers.max_attempts = 5; // ~15 s of job backoff before it would park
+    let mem = common::open(cfg).await;
+    session(&mem, "trip", TRIP).await;
+    // wait until the first extraction attempt (1 try + 1 retry) has failed: the job now waits out its backoff
+    let failed = || async { mem.llm_usage(None).await.unwrap().failed_calls };
+    for _ in 0..1000 {
+        if failed().await >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(failed().await >= 2);
+    mem.shutdown().await.unwrap();
+    assert!(mem.parked_jobs(10).await.unwrap().is_empty(), "shutdown returned before the job ran out of attempts");
+    let pending = mem.shared().records.count_pending(&[strata::store::EventKind::EpisodeCreated]).await.unwrap();
+    assert_eq!(pending, 1, "the job stays queued, durable, for the next open");
+    assert_eq!(only_episode(&mem).await.summary, "Dana flies to Busan in May.", "the promotion before it was not held back");
+}

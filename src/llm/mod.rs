@@ -109,6 +109,13 @@ pub struct TranscriptTurn {
     pub at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
+impl From<&crate::model::Message> for TranscriptTurn {
+    /// The message's speaker label (name, else role), content and timestamp.
+    fn from(m: &crate::model::Message) -> Self {
+        Self { speaker: m.message.speaker().to_string(), text: m.message.content.clone(), at: Some(m.message.timestamp) }
+    }
+}
+
 /// A summary produced by a [`ChatModel`].
 #[derive(Debug, Clone)]
 pub struct Summary {

@@ -47,32 +47,19 @@ struct Prepared {
     turns: Vec<String>,
 }
 
-/// Runs until `stop` turns true and the outbox holds nothing processable.
-pub async fn run(shared: Arc<Shared>, wake: flume::Receiver<()>, mut stop: watch::Receiver<bool>) {
-    loop {
-        match drain(&shared).await {
-            Ok(n) if n > 0 => continue,
-            Ok(_) => {}
-            Err(e) => tracing::error!(error = %e, "episodic worker batch failed"),
+/// Runs until stopped (see [`super::serve`]); whenever the outbox runs dry it
+/// lets the vector index optimise (qdrant-edge rebuilds HNSW only after 20k new points).
+pub async fn run(shared: Arc<Shared>, wake: flume::Receiver<()>, stop: watch::Receiver<bool>) {
+    super::serve(shared, EventKind::SessionCompleted, wake, stop, |s| async move {
+        let n = drain(&s).await;
+        if !matches!(n, Ok(k) if k > 0) {
+            if let Err(e) = s.vectors.optimize().await {
+                tracing::warn!(error = %e, "vector index optimisation failed");
+            }
         }
-        if let Err(e) = shared.vectors.optimize().await {
-            tracing::warn!(error = %e, "vector index optimisation failed");
-        }
-        if *stop.borrow() {
-            break;
-        }
-        let backoff_pending = shared.records.count_pending(&[EventKind::SessionCompleted]).await.unwrap_or(0) > 0;
-        let wait = if backoff_pending { std::time::Duration::from_millis(250) } else { std::time::Duration::from_secs(3600) };
-        tokio::select! {
-            r = wake.recv_async() => { if r.is_err() && !backoff_pending { /* bus closed */ } }
-            _ = stop.changed() => {}
-            _ = tokio::time::sleep(wait) => {}
-        }
-        if *stop.borrow() && shared.records.count_pending(&[EventKind::SessionCompleted]).await.unwrap_or(0) == 0 {
-            break;
-        }
-    }
-    tracing::debug!("episodic worker stopped");
+        n
+    })
+    .await
 }
 
 /// Processes one batch; returns how many events it took.
@@ -131,10 +118,7 @@ async fn prepare(shared: &Shared, ev: &OutboxEvent) -> Result<Option<Prepared>> 
         Err(e) => return Err(e),
     };
     let Some(first) = messages.first() else { return Ok(None) };
-    let turns: Vec<TranscriptTurn> = messages
-        .iter()
-        .map(|m| TranscriptTurn { speaker: m.message.speaker().to_string(), text: m.message.content.clone(), at: Some(m.message.timestamp) })
-        .collect();
+    let turns: Vec<TranscriptTurn> = messages.iter().map(TranscriptTurn::from).collect();
     let started = messages.iter().map(|m| m.message.timestamp).min().unwrap_or(first.message.timestamp);
     let log = CallLog::default();
     let summary = shared.chat.summarize(&turns, &started.format("%Y-%m-%d").to_string(), &log).await;

@@ -44,7 +44,9 @@ pub(crate) async fn drain_each(
 
 /// The loop of an outbox consumer: drain while there is work, then sleep
 /// until a bus wake-up, a stop, or (while events wait in backoff) 250 ms.
-/// On stop it drains what is pending, then returns.
+/// On stop it finishes what can be processed now and returns; events still
+/// waiting out a backoff stay in the outbox and run on the next open, so a
+/// failing endpoint never holds up a shutdown.
 pub(crate) async fn serve<F, Fut>(shared: Arc<Shared>, kind: EventKind, wake: flume::Receiver<()>, mut stop: watch::Receiver<bool>, drain: F)
 where
     F: Fn(Arc<Shared>) -> Fut,
@@ -56,10 +58,10 @@ where
             Ok(_) => {}
             Err(e) => tracing::error!(kind = kind.as_str(), error = %e, "worker batch failed"),
         }
-        let pending = shared.records.count_pending(&[kind]).await.unwrap_or(0) > 0;
-        if *stop.borrow() && !pending {
+        if *stop.borrow() {
             break;
         }
+        let pending = shared.records.count_pending(&[kind]).await.unwrap_or(0) > 0;
         let wait = if pending { std::time::Duration::from_millis(250) } else { std::time::Duration::from_secs(3600) };
         tokio::select! {
             _ = wake.recv_async() => {}

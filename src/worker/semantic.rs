@@ -43,8 +43,7 @@ async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
         Err(crate::Error::NotFound(_)) => Vec::new(),
         Err(e) => return Err(e),
     };
-    let turns: Vec<TranscriptTurn> =
-        messages.iter().map(|m| TranscriptTurn { speaker: m.message.speaker().to_string(), text: m.message.content.clone(), at: Some(m.message.timestamp) }).collect();
+    let turns: Vec<TranscriptTurn> = messages.iter().map(TranscriptTurn::from).collect();
     let mut speakers: Vec<String> = Vec::new();
     for t in &turns {
         if !speakers.contains(&t.speaker) {
