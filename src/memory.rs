@@ -7,7 +7,6 @@
 //! the vector half of recall) one query embedding.
 
 use chrono::{DateTime, Utc};
-use rusqlite::OptionalExtension;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -318,11 +317,8 @@ impl Memory {
         let id = embedder_id.clone();
         tokio::task::spawn_blocking(move || -> Result<()> {
             let db = SqliteStore::open(&dir.join("strata.db"))?;
-            db.with_conn(|c| {
-                c.execute("INSERT INTO meta (key, value) VALUES (?1, '1') ON CONFLICT(key) DO UPDATE SET value='1'", [META_REINDEXING])?;
-                c.execute("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value=excluded.value", [META_EMBEDDER, &id])?;
-                Ok(())
-            })?;
+            db.set_meta_blocking(META_REINDEXING, "1")?;
+            db.set_meta_blocking(META_EMBEDDER, &id)?;
             for sub in ["keyword", "vectors"] {
                 let p = dir.join(sub);
                 if p.exists() {
@@ -453,7 +449,10 @@ impl Memory {
         if let (Some(id), 0) = (id, n) {
             return Err(Error::NotFound(format!("parked job {}", id.0)));
         }
-        self.shared.bus.publish(EventKind::SessionCompleted);
+        // a parked job may be an extraction or a dedup as well as a promotion
+        for k in self.worker_kinds() {
+            self.shared.bus.publish(k);
+        }
         Ok(n)
     }
 
@@ -671,15 +670,14 @@ impl Memory {
             }
             (None, None) => return Err(Error::InvalidInput("knowledge_graph_search needs a query or an entity".into())),
         };
-        if let Some(p) = &req.predicate {
-            if self.shared.config.graph.rules().predicate(p).is_empty() {
-                return Err(Error::InvalidInput("predicate must name a relation, e.g. lives_in".into()));
-            }
+        let predicate = req.predicate.as_ref().map(|p| self.shared.config.graph.rules().predicate(p));
+        if predicate.as_deref() == Some("") {
+            return Err(Error::InvalidInput("predicate must name a relation, e.g. lives_in".into()));
         }
         let walk = Walk {
             seeds: seeds.iter().map(|e| e.id.clone()).collect(),
             hops: req.hops,
-            predicate: req.predicate.as_ref().map(|p| self.shared.config.graph.rules().predicate(p)),
+            predicate,
             include_invalid: req.include_invalid,
             limit,
         };
@@ -851,22 +849,16 @@ const META_REINDEXING: &str = "reindex.in_progress";
 /// Checks that the vector index was built with `embedder_id` ("model (N
 /// dims)"); records it on first use. Called before the indexes open.
 fn check_index_meta(records: &SqliteStore, embedder_id: &str) -> Result<()> {
-    let get = |k: &str| -> Result<Option<String>> {
-        records.with_conn(|c| Ok(c.query_row("SELECT value FROM meta WHERE key=?1", [k], |r| r.get(0)).optional()?))
-    };
-    if get(META_REINDEXING)?.as_deref() == Some("1") {
+    if records.meta_blocking(META_REINDEXING)?.as_deref() == Some("1") {
         return Err(Error::Config("an interrupted `strata reindex` left the indexes incomplete; run `strata reindex` again".into()));
     }
-    match get(META_EMBEDDER)? {
+    match records.meta_blocking(META_EMBEDDER)? {
         Some(built) if built != embedder_id => Err(Error::Config(format!(
             "the vector index was built with {built} but the configured embedder is {embedder_id}; \
              run `strata reindex` to rebuild every index from the system of record (or switch the embedding config back)"
         ))),
         Some(_) => Ok(()),
-        None => records.with_conn(|c| {
-            c.execute("INSERT INTO meta (key, value) VALUES (?1, ?2)", [META_EMBEDDER, embedder_id])?;
-            Ok(())
-        }),
+        None => records.set_meta_blocking(META_EMBEDDER, embedder_id),
     }
 }
 

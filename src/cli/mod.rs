@@ -499,11 +499,14 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 println!("{:>6}  {:<18}  {:<24}  {:>8}  {:<20}  last error", "id", "kind", "user/agent/session", "attempts", "parked at");
                 for j in jobs {
-                    let (kind, target) = match &j.event {
-                        Event::SessionCompleted { scope, session_id } => ("session_completed", format!("{}/{}/{}", scope.user_id(), scope.agent_id(), session_id)),
-                        Event::EpisodeCreated { scope, episode_id } => ("episode_created", format!("{}/{}/{}", scope.user_id(), scope.agent_id(), episode_id)),
-                        Event::EntityUpserted { scope, entity_id } => ("entity_upserted", format!("{}/{}/{}", scope.user_id(), scope.agent_id(), entity_id)),
+                    let kind = j.event.kind().as_str();
+                    let scope = j.event.scope();
+                    let item = match &j.event {
+                        Event::SessionCompleted { session_id, .. } => session_id.to_string(),
+                        Event::EpisodeCreated { episode_id, .. } => episode_id.to_string(),
+                        Event::EntityUpserted { entity_id, .. } => entity_id.to_string(),
                     };
+                    let target = format!("{}/{}/{item}", scope.user_id(), scope.agent_id());
                     let parked = j.parked_at.map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()).unwrap_or_default();
                     println!("{:>6}  {kind:<18}  {target:<24}  {:>8}  {parked:<20}  {}", j.id.0, j.attempts, j.last_error);
                 }

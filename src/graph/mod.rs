@@ -18,7 +18,7 @@ use std::fmt;
 use unicode_normalization::UnicodeNormalization;
 
 use crate::error::{Error, Result};
-use crate::model::{EpisodeId, Scope};
+use crate::model::{hashed_id, is_hex_id, EpisodeId, Scope};
 use crate::store::DeleteCounts;
 
 /// The identity key of a name: Unicode NFKC (full-width letters become
@@ -32,15 +32,6 @@ pub fn identity_key(name: &str) -> String {
     let lower = nfkc.to_lowercase();
     let collapsed = lower.split_whitespace().collect::<Vec<_>>().join(" ");
     collapsed.trim_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace()).to_string()
-}
-
-fn hashed_id(prefix: &str, parts: &[&str]) -> String {
-    let mut h = blake3::Hasher::new();
-    for p in parts {
-        h.update(p.as_bytes());
-        h.update(b"\x1e");
-    }
-    format!("{prefix}{}", &h.finalize().to_hex()[..32])
 }
 
 /// Id of an entity: `ent_` + 32 hex digits of BLAKE3(scope key, identity key).
@@ -64,6 +55,10 @@ impl EntityId {
     /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+    /// Wraps a stored id.
+    pub fn from_stored(s: String) -> Self {
+        Self(s)
     }
 }
 
@@ -92,20 +87,10 @@ impl RelationId {
 
 fn parse_hex_id(s: &str, prefix: &str) -> Result<String> {
     let s = s.trim();
-    let ok = s.len() == prefix.len() + 32
-        && s.starts_with(prefix)
-        && s[prefix.len()..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if ok {
+    if is_hex_id(s, prefix) {
         Ok(s.to_string())
     } else {
         Err(Error::InvalidInput(format!("{s:?} is not an id of the form {prefix} followed by 32 hex digits")))
-    }
-}
-
-impl EntityId {
-    /// Wraps a stored id.
-    pub fn from_stored(s: String) -> Self {
-        Self(s)
     }
 }
 

@@ -145,6 +145,25 @@ int_id!(
     EventId
 );
 
+/// A deterministic id: `prefix` + the first 32 hex digits (128 bits) of the
+/// BLAKE3 hash of `parts` joined by the record separator U+001E. Shared by
+/// episodes, entities and relations.
+pub fn hashed_id(prefix: &str, parts: &[&str]) -> String {
+    let mut h = blake3::Hasher::new();
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            h.update(b"\x1e");
+        }
+        h.update(p.as_bytes());
+    }
+    format!("{prefix}{}", &h.finalize().to_hex()[..32])
+}
+
+/// True when `s` is `prefix` followed by exactly 32 lowercase hex digits (see [`hashed_id`]).
+pub fn is_hex_id(s: &str, prefix: &str) -> bool {
+    s.len() == prefix.len() + 32 && s.starts_with(prefix) && s[prefix.len()..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// Id of an episode: `ep_` followed by 32 hex digits (128 bits) of the BLAKE3
 /// hash of (scope key, session id). Deterministic, so re-running promotion for the
 /// same session overwrites the same episode (workers are idempotent).
@@ -155,12 +174,7 @@ pub struct EpisodeId(String);
 impl EpisodeId {
     /// The episode id of `session` in `scope`.
     pub fn for_session(scope: &Scope, session: &SessionId) -> Self {
-        let mut h = blake3::Hasher::new();
-        h.update(scope.key().as_bytes());
-        h.update(b"\x1e");
-        h.update(session.as_str().as_bytes());
-        let hex = h.finalize().to_hex();
-        Self(format!("ep_{}", &hex[..32]))
+        Self(hashed_id("ep_", &[&scope.key(), session.as_str()]))
     }
     /// Parses an id given by a caller.
     ///
@@ -168,10 +182,7 @@ impl EpisodeId {
     /// [`Error::InvalidInput`] unless it is `ep_` + 32 lowercase hex digits.
     pub fn parse(s: &str) -> Result<Self> {
         let s = s.trim();
-        let ok = s.len() == 35
-            && s.starts_with("ep_")
-            && s[3..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if ok {
+        if is_hex_id(s, "ep_") {
             Ok(Self(s.to_string()))
         } else {
             Err(Error::InvalidInput(format!("malformed episode id {s:?}: expected ep_ and 32 hex digits")))
@@ -403,6 +414,12 @@ mod tests {
         assert_ne!(a, other);
         assert_eq!(EpisodeId::parse(a.as_str()).unwrap(), a);
         assert!(EpisodeId::parse("ep_xyz").is_err());
+        // stored ids must never change: BLAKE3(scope key, U+001E, session id)
+        let mut h = blake3::Hasher::new();
+        h.update(s.key().as_bytes());
+        h.update(b"\x1e");
+        h.update(b"s1");
+        assert_eq!(a.as_str(), format!("ep_{}", &h.finalize().to_hex()[..32]));
     }
 
     #[test]

@@ -166,57 +166,35 @@ impl SqliteStore {
         f(&mut guard)
     }
 
-    /// Deletes every row of a user (all agents) from every table; returns counts per table.
-    pub async fn delete_user(&self, user_id: &str) -> Result<DeleteCounts> {
-        let user = user_id.to_string();
-        self.run(move |c| {
-            let tx = c.transaction()?;
-            let mut counts = DeleteCounts::default();
-            for table in ["messages", "sessions", "episodes", "outbox", "llm_calls", "dedup_log"] {
-                let n = tx.execute(&format!("DELETE FROM {table} WHERE user_id = ?1"), [&user])?;
-                counts.rows.insert(table.to_string(), n);
-            }
-            tx.commit()?;
-            // move the WAL into the (securely deleted) main file and empty it, so no
-            // copy of the erased pages stays in the write-ahead log
-            c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-            Ok(counts)
-        })
-        .await
+    /// Reads a key of the `meta` table, synchronously (for callers on a blocking thread).
+    pub fn meta_blocking(&self, key: &str) -> Result<Option<String>> {
+        self.with_conn(|c| meta_read(c, key))
     }
 
-    /// Row counts of every table for `scope` (used by erasure checks and `strata stats`).
-    pub async fn count_rows(&self, scope: &Scope) -> Result<DeleteCounts> {
-        let (u, a) = (scope.user_id().to_string(), scope.agent_id().to_string());
-        self.run(move |c| {
-            let mut counts = DeleteCounts::default();
-            for table in ["messages", "sessions", "episodes", "outbox", "llm_calls"] {
-                let n: i64 = c.query_row(
-                    &format!("SELECT COUNT(*) FROM {table} WHERE user_id = ?1 AND agent_id = ?2"),
-                    params![u, a],
-                    |r| r.get(0),
-                )?;
-                counts.rows.insert(table.to_string(), n as usize);
-            }
-            Ok(counts)
-        })
-        .await
+    /// Writes a key of the `meta` table, synchronously (for callers on a blocking thread).
+    pub fn set_meta_blocking(&self, key: &str, value: &str) -> Result<()> {
+        self.with_conn(|c| meta_write(c, key, value))
     }
+}
 
-    /// Ids of every episode of `scope`, oldest session first (maintenance, e.g. a future `strata reindex`).
-    pub async fn episode_ids(&self, scope: &Scope) -> Result<Vec<EpisodeId>> {
-        let (u, a) = (scope.user_id().to_string(), scope.agent_id().to_string());
-        self.run(move |c| {
-            let mut st = c.prepare("SELECT id FROM episodes WHERE user_id = ?1 AND agent_id = ?2 ORDER BY started_at")?;
-            let rows = st.query_map(params![u, a], |r| r.get::<_, String>(0))?;
-            let mut out = Vec::new();
-            for r in rows {
-                out.push(EpisodeId::parse(&r?)?);
-            }
-            Ok(out)
-        })
-        .await
+fn meta_read(c: &Connection, key: &str) -> Result<Option<String>> {
+    Ok(c.query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0)).optional()?)
+}
+
+fn meta_write(c: &Connection, key: &str, value: &str) -> Result<()> {
+    c.execute("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value=excluded.value", params![key, value])?;
+    Ok(())
+}
+
+/// Collects `(user_id, agent_id, episode id)` rows into scoped episode ids.
+fn scoped_episode_ids(st: &mut rusqlite::Statement<'_>, params: impl rusqlite::Params) -> Result<Vec<(Scope, EpisodeId)>> {
+    let rows = st.query_map(params, |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
+    let mut out = Vec::new();
+    for r in rows {
+        let (u, a, id) = r?;
+        out.push((Scope::new(u, a)?, EpisodeId::parse(&id)?));
     }
+    Ok(out)
 }
 
 fn row_to_episode(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Episode)> {
@@ -573,21 +551,27 @@ impl RecordStore for SqliteStore {
             let mut st = c.prepare_cached(
                 "SELECT user_id, agent_id, id FROM episodes WHERE expires_at IS NOT NULL AND expires_at <= ?1 LIMIT ?2",
             )?;
-            let rows = st.query_map(params![ms(now), limit as i64], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
-            })?;
-            let mut out = Vec::new();
-            for r in rows {
-                let (u, a, id) = r?;
-                out.push((Scope::new(u, a)?, EpisodeId::parse(&id)?));
-            }
-            Ok(out)
+            scoped_episode_ids(&mut st, params![ms(now), limit as i64])
         })
         .await
     }
 
     async fn delete_user_records(&self, user_id: &str) -> Result<DeleteCounts> {
-        SqliteStore::delete_user(self, user_id).await
+        let user = user_id.to_string();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let mut counts = DeleteCounts::default();
+            for table in ["messages", "sessions", "episodes", "outbox", "llm_calls", "dedup_log"] {
+                let n = tx.execute(&format!("DELETE FROM {table} WHERE user_id = ?1"), [&user])?;
+                counts.rows.insert(table.to_string(), n);
+            }
+            tx.commit()?;
+            // move the WAL into the (securely deleted) main file and empty it, so no
+            // copy of the erased pages stays in the write-ahead log
+            c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            Ok(counts)
+        })
+        .await
     }
 
     async fn finish_event(&self, id: EventId, follow_ups: Vec<Event>) -> Result<()> {
@@ -608,13 +592,7 @@ impl RecordStore for SqliteStore {
         let user = user_id.to_string();
         self.run(move |c| {
             let mut st = c.prepare("SELECT user_id, agent_id, id FROM episodes WHERE user_id=?1")?;
-            let rows = st.query_map([&user], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (u, a, id) = row?;
-                out.push((Scope::new(u, a)?, EpisodeId::parse(&id)?));
-            }
-            Ok(out)
+            scoped_episode_ids(&mut st, [&user])
         })
         .await
     }
@@ -739,16 +717,12 @@ impl RecordStore for SqliteStore {
 
     async fn meta_get(&self, key: &str) -> Result<Option<String>> {
         let key = key.to_string();
-        self.run(move |c| Ok(c.query_row("SELECT value FROM meta WHERE key=?1", [&key], |r| r.get(0)).optional()?)).await
+        self.run(move |c| meta_read(c, &key)).await
     }
 
     async fn meta_set(&self, key: &str, value: &str) -> Result<()> {
         let (key, value) = (key.to_string(), value.to_string());
-        self.run(move |c| {
-            c.execute("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value=excluded.value", params![key, value])?;
-            Ok(())
-        })
-        .await
+        self.run(move |c| meta_write(c, &key, &value)).await
     }
 
     async fn all_episodes(&self, after: Option<EpisodeId>, limit: usize, now: DateTime<Utc>) -> Result<Vec<(Scope, Episode)>> {
