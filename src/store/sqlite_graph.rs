@@ -157,12 +157,12 @@ fn upsert_entity(c: &Connection, scope: &Scope, m: &EntityMention, episode: &Epi
             id
         }
     };
+    let own_key = key_of(c, &id)?;
     for alias in m.aliases.iter().chain(std::iter::once(&m.name)) {
         let ak = identity_key(alias);
         if ak.is_empty() {
             continue;
         }
-        let own_key: String = c.query_row("SELECT identity_key FROM entities WHERE id=?1", [&id], |r| r.get(0))?;
         if ak == own_key {
             continue;
         }
