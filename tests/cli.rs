@@ -214,11 +214,19 @@ fn eval_longmemeval_on_a_small_gzip_file() {
         .arg(&file)
         .arg("--out")
         .arg(&out_json)
+        .arg("--report")
+        .arg(dir.path().join("report"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("2 questions: 1 answerable, 1 _abs reported apart"), "{text}");
+    let md = std::fs::read_to_string(dir.path().join("report/report.md")).unwrap();
+    assert!(md.contains("![recall@k curves](recall_at_k.png)"), "{md}");
+    assert!(md.contains("| `strata` | 1.000 | 1.000 | 1.000 |"), "the markdown carries this run's numbers: {md}");
+    assert!(md.contains("ss-user (n=1)") && md.contains("_abs (n=1)"), "{md}");
+    let png = std::fs::read(dir.path().join("report/recall_at_k.png")).unwrap();
+    assert!(png.len() > 10_000 && png.starts_with(b"\x89PNG"), "a real chart, {} bytes", png.len());
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_json).unwrap()).unwrap();
     assert_eq!(v["strata"]["answerable"]["r@5"], 1.0, "{v}");
     assert_eq!(v["strata"]["answerable"]["n"], 1);

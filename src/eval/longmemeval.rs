@@ -29,6 +29,7 @@ use std::time::Instant;
 
 use super::bm25::Bm25Index;
 use super::metrics::{all_at_k, recall_at_k, MeanByKey};
+use super::report::{fmt3, md_table, Curve, Report, MAX_K};
 use super::runner::CONFIGS;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -51,6 +52,9 @@ pub struct LongMemEvalArgs {
     /// Write the results as JSON to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Write a markdown summary and a recall@k chart (PNG) into this directory.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 /// One turn of a haystack session.
@@ -206,7 +210,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             };
             let scopes: Vec<&str> = if q.abstention() { vec!["_abs"] } else { vec!["answerable", group.as_str()] };
             for key in scopes {
-                for k in [1, 5, 10] {
+                for k in 1..=MAX_K {
                     if let Some(r) = recall_at_k(&ranked, &gold, k) {
                         acc.add(&format!("{system}|{key}|r@{k}"), r);
                     }
@@ -245,6 +249,31 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             print!(" {:>16.3}", get(s, t, "r@5"));
         }
         println!();
+    }
+    if let Some(dir) = &args.report {
+        let curves: Vec<Curve> =
+            systems.iter().map(|s| Curve { name: s.to_string(), recall: (1..=MAX_K).map(|k| get(s, "answerable", &format!("r@{k}"))).collect() }).collect();
+        let mut body = format!(
+            "Data `{}`: {} questions, {answerable} answerable ({} `_abs` reported apart). Run of {}, {:.0} s, `episodes.embed_turns` = {}.\n\n\
+             recall@k is the share of a question's gold sessions among the first k distinct sessions returned by `memory_search`, over answerable questions.\n\n",
+            args.data.display(),
+            qs.len(),
+            qs.len() - answerable,
+            chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
+            started.elapsed().as_secs_f64(),
+            config.episodes.embed_turns,
+        );
+        body.push_str("## R@5 by question type\n\n");
+        let header: Vec<String> = std::iter::once("system".to_string()).chain(n_by_type.iter().map(|(t, n)| format!("{} (n={n})", short(t)))).collect();
+        let rows: Vec<Vec<String>> =
+            systems.iter().map(|s| std::iter::once(format!("`{s}`")).chain(n_by_type.keys().map(|t| fmt3(get(s, t, "r@5")))).collect()).collect();
+        body.push_str(&md_table(&header.iter().map(|h| h.as_str()).collect::<Vec<_>>(), &rows));
+        body.push_str("\n## all@5 (every gold session in the top 5)\n\n");
+        let rows: Vec<Vec<String>> = systems.iter().map(|s| vec![format!("`{s}`"), fmt3(get(s, "answerable", "all@5"))]).collect();
+        body.push_str(&md_table(&["system", "all@5"], &rows));
+        let report = Report { title: "Strata on LongMemEval: session recall@k".into(), baseline: "bm25_raw".into(), curves, body };
+        let md = super::report::write(dir, &report)?;
+        eprintln!("wrote {} and {}", md.display(), dir.join(super::report::CHART_FILE).display());
     }
     if let Some(out) = args.out {
         let mut root = serde_json::Map::new();

@@ -5,4 +5,5 @@ pub mod bm25;
 pub mod locomo;
 pub mod longmemeval;
 pub mod metrics;
+pub mod report;
 pub mod runner;

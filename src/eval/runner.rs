@@ -29,6 +29,7 @@ use std::time::Instant;
 use super::bm25::Bm25Index;
 use super::locomo::{load_locomo, LocomoConversation};
 use super::metrics::{percentile, recall_at_k};
+use super::report::{fmt3, md_table, Curve, Report, MAX_K};
 use crate::config::{Calibration, Config, Fusion};
 use crate::error::{Error, Result};
 use crate::memory::{Components, SearchOptions};
@@ -51,6 +52,9 @@ pub struct LocomoArgs {
     /// Skip the per-turn `inject` latency measurement (faster replay).
     #[arg(long)]
     pub no_inject: bool,
+    /// Write a markdown summary and a recall@k chart (PNG) into this directory.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
 }
 
 /// Arguments of `strata eval calibrate`.
@@ -84,7 +88,7 @@ impl Acc {
     fn add(&mut self, system: &str, cat: &str, ranked: &[usize], gold: &[usize]) {
         let answerable = if cat == "cat5" { None } else { Some("cat1-4") };
         for key in ["all", cat].into_iter().chain(answerable) {
-            for k in KS {
+            for k in 1..=super::report::MAX_K {
                 if let Some(r) = recall_at_k(ranked, gold, k) {
                     *self.sum.entry((system.into(), key.into(), k)).or_default() += r;
                 }
@@ -343,6 +347,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     let p99 = percentile(&latencies, 99.0).unwrap_or(f64::NAN);
     println!("\ninject latency over {} turns: p50 {p50:.2} ms, p99 {p99:.2} ms (debug/release as built; benches are authoritative)", latencies.len());
     let usage = mem.llm_usage(None).await?;
+    let usage_model = mem.shared().chat.id().to_string();
     let sessions: usize = convs.iter().map(|c| c.sessions.len()).sum();
     let per = |x: u64| if sessions == 0 { 0.0 } else { x as f64 / sessions as f64 };
     println!(
@@ -358,8 +363,55 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     if !parked.is_empty() {
         println!("warning: {} sessions parked in the dead-letter table (not promoted); first error: {}", parked.len(), parked[0].last_error);
     }
-    println!("total time {:.1}s", started.elapsed().as_secs_f64());
+    let total_s = started.elapsed().as_secs_f64();
+    println!("total time {total_s:.1}s");
     mem.shutdown().await?;
+    if let Some(dir) = &args.report {
+        let curves: Vec<Curve> =
+            systems.iter().map(|s| Curve { name: s.to_string(), recall: (1..=MAX_K).map(|k| acc.get(s, "all", k)).collect() }).collect();
+        let mut body = format!(
+            "Data `{}`: {} conversation(s), {sessions} sessions, {asked} questions (category 5 included; {skipped_no_evidence} skipped without usable evidence). \
+             Run of {}, {total_s:.0} s in total, summariser `{}`, fusion {:?} {}/{}.\n\n\
+             recall@k is the share of a question's gold sessions among the first k distinct sessions returned by `memory_search`.\n\n",
+            args.data.display(),
+            convs.len(),
+            chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
+            usage_model,
+            config.recall.fusion,
+            config.recall.text_weight,
+            config.recall.vector_weight,
+        );
+        body.push_str("## R@5 by category\n\n1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial.\n\n");
+        let header: Vec<String> = std::iter::once("system".to_string()).chain(cats.iter().map(|c| format!("{c} (n={})", acc.count("bm25_raw", c)))).collect();
+        let rows: Vec<Vec<String>> =
+            systems.iter().map(|s| std::iter::once(format!("`{s}`")).chain(cats.iter().map(|c| fmt3(acc.get(s, c, 5)))).collect()).collect();
+        body.push_str(&md_table(&header.iter().map(|h| h.as_str()).collect::<Vec<_>>(), &rows));
+        body.push_str("\n## Turn-level recall (gold `dia_id`s)\n\nSession systems: share of gold turns inside the top-k sessions; `bm25_turns`: inside the top-k single turns.\n\n");
+        let rows: Vec<Vec<String>> = systems
+            .iter()
+            .copied()
+            .chain(["bm25_turns"])
+            .map(|s| vec![format!("`{s}`"), fmt3(turn_acc.get(s, 1)), fmt3(turn_acc.get(s, 5)), fmt3(turn_acc.get(s, 10))])
+            .collect();
+        body.push_str(&md_table(&["system", "T@1", "T@5", "T@10"], &rows));
+        let inject_line = if latencies.is_empty() {
+            "not measured (`--no-inject`)".to_string()
+        } else {
+            format!("over {} turns, p50 {p50:.2} ms, p99 {p99:.2} ms (as built; the criterion benches are authoritative)", latencies.len())
+        };
+        body.push_str(&format!(
+            "\n## Cost and latency\n\n- inject: {inject_line}\n\
+             - LLM: {} calls ({} failed), {:.2} calls/session, {:.0} input + {:.0} output tokens/session\n",
+            usage.calls,
+            usage.failed_calls,
+            per(usage.calls),
+            per(usage.input_tokens),
+            per(usage.output_tokens)
+        ));
+        let report = Report { title: "Strata on LoCoMo: session recall@k".into(), baseline: "bm25_raw".into(), curves, body };
+        let md = super::report::write(dir, &report)?;
+        eprintln!("wrote {} and {}", md.display(), dir.join(super::report::CHART_FILE).display());
+    }
     if let Some(out) = args.out {
         let mut root = serde_json::Map::new();
         root.insert("questions".into(), json!(asked));
