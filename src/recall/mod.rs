@@ -3,6 +3,7 @@
 //! calibration and fusion, and abstracts.
 
 pub mod abstracts;
+pub mod dates;
 pub mod fusion;
 pub mod query;
 pub mod trivial;

@@ -6,11 +6,18 @@
 //! query terms is known for calibration.
 //! Scoring is tantivy's BM25
 //! (k1 = 1.2, b = 0.75, tantivy defaults, after Robertson & Zaragoza 2009),
-//! with one change to its statistics: the collection size used for IDF is at
-//! least `prior_docs` (as if the index also held that many documents without
-//! the query's terms; average length preserved). In a young index of a few
-//! documents every term is "common" and BM25 says little; the prior keeps
-//! IDF, and so the calibrated scores, meaningful from the first episode on.
+//! with two changes to its statistics:
+//! - **Per-scope IDF.** Document frequencies are counted inside the scope
+//!   searched, not over the whole index: a user's own name is in every one of
+//!   their episodes and must weigh nothing, though it is rare among other
+//!   users. Measured on LoCoMo dev (ARCHITECTURE.md, "Keyword statistics").
+//! - **A prior.** The collection size used for IDF is at least `prior_docs`
+//!   (as if the scope also held that many documents without the query's
+//!   terms; average length preserved). In a young scope of a few episodes
+//!   every term is "common" and BM25 says little; the prior keeps IDF, and so
+//!   the calibrated scores, meaningful from the first episode on. A large
+//!   prior flattens the IDF of terms common in the scope, so it is kept small
+//!   (`recall.bm25_prior_docs`).
 //! Every search is a `BooleanQuery` that must match the scope term (with a
 //! zero boost, so it filters without scoring) and at least one query term.
 
@@ -23,31 +30,54 @@ use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextO
 use tantivy::query::Bm25StatisticsProvider;
 use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 
-/// BM25 statistics of a searcher with the collection size floored at a prior.
-struct PriorStats<'a> {
+/// BM25 statistics of one scope: the collection is the scope's documents, so
+/// a term every one of a user's episodes holds (their own name, their
+/// friend's) weighs nothing, however rare it is among other users. The
+/// collection size is floored at a prior (as if the scope also held that many
+/// documents without the query's terms; average length preserved), so a young
+/// scope of a few episodes still gives rare terms a meaningful IDF.
+struct ScopeStats<'a> {
     searcher: &'a Searcher,
+    /// Documents of the scope (deleted ones included until segments merge, as tantivy counts them).
+    scope_docs: u64,
     prior_docs: u64,
+    /// Document frequency of each query term inside the scope.
+    df: std::collections::HashMap<Term, u64>,
 }
 
-impl PriorStats<'_> {
+impl<'a> ScopeStats<'a> {
+    /// Counts the scope's documents and, for every term in `terms`, the scope's
+    /// documents that hold it (one posting-list intersection per term).
+    fn new(searcher: &'a Searcher, scope: &Term, terms: &[Term], prior_docs: u64) -> tantivy::Result<Self> {
+        let scope_docs = searcher.doc_freq(scope)?;
+        let mut df = std::collections::HashMap::with_capacity(terms.len());
+        for t in terms {
+            let q = BooleanQuery::new(vec![
+                (Occur::Must, Box::new(TermQuery::new(scope.clone(), IndexRecordOption::Basic)) as Box<dyn Query>),
+                (Occur::Must, Box::new(TermQuery::new(t.clone(), IndexRecordOption::Basic))),
+            ]);
+            df.insert(t.clone(), searcher.search(&q, &Count)? as u64);
+        }
+        Ok(Self { searcher, scope_docs, prior_docs, df })
+    }
+
     fn docs(&self) -> u64 {
-        self.searcher.num_docs().max(self.prior_docs)
+        self.scope_docs.max(self.prior_docs).max(1)
     }
 }
 
-impl Bm25StatisticsProvider for PriorStats<'_> {
+impl Bm25StatisticsProvider for ScopeStats<'_> {
     fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
         let n = self.searcher.num_docs();
         let tokens = self.searcher.total_num_tokens(field)?;
-        // keep the average document length of the real collection
+        // the index's average document length, scaled to the scope's (prior-floored) size
         Ok(if n == 0 { 0 } else { (tokens as u128 * self.docs() as u128 / n as u128) as u64 })
     }
     fn total_num_docs(&self) -> tantivy::Result<u64> {
         Ok(self.docs())
     }
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        // doc_freq still counts deleted documents until segments merge; keep it ≤ N
-        Ok(self.searcher.doc_freq(term)?.min(self.docs()))
+        Ok(self.df.get(term).copied().unwrap_or(0).min(self.docs()))
     }
 }
 
@@ -159,7 +189,11 @@ impl TantivyIndex {
             return Ok(KeywordResult { hits: Vec::new(), query_terms: terms.len(), reference_score: 0.0 });
         }
         let searcher = self.inner.reader.searcher();
-        let stats = PriorStats { searcher: &searcher, prior_docs: self.inner.prior_docs };
+        let mut stat_terms: Vec<Term> = terms.iter().map(|t| Term::from_field_text(f.summary, t)).collect();
+        if self.inner.raw_boost > 0.0 {
+            stat_terms.extend(terms.iter().map(|t| Term::from_field_text(f.raw, t)));
+        }
+        let stats = ScopeStats::new(&searcher, &self.scope_term(scope), &stat_terms, self.inner.prior_docs).map_err(kw)?;
         // tantivy's BM25 idf: ln(1 + (N - df + 0.5) / (df + 0.5)); at tf = 1 and average
         // length a term contributes exactly idf × boost
         let n = stats.docs() as f64;

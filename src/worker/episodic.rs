@@ -177,7 +177,13 @@ async fn index(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
     let vectors = shared.embedder.embed(&texts).await?;
     let docs = batch
         .iter()
-        .map(|p| KeywordDoc { scope: p.scope.clone(), episode_id: p.episode.id.clone(), summary: p.episode.summary.clone(), raw: p.raw.to_string() })
+        .map(|p| KeywordDoc {
+            scope: p.scope.clone(),
+            episode_id: p.episode.id.clone(),
+            // the session's days are keyword terms too (recall::dates), never shown
+            summary: format!("{}\n{}", p.episode.summary, crate::recall::dates::session_date_terms(p.episode.started_at, p.episode.ended_at)),
+            raw: p.raw.to_string(),
+        })
         .collect();
     let points: Vec<VectorPoint> = owners
         .into_iter()
