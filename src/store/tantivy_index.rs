@@ -331,4 +331,27 @@ mod tests {
         assert_eq!(idx.count(&s).await.unwrap(), 1);
         assert_eq!(idx.search(&s, "secret", 5).await.unwrap().hits.len(), 1);
     }
+
+    #[tokio::test]
+    async fn idf_is_counted_inside_the_scope() {
+        let idx = TantivyIndex::in_ram(0.0, 0).unwrap();
+        let (a, b) = (Scope::new("a", "bot").unwrap(), Scope::new("b", "bot").unwrap());
+        let doc = |s: &Scope, i: usize, text: &str| KeywordDoc {
+            scope: s.clone(),
+            episode_id: EpisodeId::for_session(s, &SessionId::new(format!("s{i}")).unwrap()),
+            summary: text.into(),
+            raw: String::new(),
+        };
+        // user a names Zed in each of their 5 episodes; user b has 100 episodes, one about Zed
+        let mut docs: Vec<KeywordDoc> = (0..5).map(|i| doc(&a, i, &format!("Zed and topic{i}"))).collect();
+        docs.extend((0..100).map(|i| doc(&b, i, if i == 0 { "Zed visited" } else { "weather talk" })));
+        idx.upsert(docs).await.unwrap();
+        let in_a = idx.search(&a, "Zed", 10).await.unwrap();
+        let in_b = idx.search(&b, "Zed", 10).await.unwrap();
+        // idf = ln(1 + (N - df + 0.5) / (df + 0.5)): a has N = df = 5, b has N = 100, df = 1
+        assert!((in_a.reference_score - (1.0f32 + 0.5 / 5.5).ln()).abs() < 1e-4, "{}", in_a.reference_score);
+        assert!((in_b.reference_score - (1.0f32 + 99.5 / 1.5).ln()).abs() < 1e-4, "{}", in_b.reference_score);
+        assert_eq!(in_a.hits.len(), 5);
+        assert_eq!(in_b.hits.len(), 1);
+    }
 }
