@@ -247,3 +247,27 @@ async fn cron_pruner_fires_on_schedule() {
     assert_eq!(mem.session(&scope, &sid).await.unwrap().message_count, 2, "raw session stays");
     mem.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_naming_a_date_finds_that_days_session() {
+    let (cfg, _dir) = common::config();
+    let mem = common::open(cfg).await;
+    let scope = Scope::new("joanna", "assistant").unwrap();
+    // neither session's text says when; only the dates they were held (March 2 and 9, 2026) do
+    // (s1 says "film" twice, so without its date s2 would not come first)
+    session(&mem, &scope, "s1", 2, &["I watched a great film last night, my favourite film.", "Which one?", "The Lord of the Rings, all three.", "Classic."]).await;
+    session(&mem, &scope, "s2", 9, &["I watched a film yesterday too.", "Which one?", "Dune, the new one.", "Nice."]).await;
+    mem.wait_idle().await.unwrap();
+    let hits = mem.memory_search_with(&scope, "What film did I watch on 9 March 2026?", 2, strata::memory::SearchOptions {
+        retrievers: strata::recall::fusion::Retrievers::KeywordOnly,
+        fusion: None,
+        apply_threshold: false,
+    })
+    .await
+    .unwrap();
+    assert_eq!(hits[0].session_id.as_str(), "s2", "the session's date is a keyword term: {hits:?}");
+    // the date is in the index only, never in the summary shown to the model
+    let ex = mem.memory_expand(&scope, &hits[0].id, false).await.unwrap();
+    assert!(!ex.episode.summary.contains("March"), "{}", ex.episode.summary);
+    mem.shutdown().await.unwrap();
+}
