@@ -1,6 +1,8 @@
 //! Criterion benches of the turn path, at 1k, 10k and 100k episodes in one
-//! scope (`STRATA_BENCH_SIZES=1000,10000` to choose): `inject` with a fresh
-//! query (the local query embedding included), `inject_cached` (the same
+//! scope (`STRATA_BENCH_SIZES=1000,10000` to choose): `embed_query` (the
+//! default local embedder, MiniLM int8 on ONNX Runtime) and
+//! `embed_query_candle` (the f32 model on candle) alone; `inject` with a fresh
+//! query (the default local query embedding included), `inject_cached` (the same
 //! queries again: the embedding cache hit, embedder excluded),
 //! `inject_keyword` (BM25 only, the baseline of `scripts/bench-report.sh`),
 //! `memory_search`; then `promotion/offline` of one 12-turn session and
@@ -18,6 +20,7 @@ use chrono::{Duration, Utc};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::sync::Arc;
 use strata::llm::local::LocalEmbedder;
+use strata::llm::onnx::{OnnxEmbedder, OnnxFiles};
 use strata::memory::{Components, SearchOptions};
 use strata::recall::fusion::Retrievers;
 use strata::model::{Episode, EpisodeId, EventId, SummaryKind};
@@ -48,12 +51,12 @@ fn sentence(i: usize) -> String {
 
 /// A Memory on a fresh temporary directory (kept alive by the returned guard)
 /// sharing the loaded model; the cron pruner is off.
-fn open_memory(rt: &tokio::runtime::Runtime, model: &Arc<LocalEmbedder>) -> (Memory, tempfile::TempDir) {
+fn open_memory(rt: &tokio::runtime::Runtime, model: &Arc<OnnxEmbedder>) -> (Memory, tempfile::TempDir) {
     open_memory_with(rt, model, false)
 }
 
 /// [`open_memory`], optionally without background workers (promotion then runs inline).
-fn open_memory_with(rt: &tokio::runtime::Runtime, model: &Arc<LocalEmbedder>, no_workers: bool) -> (Memory, tempfile::TempDir) {
+fn open_memory_with(rt: &tokio::runtime::Runtime, model: &Arc<OnnxEmbedder>, no_workers: bool) -> (Memory, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = Config::default();
     cfg.data_dir = dir.path().to_path_buf();
@@ -67,9 +70,21 @@ fn fresh_query(queries: &[&str], n: usize) -> String {
     format!("{} #{n}", queries[n % queries.len()])
 }
 
-fn model() -> Arc<LocalEmbedder> {
+/// The default local embedder (`embedding.provider = "onnx"`: MiniLM int8 on ONNX Runtime, one thread).
+fn model() -> Arc<OnnxEmbedder> {
+    let models = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models");
+    let files = OnnxFiles {
+        model: models.join("all-MiniLM-L6-v2-int8/model.onnx"),
+        tokenizer: models.join("all-MiniLM-L6-v2/tokenizer.json"),
+        runtime: models.join("onnxruntime/libonnxruntime.so"),
+    };
+    Arc::new(OnnxEmbedder::load(&files, 32, 256, 1).expect("run scripts/fetch-model.sh first"))
+}
+
+/// The f32 model on candle (`embedding.provider = "local"`), for the embedding comparison.
+fn candle_model() -> LocalEmbedder {
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2");
-    Arc::new(LocalEmbedder::load(&dir, 32, 256).expect("run scripts/fetch-model.sh first"))
+    LocalEmbedder::load(&dir, 32, 256).expect("run scripts/fetch-model.sh first")
 }
 
 async fn populate(mem: &Memory, scope: &Scope, n: usize, base: &[(String, Vec<f32>)]) {
@@ -136,6 +151,27 @@ fn benches(c: &mut Criterion) {
         })
     });
     report("embed_query", &mut samples);
+
+    // the same query embedding with the f32 model on candle (`embedding.provider = "local"`)
+    let candle = candle_model();
+    let mut samples = Vec::new();
+    c.bench_function("embed_query_candle", |b| {
+        b.iter_custom(|iters| {
+            timed(
+                iters,
+                &mut samples,
+                || {
+                    k += 1;
+                    vec![fresh_query(&queries, k)]
+                },
+                |q| {
+                    std::hint::black_box(candle.embed_blocking(&q).unwrap());
+                },
+            )
+        })
+    });
+    report("embed_query_candle", &mut samples);
+    drop(candle);
 
     let mut group = c.benchmark_group("inject");
     group.sample_size(30);

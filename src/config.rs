@@ -89,6 +89,9 @@ pub enum EmbeddingProvider {
     Local,
     /// Any server speaking the OpenAI `/v1/embeddings` API, through async-openai.
     Openai,
+    /// all-MiniLM-L6-v2 exported to ONNX with int8 weights, on ONNX Runtime
+    /// (`embedding.onnx_model`, `embedding.onnx_runtime`; tokenizer from `model_dir`).
+    Onnx,
 }
 
 /// How the chat request asks for JSON.
@@ -282,6 +285,12 @@ pub struct EmbeddingConfig {
     pub batch_size: usize,
     /// Word pieces per input (at most 256 for all-MiniLM-L6-v2).
     pub max_tokens: usize,
+    /// `onnx` provider: the int8 `model.onnx`.
+    pub onnx_model: PathBuf,
+    /// `onnx` provider: `libonnxruntime.so` (ONNX Runtime ≥ 1.31), loaded at run time.
+    pub onnx_runtime: PathBuf,
+    /// `onnx` provider: threads of one run (1 = a query uses one core, leaving the other to BM25 and SQLite).
+    pub onnx_threads: usize,
     /// In-memory cache capacity, in vectors.
     pub cache_entries: usize,
 }
@@ -380,6 +389,9 @@ impl Config {
         }
         if self.sessions.idle_timeout_secs == 0 {
             return bad("sessions.idle_timeout_secs", "must be positive");
+        }
+        if self.embedding.onnx_threads == 0 {
+            return bad("embedding.onnx_threads", "must be positive");
         }
         if self.embedding.batch_size == 0 {
             return bad("embedding.batch_size", "must be positive");

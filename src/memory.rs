@@ -262,6 +262,18 @@ impl Memory {
                 Ok(Arc::new(local))
             }
             EmbeddingProvider::Openai => Ok(Arc::new(OpenAiEmbedder::connect(&e).await?)),
+            EmbeddingProvider::Onnx => {
+                let files = crate::llm::onnx::OnnxFiles {
+                    model: e.onnx_model.clone(),
+                    tokenizer: e.model_dir.join("tokenizer.json"),
+                    runtime: e.onnx_runtime.clone(),
+                };
+                let onnx = tokio::task::spawn_blocking(move || {
+                    crate::llm::onnx::OnnxEmbedder::load(&files, e.batch_size, e.max_tokens, e.onnx_threads)
+                })
+                .await??;
+                Ok(Arc::new(onnx))
+            }
         }
     }
 

@@ -8,6 +8,9 @@ use std::process::Command;
 fn strata(data: &std::path::Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
     c.arg("--data-dir").arg(data).arg("--set").arg(format!("embedding.model_dir={:?}", common::model_dir().display().to_string()));
+    let onnx = common::onnx_files();
+    c.arg("--set").arg(format!("embedding.onnx_model={:?}", onnx.model.display().to_string()));
+    c.arg("--set").arg(format!("embedding.onnx_runtime={:?}", onnx.runtime.display().to_string()));
     c.env_remove("STRATA_LOG");
     c
 }

@@ -1,4 +1,5 @@
-//! The local embedding model, for real: all-MiniLM-L6-v2 through candle.
+//! The local embedding models, for real: all-MiniLM-L6-v2 through candle (f32)
+//! and its int8 ONNX export through ONNX Runtime.
 
 mod common;
 
@@ -42,4 +43,34 @@ async fn huge_and_odd_inputs_are_capped_safely() {
 fn missing_model_is_a_clear_error() {
     let err = strata::llm::local::LocalEmbedder::load(std::path::Path::new("/nonexistent"), 8, 256).unwrap_err().to_string();
     assert!(err.contains("scripts/fetch-model.sh"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn onnx_int8_agrees_with_the_f32_model() {
+    let onnx = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1).unwrap_or_else(|e| panic!("{e} (tests need the real model)"));
+    let f32_model = common::embedder();
+    let texts: Vec<String> = vec![
+        "I adopted a grey cat named Miso.".into(),
+        "My new kitten sleeps on the keyboard.".into(),
+        "The quarterly tax filing deadline is in April, and the accountant needs every receipt from the renovation before then.".into(),
+        "다음 주에 부산에서 결혼식이 있어요 👰".into(),
+        "word ".repeat(50_000),
+    ];
+    let a = strata::llm::Embedder::embed(&onnx, &texts).await.unwrap();
+    let b = f32_model.embed(&texts).await.unwrap();
+    assert_eq!(strata::llm::Embedder::dim(&onnx), 384);
+    for ((t, x), y) in texts.iter().zip(&a).zip(&b) {
+        let norm: f32 = x.iter().map(|v| v * v).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-3, "unit length");
+        assert!(cos(x, y) > 0.99, "int8 and f32 agree on {:?}: cosine {}", &t[..t.len().min(30)], cos(x, y));
+    }
+    assert!(cos(&a[0], &a[1]) > cos(&a[0], &a[2]) + 0.15, "cats are closer to kittens than to taxes");
+    // batching gives the vector of a single call
+    let single = strata::llm::Embedder::embed(&onnx, &texts[2..3]).await.unwrap();
+    assert!(cos(&single[0], &a[2]) > 0.9999);
+    // a missing runtime or model names the fetch script
+    let mut bad = common::onnx_files();
+    bad.model = "/nonexistent/model.onnx".into();
+    let e = strata::llm::onnx::OnnxEmbedder::load(&bad, 32, 256, 1).unwrap_err().to_string();
+    assert!(e.contains("scripts/fetch-model.sh"), "{e}");
 }

@@ -13,6 +13,7 @@
 
 pub mod local;
 pub mod offline;
+pub mod onnx;
 pub mod openai;
 pub mod prompts;
 

