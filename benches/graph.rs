@@ -80,9 +80,15 @@ fn benches(c: &mut Criterion) {
     report("graph_search/2hop/10k", &mut samples);
 }
 
+fn fonts(c: Criterion) -> Criterion {
+    // criterion's HTML plots draw text with plotters, whose font backend has no system fonts
+    strata::eval::report::register_fonts().expect("embedded font");
+    c
+}
+
 criterion_group! {
     name = graph;
-    config = Criterion::default().sample_size(30).measurement_time(StdDuration::from_secs(10)).warm_up_time(StdDuration::from_secs(2));
+    config = fonts(Criterion::default()).sample_size(30).measurement_time(StdDuration::from_secs(10)).warm_up_time(StdDuration::from_secs(2));
     targets = benches
 }
 criterion_main!(graph);

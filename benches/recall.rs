@@ -295,5 +295,10 @@ fn benches(c: &mut Criterion) {
     rt.block_on(mem.shutdown()).unwrap();
 }
 
-criterion_group!(recall, benches);
+criterion_group! {
+    name = recall;
+    // criterion's HTML plots draw text with plotters, whose font backend has no system fonts
+    config = { strata::eval::report::register_fonts().expect("embedded font"); Criterion::default() };
+    targets = benches
+}
 criterion_main!(recall);

@@ -82,7 +82,14 @@ fn plot_err<E: std::fmt::Display>(e: E) -> Error {
     Error::Task(format!("drawing the report chart: {e}"))
 }
 
-fn register_fonts() -> Result<()> {
+/// Registers the embedded DejaVu Sans (normal and bold) as plotters'
+/// "sans-serif" family, once per process. Needed by every plotters chart in
+/// the process, criterion's HTML reports included (plotters' `ab_glyph` font
+/// backend has no system fonts).
+///
+/// # Errors
+/// [`Error::Task`] when the embedded font cannot be parsed (never expected).
+pub fn register_fonts() -> Result<()> {
     static DONE: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
         plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
