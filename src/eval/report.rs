@@ -178,9 +178,11 @@ fn render(report: &Report) -> Result<Vec<u8>> {
 /// returns the markdown's path.
 ///
 /// # Errors
-/// I/O errors, and [`Error::Task`] when the chart cannot be drawn.
+/// [`Error::Data`] naming the directory when it cannot be created; I/O
+/// errors writing the markdown; [`Error::Task`] when the chart cannot be
+/// drawn or written.
 pub fn write(dir: &Path, report: &Report) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::Data(format!("cannot create the report directory {}: {e}", dir.display())))?;
     draw_chart(report, &dir.join(CHART_FILE))?;
     let md = format!(
         "# {}\n\n{}\n## recall@k, every configuration against `{}`\n\n![recall@k curves]({CHART_FILE})\n\n{}",
@@ -220,6 +222,10 @@ mod tests {
         let text = std::fs::read_to_string(md).unwrap();
         assert!(text.contains("![recall@k curves](recall_at_k.png)"));
         let png = std::fs::read(dir.path().join(CHART_FILE)).unwrap();
+        // a report directory that is a file is a clear error naming it
+        let file = dir.path().join("report.md");
+        let e = write(&file, &r).unwrap_err().to_string();
+        assert!(e.contains("cannot create the report directory") && e.contains("report.md"), "{e}");
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
         // IHDR: width and height, big-endian, at bytes 16..24
         assert_eq!(u32::from_be_bytes(png[16..20].try_into().unwrap()), CHART_PX.0);
