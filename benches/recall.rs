@@ -101,7 +101,7 @@ async fn populate(mem: &Memory, scope: &Scope, n: usize, base: &[(String, Vec<f3
             let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
             let sid = SessionId::new(format!("s{i}")).unwrap();
             let id = EpisodeId::for_session(scope, &sid);
-            docs.push(KeywordDoc { scope: scope.clone(), episode_id: id.clone(), summary: text.clone(), raw: text.clone() });
+            docs.push(KeywordDoc { scope: scope.clone(), episode_id: id.clone(), summary: text.clone(), raw: text.clone(), dates: "8 May 2023".into() });
             points.push(VectorPoint { scope: scope.clone(), episode_id: id.clone(), unit: 0, vector: v.iter().map(|x| x / norm).collect() });
             eps.push(Episode {
                 id,

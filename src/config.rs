@@ -212,6 +212,8 @@ pub struct RecallConfig {
     pub rrf_k: f64,
     /// Keyword boost of the raw session text field relative to the summary.
     pub raw_text_boost: f32,
+    /// Keyword boost of the session-dates field relative to the summary.
+    pub date_boost: f32,
     /// BM25 statistics treat the index as holding at least this many
     /// documents, so IDF is meaningful in a young index (0 = off).
     pub bm25_prior_docs: u64,
@@ -386,6 +388,9 @@ impl Config {
         }
         if r.raw_text_boost < 0.0 {
             return bad("recall.raw_text_boost", "must not be negative");
+        }
+        if !(r.date_boost >= 0.0 && r.date_boost.is_finite()) {
+            return bad("recall.date_boost", "must be a finite number, 0 or more");
         }
         if self.sessions.idle_timeout_secs == 0 {
             return bad("sessions.idle_timeout_secs", "must be positive");

@@ -373,8 +373,11 @@ impl Memory {
         };
         let embedder_id = format!("{} ({} dims)", embedder.model_id(), embedder.dim());
         let dir = config.data_dir.clone();
-        let boost = config.recall.raw_text_boost;
-        let prior = config.recall.bm25_prior_docs;
+        let bm25 = crate::store::tantivy_index::Bm25Params {
+            raw_boost: config.recall.raw_text_boost,
+            date_boost: config.recall.date_boost,
+            prior_docs: config.recall.bm25_prior_docs,
+        };
         let dim = embedder.dim();
         let ephemeral = components.ephemeral;
         let (records, keyword, vectors) = tokio::task::spawn_blocking(move || -> Result<_> {
@@ -383,7 +386,7 @@ impl Memory {
             if check_meta {
                 check_index_meta(&records, &embedder_id)?;
             }
-            let keyword = if ephemeral { TantivyIndex::in_ram(boost, prior)? } else { TantivyIndex::open(&dir.join("keyword"), boost, prior)? };
+            let keyword = if ephemeral { TantivyIndex::in_ram(bm25)? } else { TantivyIndex::open(&dir.join("keyword"), bm25)? };
             let vectors = EdgeVectorIndex::open(&dir.join("vectors"), dim)?;
             Ok((records, keyword, vectors))
         })

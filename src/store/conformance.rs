@@ -15,7 +15,7 @@ fn scopes() -> (Scope, Scope) {
 /// Keyword index contract: upsert replaces, search is scoped and ranked, delete is scoped.
 pub async fn keyword_index_contract(idx: &dyn KeywordIndex) {
     let (a, b) = scopes();
-    let doc = |s: &Scope, n: &str, text: &str| KeywordDoc { scope: s.clone(), episode_id: ep(s, n), summary: text.into(), raw: String::new() };
+    let doc = |s: &Scope, n: &str, text: &str| KeywordDoc { scope: s.clone(), episode_id: ep(s, n), summary: text.into(), raw: String::new(), dates: String::new() };
     idx.upsert(vec![
         doc(&a, "1", "Alice moved to Portland and works on Project Atlas"),
         doc(&a, "2", "Alice adopted a cat named Miso"),
@@ -94,22 +94,23 @@ pub async fn vector_index_contract(idx: &dyn VectorIndex) {
 
 mod backends {
     use super::*;
+    use crate::store::tantivy_index::Bm25Params;
 
     #[tokio::test]
     async fn tantivy_on_disk() {
         let dir = tempfile::tempdir().unwrap();
-        let idx = tantivy_index::TantivyIndex::open(dir.path(), 0.5, 100).unwrap();
+        let idx = tantivy_index::TantivyIndex::open(dir.path(), Bm25Params { raw_boost: 0.5, date_boost: 1.0, prior_docs: 100 }).unwrap();
         keyword_index_contract(&idx).await;
         drop(idx);
         // reopen: data persisted
-        let idx = tantivy_index::TantivyIndex::open(dir.path(), 0.5, 100).unwrap();
+        let idx = tantivy_index::TantivyIndex::open(dir.path(), Bm25Params { raw_boost: 0.5, date_boost: 1.0, prior_docs: 100 }).unwrap();
         let (a, _) = scopes();
         assert_eq!(idx.count(&a).await.unwrap(), 2);
     }
 
     #[tokio::test]
     async fn tantivy_in_ram() {
-        keyword_index_contract(&tantivy_index::TantivyIndex::in_ram(0.5, 0).unwrap()).await;
+        keyword_index_contract(&tantivy_index::TantivyIndex::in_ram(Bm25Params { raw_boost: 0.5, date_boost: 1.0, prior_docs: 0 }).unwrap()).await;
     }
 
     #[tokio::test]

@@ -231,6 +231,9 @@ pub struct KeywordDoc {
     pub summary: String,
     /// The raw session transcript (weighted by `recall.raw_text_boost`).
     pub raw: String,
+    /// The days the session spans, "8 May 2023" one per line
+    /// ([`crate::recall::dates::session_date_terms`]; weighted by `recall.date_boost`).
+    pub dates: String,
 }
 
 /// One scored hit from an index.

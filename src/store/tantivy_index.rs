@@ -96,14 +96,26 @@ struct Fields {
     scope: Field,
     summary: Field,
     raw: Field,
+    /// The session's days ("8 May 2023"), see [`crate::recall::dates`].
+    dates: Field,
+}
+
+/// Scoring parameters of the keyword index.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm25Params {
+    /// Weight of the raw session field against the summary field (1.0); `recall.raw_text_boost`.
+    pub raw_boost: f32,
+    /// Weight of the session-dates field; `recall.date_boost`.
+    pub date_boost: f32,
+    /// IDF prior (see the module docs); `recall.bm25_prior_docs`.
+    pub prior_docs: u64,
 }
 
 struct Inner {
-    prior_docs: u64,
+    params: Bm25Params,
     reader: IndexReader,
     writer: Mutex<IndexWriter>,
     f: Fields,
-    raw_boost: f32,
 }
 
 /// On-disk tantivy index (see module docs).
@@ -120,32 +132,39 @@ fn schema() -> (Schema, Fields) {
     let id = b.add_text_field("episode_id", STRING | STORED);
     let scope = b.add_text_field("scope", STRING);
     let summary = b.add_text_field("summary", text.clone());
-    let raw = b.add_text_field("raw", text);
-    (b.build(), Fields { id, scope, summary, raw })
+    let raw = b.add_text_field("raw", text.clone());
+    let dates = b.add_text_field("dates", text);
+    (b.build(), Fields { id, scope, summary, raw, dates })
 }
 
 impl TantivyIndex {
-    /// Opens or creates the index in `dir`. `raw_boost` weighs the raw
-    /// session field against the summary field (1.0).
+    /// Opens or creates the index in `dir`.
     ///
     /// # Errors
-    /// [`Error::Keyword`] when the directory cannot be opened or holds an
-    /// index with another schema.
-    pub fn open(dir: &Path, raw_boost: f32, prior_docs: u64) -> Result<Self> {
+    /// [`Error::Keyword`] when the directory cannot be opened, is locked by
+    /// another process, or holds an index with another schema (one written by
+    /// an older Strata: `strata reindex` rebuilds it).
+    pub fn open(dir: &Path, params: Bm25Params) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
         let (schema, f) = schema();
         let mmap = tantivy::directory::MmapDirectory::open(dir).map_err(kw)?;
-        let index = Index::open_or_create(mmap, schema).map_err(kw)?;
-        Self::from_index(index, f, raw_boost, prior_docs)
+        let index = Index::open_or_create(mmap, schema).map_err(|e| match e {
+            tantivy::TantivyError::SchemaError(m) => Error::Keyword(format!(
+                "the keyword index in {} has another schema ({m}): it was written by another Strata version; run `strata reindex`",
+                dir.display()
+            )),
+            e => kw(e),
+        })?;
+        Self::from_index(index, f, params)
     }
 
     /// An in-RAM index (tests, eval baselines).
-    pub fn in_ram(raw_boost: f32, prior_docs: u64) -> Result<Self> {
+    pub fn in_ram(params: Bm25Params) -> Result<Self> {
         let (schema, f) = schema();
-        Self::from_index(Index::create_in_ram(schema), f, raw_boost, prior_docs)
+        Self::from_index(Index::create_in_ram(schema), f, params)
     }
 
-    fn from_index(index: Index, f: Fields, raw_boost: f32, prior_docs: u64) -> Result<Self> {
+    fn from_index(index: Index, f: Fields, params: Bm25Params) -> Result<Self> {
         let writer = index.writer_with_num_threads(1, 50_000_000).map_err(|e| match e {
             tantivy::TantivyError::LockFailure(..) => Error::Keyword(
                 "the data directory is in use by another strata process (the keyword index is locked); stop it or use another --data-dir".into(),
@@ -153,7 +172,7 @@ impl TantivyIndex {
             e => kw(e),
         })?;
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(kw)?;
-        Ok(Self { inner: Arc::new(Inner { prior_docs, reader, writer: Mutex::new(writer), f, raw_boost }) })
+        Ok(Self { inner: Arc::new(Inner { params, reader, writer: Mutex::new(writer), f }) })
     }
 
     fn scope_term(&self, scope: &Scope) -> Term {
@@ -189,11 +208,12 @@ impl TantivyIndex {
             return Ok(KeywordResult { hits: Vec::new(), query_terms: terms.len(), reference_score: 0.0 });
         }
         let searcher = self.inner.reader.searcher();
-        let mut stat_terms: Vec<Term> = terms.iter().map(|t| Term::from_field_text(f.summary, t)).collect();
-        if self.inner.raw_boost > 0.0 {
-            stat_terms.extend(terms.iter().map(|t| Term::from_field_text(f.raw, t)));
-        }
-        let stats = ScopeStats::new(&searcher, &self.scope_term(scope), &stat_terms, self.inner.prior_docs).map_err(kw)?;
+        let p = self.inner.params;
+        // (field, weight) searched; the dates field is a bonus outside the reference score
+        let fields: Vec<(Field, f32)> =
+            [(f.summary, 1.0), (f.raw, p.raw_boost), (f.dates, p.date_boost)].into_iter().filter(|(_, w)| *w > 0.0).collect();
+        let stat_terms: Vec<Term> = fields.iter().flat_map(|(field, _)| terms.iter().map(|t| Term::from_field_text(*field, t))).collect();
+        let stats = ScopeStats::new(&searcher, &self.scope_term(scope), &stat_terms, p.prior_docs).map_err(kw)?;
         // tantivy's BM25 idf: ln(1 + (N - df + 0.5) / (df + 0.5)); at tf = 1 and average
         // length a term contributes exactly idf × boost
         let n = stats.docs() as f64;
@@ -204,16 +224,15 @@ impl TantivyIndex {
         let mut reference = 0.0f64;
         for t in &terms {
             reference += idf(f.summary, t)?;
-            if self.inner.raw_boost > 0.0 {
-                reference += self.inner.raw_boost as f64 * idf(f.raw, t)?;
+            if p.raw_boost > 0.0 {
+                reference += p.raw_boost as f64 * idf(f.raw, t)?;
             }
         }
-        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 2);
-        for t in &terms {
-            should.push((Occur::Should, Box::new(TermQuery::new(Term::from_field_text(f.summary, t), IndexRecordOption::WithFreqs))));
-            if self.inner.raw_boost > 0.0 {
-                let q = TermQuery::new(Term::from_field_text(f.raw, t), IndexRecordOption::WithFreqs);
-                should.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), self.inner.raw_boost))));
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * fields.len());
+        for (field, weight) in &fields {
+            for t in &terms {
+                let q: Box<dyn Query> = Box::new(TermQuery::new(Term::from_field_text(*field, t), IndexRecordOption::WithFreqs));
+                should.push((Occur::Should, if *weight == 1.0 { q } else { Box::new(BoostQuery::new(q, *weight)) }));
             }
         }
         let q = BooleanQuery::new(vec![
@@ -246,6 +265,7 @@ impl TantivyIndex {
                 f.scope => d.scope.key(),
                 f.summary => analyze(&d.summary).join(" "),
                 f.raw => analyze(&d.raw).join(" "),
+                f.dates => analyze(&d.dates).join(" "),
             ))
             .map_err(kw)?;
         }
@@ -318,10 +338,10 @@ mod tests {
 
     #[tokio::test]
     async fn compact_drops_deleted_documents_from_the_segments() {
-        let idx = TantivyIndex::in_ram(2.0, 0).unwrap();
+        let idx = TantivyIndex::in_ram(Bm25Params { raw_boost: 2.0, date_boost: 5.0, prior_docs: 0 }).unwrap();
         let s = Scope::new("u", "a").unwrap();
         let ids: Vec<EpisodeId> = (0..3).map(|i| EpisodeId::for_session(&s, &SessionId::new(format!("s{i}")).unwrap())).collect();
-        let docs = ids.iter().map(|id| KeywordDoc { scope: s.clone(), episode_id: id.clone(), summary: "secret diary".into(), raw: "secret".into() }).collect();
+        let docs = ids.iter().map(|id| KeywordDoc { scope: s.clone(), episode_id: id.clone(), summary: "secret diary".into(), raw: "secret".into(), dates: "8 May 2023".into() }).collect();
         idx.upsert(docs).await.unwrap();
         idx.delete(&s, &ids[..2]).await.unwrap();
         let deleted = |idx: &TantivyIndex| idx.inner.reader.searcher().segment_readers().iter().map(|r| r.num_deleted_docs()).sum::<u32>();
@@ -334,13 +354,14 @@ mod tests {
 
     #[tokio::test]
     async fn idf_is_counted_inside_the_scope() {
-        let idx = TantivyIndex::in_ram(0.0, 0).unwrap();
+        let idx = TantivyIndex::in_ram(Bm25Params { raw_boost: 0.0, date_boost: 0.0, prior_docs: 0 }).unwrap();
         let (a, b) = (Scope::new("a", "bot").unwrap(), Scope::new("b", "bot").unwrap());
         let doc = |s: &Scope, i: usize, text: &str| KeywordDoc {
             scope: s.clone(),
             episode_id: EpisodeId::for_session(s, &SessionId::new(format!("s{i}")).unwrap()),
             summary: text.into(),
             raw: String::new(),
+            dates: String::new(),
         };
         // user a names Zed in each of their 5 episodes; user b has 100 episodes, one about Zed
         let mut docs: Vec<KeywordDoc> = (0..5).map(|i| doc(&a, i, &format!("Zed and topic{i}"))).collect();
@@ -353,5 +374,15 @@ mod tests {
         assert!((in_b.reference_score - (1.0f32 + 99.5 / 1.5).ln()).abs() < 1e-4, "{}", in_b.reference_score);
         assert_eq!(in_a.hits.len(), 5);
         assert_eq!(in_b.hits.len(), 1);
+    }
+
+    #[test]
+    fn an_index_with_an_older_schema_asks_for_a_reindex() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = Schema::builder();
+        b.add_text_field("episode_id", STRING | STORED);
+        Index::create_in_dir(dir.path(), b.build()).unwrap();
+        let e = TantivyIndex::open(dir.path(), Bm25Params { raw_boost: 2.0, date_boost: 5.0, prior_docs: 0 }).unwrap_err().to_string();
+        assert!(e.contains("strata reindex"), "{e}");
     }
 }

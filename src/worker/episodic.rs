@@ -180,9 +180,10 @@ async fn index(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
         .map(|p| KeywordDoc {
             scope: p.scope.clone(),
             episode_id: p.episode.id.clone(),
-            // the session's days are keyword terms too (recall::dates), never shown
-            summary: format!("{}\n{}", p.episode.summary, crate::recall::dates::session_date_terms(p.episode.started_at, p.episode.ended_at)),
+            summary: p.episode.summary.clone(),
             raw: p.raw.to_string(),
+            // the session's days are keyword terms too, never shown
+            dates: crate::recall::dates::session_date_terms(p.episode.started_at, p.episode.ended_at),
         })
         .collect();
     let points: Vec<VectorPoint> = owners
