@@ -132,45 +132,35 @@ fn benches(c: &mut Criterion) {
     let base: Vec<(String, Vec<f32>)> = texts.into_iter().zip(vecs).collect();
     let queries = ["what did Dana say about the migration?", "when is the wedding in Busan", "did Sam finish the marathon plan", "any news on the cat adoption?"];
 
-    // the query embedding alone (the dominant part of inject)
-    let mut k = 0usize;
-    let mut samples = Vec::new();
-    c.bench_function("embed_query", |b| {
-        b.iter_custom(|iters| {
-            timed(
-                iters,
-                &mut samples,
-                || {
-                    k += 1;
-                    vec![fresh_query(&queries, k)]
-                },
-                |q| {
-                    std::hint::black_box(model.embed_blocking(&q).unwrap());
-                },
-            )
-        })
-    });
-    report("embed_query", &mut samples);
-
-    // the same query embedding with the f32 model on candle (`embedding.provider = "local"`)
+    // the query embedding alone (the dominant part of inject): the default
+    // ONNX int8 embedder, then the f32 model on candle (`embedding.provider = "local"`)
     let candle = candle_model();
-    let mut samples = Vec::new();
-    c.bench_function("embed_query_candle", |b| {
-        b.iter_custom(|iters| {
-            timed(
-                iters,
-                &mut samples,
-                || {
-                    k += 1;
-                    vec![fresh_query(&queries, k)]
-                },
-                |q| {
-                    std::hint::black_box(candle.embed_blocking(&q).unwrap());
-                },
-            )
-        })
-    });
-    report("embed_query_candle", &mut samples);
+    let embedders: [(&str, &dyn Fn(&[String])); 2] = [
+        ("embed_query", &|q| {
+            std::hint::black_box(model.embed_blocking(q).unwrap());
+        }),
+        ("embed_query_candle", &|q| {
+            std::hint::black_box(candle.embed_blocking(q).unwrap());
+        }),
+    ];
+    let mut k = 0usize;
+    for (name, embed) in embedders {
+        let mut samples = Vec::new();
+        c.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                timed(
+                    iters,
+                    &mut samples,
+                    || {
+                        k += 1;
+                        vec![fresh_query(&queries, k)]
+                    },
+                    |q| embed(&q),
+                )
+            })
+        });
+        report(name, &mut samples);
+    }
     drop(candle);
 
     let mut group = c.benchmark_group("inject");

@@ -95,25 +95,7 @@ impl LocalEmbedder {
     /// longest member.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         let i = &self.inner;
-        let char_cap = i.max_tokens * 8;
-        let clipped_all: Vec<&str> = texts.iter().map(|t| crate::text::clip_head(t, char_cap)).collect();
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&k| clipped_all[k].len());
-        let mut sorted_out: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
-        for chunk in order.chunks(i.batch_size) {
-            let clipped: Vec<&str> = chunk.iter().map(|&k| clipped_all[k]).collect();
-            let enc = i.tokenizer.encode_batch(clipped, true).map_err(ee)?;
-            let n = enc.len();
-            let len = enc.first().map(|e| e.get_ids().len()).unwrap_or(0).max(1);
-            let mut ids = Vec::with_capacity(n * len);
-            let mut mask = Vec::with_capacity(n * len);
-            for e in &enc {
-                let (eids, emask) = (e.get_ids(), e.get_attention_mask());
-                for k in 0..len {
-                    ids.push(*eids.get(k).unwrap_or(&0));
-                    mask.push(*emask.get(k).unwrap_or(&0));
-                }
-            }
+        embed_in_batches(&i.tokenizer, texts, i.max_tokens, i.batch_size, |n, len, ids, mask| {
             let ids = Tensor::from_vec(ids, (n, len), &i.device).map_err(ee)?;
             let mask = Tensor::from_vec(mask, (n, len), &i.device).map_err(ee)?;
             let types = ids.zeros_like().map_err(ee)?;
@@ -123,15 +105,53 @@ impl LocalEmbedder {
             let counts = m.sum(1).map_err(ee)?.clamp(1e-9, f64::MAX).map_err(ee)?; // (n, 1)
             let mean = summed.broadcast_div(&counts).map_err(ee)?;
             let norm = mean.sqr().map_err(ee)?.sum_keepdim(1).map_err(ee)?.sqrt().map_err(ee)?.clamp(1e-12, f64::MAX).map_err(ee)?;
-            let unit = mean.broadcast_div(&norm).map_err(ee)?;
-            sorted_out.extend(unit.to_vec2::<f32>().map_err(ee)?);
-        }
-        let mut out = vec![Vec::new(); texts.len()];
-        for (v, &k) in sorted_out.into_iter().zip(&order) {
-            out[k] = v;
-        }
-        Ok(out)
+            mean.broadcast_div(&norm).map_err(ee)?.to_vec2::<f32>().map_err(ee)
+        })
     }
+}
+
+/// The batching both local embedders share: inputs clipped to 8 × `max_tokens`
+/// graphemes, sorted by length so a batch pads to similar lengths, tokenised
+/// `batch_size` at a time and padded to the batch's longest; `forward(n, len,
+/// ids, attention_mask)` (row-major n × len) returns the batch's n unit
+/// vectors. Results come back in input order.
+pub(crate) fn embed_in_batches(
+    tokenizer: &Tokenizer,
+    texts: &[String],
+    max_tokens: usize,
+    batch_size: usize,
+    mut forward: impl FnMut(usize, usize, Vec<u32>, Vec<u32>) -> Result<Vec<Vec<f32>>>,
+) -> Result<Vec<Vec<f32>>> {
+    let char_cap = max_tokens * 8;
+    let clipped_all: Vec<&str> = texts.iter().map(|t| crate::text::clip_head(t, char_cap)).collect();
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.sort_by_key(|&k| clipped_all[k].len());
+    let mut sorted_out: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
+    for chunk in order.chunks(batch_size.max(1)) {
+        let clipped: Vec<&str> = chunk.iter().map(|&k| clipped_all[k]).collect();
+        let enc = tokenizer.encode_batch(clipped, true).map_err(ee)?;
+        let n = enc.len();
+        let len = enc.first().map(|e| e.get_ids().len()).unwrap_or(0).max(1);
+        let mut ids = Vec::with_capacity(n * len);
+        let mut mask = Vec::with_capacity(n * len);
+        for e in &enc {
+            let (eids, emask) = (e.get_ids(), e.get_attention_mask());
+            for k in 0..len {
+                ids.push(*eids.get(k).unwrap_or(&0));
+                mask.push(*emask.get(k).unwrap_or(&0));
+            }
+        }
+        let vectors = forward(n, len, ids, mask)?;
+        if vectors.len() != n {
+            return Err(Error::Embedder(format!("{} vectors for a batch of {n}", vectors.len())));
+        }
+        sorted_out.extend(vectors);
+    }
+    let mut out = vec![Vec::new(); texts.len()];
+    for (v, &k) in sorted_out.into_iter().zip(&order) {
+        out[k] = v;
+    }
+    Ok(out)
 }
 
 #[async_trait]

@@ -124,30 +124,11 @@ impl OnnxEmbedder {
     /// [`Error::Embedder`] when tokenisation or the run fails.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         let i = &self.inner;
-        let char_cap = i.max_tokens * 8;
-        let clipped_all: Vec<&str> = texts.iter().map(|t| crate::text::clip_head(t, char_cap)).collect();
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&k| clipped_all[k].len());
-        let mut sorted_out: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
-        for chunk in order.chunks(i.batch_size) {
-            let clipped: Vec<&str> = chunk.iter().map(|&k| clipped_all[k]).collect();
-            let enc = i.tokenizer.encode_batch(clipped, true).map_err(ee)?;
-            let n = enc.len();
-            let len = enc.first().map(|e| e.get_ids().len()).unwrap_or(0).max(1);
-            let mut ids = Vec::with_capacity(n * len);
-            let mut mask = Vec::with_capacity(n * len);
-            for e in &enc {
-                let (eids, emask) = (e.get_ids(), e.get_attention_mask());
-                for k in 0..len {
-                    ids.push(*eids.get(k).unwrap_or(&0) as i64);
-                    mask.push(*emask.get(k).unwrap_or(&0) as i64);
-                }
-            }
-            let types = vec![0i64; n * len];
+        super::local::embed_in_batches(&i.tokenizer, texts, i.max_tokens, i.batch_size, |n, len, ids, mask| {
             let mask_f: Vec<f32> = mask.iter().map(|&m| m as f32).collect();
-            let ids = ort::value::Tensor::from_array(([n, len], ids)).map_err(ee)?;
-            let mask = ort::value::Tensor::from_array(([n, len], mask)).map_err(ee)?;
-            let types = ort::value::Tensor::from_array(([n, len], types)).map_err(ee)?;
+            let ids = ort::value::Tensor::from_array(([n, len], ids.into_iter().map(i64::from).collect::<Vec<_>>())).map_err(ee)?;
+            let mask = ort::value::Tensor::from_array(([n, len], mask.into_iter().map(i64::from).collect::<Vec<_>>())).map_err(ee)?;
+            let types = ort::value::Tensor::from_array(([n, len], vec![0i64; n * len])).map_err(ee)?;
             let mut session = i.session.lock().map_err(|_| Error::Task("onnx session mutex poisoned".into()))?;
             let out = session
                 .run(ort::inputs!["input_ids" => ids, "attention_mask" => mask, "token_type_ids" => types])
@@ -157,31 +138,24 @@ impl OnnxEmbedder {
                 return Err(Error::Embedder(format!("unexpected output shape {shape:?}, wanted [{n}, {len}, {DIM}]")));
             }
             // mean pooling over the attention mask, then L2 normalisation
-            for b in 0..n {
-                let mut v = vec![0f32; DIM];
-                let mut count = 0f32;
-                for t in 0..len {
-                    let m = mask_f[b * len + t];
-                    if m > 0.0 {
-                        let row = &hidden[(b * len + t) * DIM..(b * len + t + 1) * DIM];
-                        for (acc, x) in v.iter_mut().zip(row) {
+            Ok((0..n)
+                .map(|b| {
+                    let mut v = vec![0f32; DIM];
+                    let mut count = 0f32;
+                    for t in (0..len).filter(|t| mask_f[b * len + t] > 0.0) {
+                        for (acc, x) in v.iter_mut().zip(&hidden[(b * len + t) * DIM..(b * len + t + 1) * DIM]) {
                             *acc += x;
                         }
                         count += 1.0;
                     }
-                }
-                let count = count.max(1e-9);
-                v.iter_mut().for_each(|x| *x /= count);
-                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-                v.iter_mut().for_each(|x| *x /= norm);
-                sorted_out.push(v);
-            }
-        }
-        let mut out = vec![Vec::new(); texts.len()];
-        for (v, &k) in sorted_out.into_iter().zip(&order) {
-            out[k] = v;
-        }
-        Ok(out)
+                    let count = count.max(1e-9);
+                    v.iter_mut().for_each(|x| *x /= count);
+                    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                    v.iter_mut().for_each(|x| *x /= norm);
+                    v
+                })
+                .collect())
+        })
     }
 }
 
