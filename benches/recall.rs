@@ -101,7 +101,7 @@ async fn populate(mem: &Memory, scope: &Scope, n: usize, base: &[(String, Vec<f3
             let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
             let sid = SessionId::new(format!("s{i}")).unwrap();
             let id = EpisodeId::for_session(scope, &sid);
-            docs.push(KeywordDoc { scope: scope.clone(), episode_id: id.clone(), summary: text.clone(), raw: text.clone(), dates: "8 May 2023".into() });
+            docs.push(KeywordDoc { scope: scope.clone(), episode_id: id.clone(), summary: text.clone(), user_text: text.clone(), assistant_text: String::new(), dates: "8 May 2023".into(), date_tokens: "day20230508 month202305 year2023".into() });
             points.push(VectorPoint { scope: scope.clone(), episode_id: id.clone(), unit: 0, vector: v.iter().map(|x| x / norm).collect() });
             eps.push(Episode {
                 id,
@@ -181,7 +181,7 @@ fn benches(c: &mut Criterion) {
             rt.block_on(mem.inject(&scope, &sid, t)).unwrap(); // as the backend did when the turn arrived
         }
         let hybrid = SearchOptions { apply_threshold: true, ..Default::default() };
-        let keyword = SearchOptions { retrievers: Retrievers::KeywordOnly, apply_threshold: true, fusion: None };
+        let keyword = SearchOptions { retrievers: Retrievers::KeywordOnly, apply_threshold: true, fusion: None, as_of: None };
         // (name, options, fresh query each time?): fresh queries pay the embedding,
         // repeated ones hit the embedding cache (the embedder excluded)
         let variants: [(&str, SearchOptions, bool); 3] = [("inject", hybrid, true), ("inject_cached", hybrid, false), ("inject_keyword", keyword, true)];

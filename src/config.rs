@@ -210,10 +210,16 @@ pub struct RecallConfig {
     pub fusion: Fusion,
     /// RRF constant k (default 60, from Cormack et al. 2009).
     pub rrf_k: f64,
-    /// Keyword boost of the raw session text field relative to the summary.
-    pub raw_text_boost: f32,
+    /// Keyword boost of the user turns of the raw transcript relative to the summary.
+    pub user_text_boost: f32,
+    /// Keyword boost of the assistant turns of the raw transcript relative to the summary.
+    pub assistant_text_boost: f32,
     /// Keyword boost of the session-dates field relative to the summary.
     pub date_boost: f32,
+    /// Keyword boost of a query's resolved relative dates ("last Saturday",
+    /// "two weeks ago"; [`crate::recall::dates::resolve_relative`]) against the
+    /// episodes' exact date tokens (0 = off).
+    pub relative_date_boost: f32,
     /// BM25 statistics treat the index as holding at least this many
     /// documents, so IDF is meaningful in a young index (0 = off).
     pub bm25_prior_docs: u64,
@@ -386,11 +392,17 @@ impl Config {
         if r.rrf_k <= 0.0 {
             return bad("recall.rrf_k", "must be positive");
         }
-        if r.raw_text_boost < 0.0 {
-            return bad("recall.raw_text_boost", "must not be negative");
+        if !(r.assistant_text_boost >= 0.0 && r.assistant_text_boost.is_finite()) {
+            return bad("recall.assistant_text_boost", "must be a finite number, 0 or more");
         }
         if !(r.date_boost >= 0.0 && r.date_boost.is_finite()) {
             return bad("recall.date_boost", "must be a finite number, 0 or more");
+        }
+        if !(r.user_text_boost >= 0.0 && r.user_text_boost.is_finite()) {
+            return bad("recall.user_text_boost", "must be a finite number, 0 or more");
+        }
+        if !(r.relative_date_boost >= 0.0 && r.relative_date_boost.is_finite()) {
+            return bad("recall.relative_date_boost", "must be a finite number, 0 or more");
         }
         if self.sessions.idle_timeout_secs == 0 {
             return bad("sessions.idle_timeout_secs", "must be positive");

@@ -31,7 +31,7 @@ use crate::recall::trivial::TrivialFilter;
 use crate::store::qdrant_edge::EdgeVectorIndex;
 use crate::store::sqlite::SqliteStore;
 use crate::store::tantivy_index::TantivyIndex;
-use crate::store::{EventKind, KeywordIndex, KeywordResult, RecordStore, VectorIndex};
+use crate::store::{EventKind, KeywordIndex, KeywordQuery, KeywordResult, RecordStore, VectorIndex};
 use crate::worker;
 
 /// Longest accepted query, in bytes (64 KiB); longer queries are an error.
@@ -195,11 +195,15 @@ pub struct SearchOptions {
     pub fusion: Option<crate::config::Fusion>,
     /// Drop results below `recall.min_score` (inject does; L1 search does not by default).
     pub apply_threshold: bool,
+    /// When the question is asked: relative dates in it ("last Saturday",
+    /// "two weeks ago") resolve against this time
+    /// ([`crate::recall::dates::resolve_relative`]). `None` = now.
+    pub as_of: Option<DateTime<Utc>>,
 }
 
 impl Default for SearchOptions {
     fn default() -> Self {
-        Self { retrievers: Retrievers::Hybrid, fusion: None, apply_threshold: false }
+        Self { retrievers: Retrievers::Hybrid, fusion: None, apply_threshold: false, as_of: None }
     }
 }
 
@@ -374,8 +378,10 @@ impl Memory {
         let embedder_id = format!("{} ({} dims)", embedder.model_id(), embedder.dim());
         let dir = config.data_dir.clone();
         let bm25 = crate::store::tantivy_index::Bm25Params {
-            raw_boost: config.recall.raw_text_boost,
+            user_boost: config.recall.user_text_boost,
+            assistant_boost: config.recall.assistant_text_boost,
             date_boost: config.recall.date_boost,
+            relative_date_boost: config.recall.relative_date_boost,
             prior_docs: config.recall.bm25_prior_docs,
         };
         let dim = embedder.dim();
@@ -787,8 +793,17 @@ impl Memory {
         let s = &self.shared;
         let want_kw = opts.retrievers != Retrievers::VectorOnly;
         let want_vec = opts.retrievers != Retrievers::KeywordOnly && s.config.recall.vector_weight > 0.0 || opts.retrievers == Retrievers::VectorOnly;
+        let date_tokens = if s.config.recall.relative_date_boost > 0.0 {
+            crate::recall::dates::resolve_relative(query, opts.as_of.unwrap_or_else(Utc::now))
+        } else {
+            String::new()
+        };
         let kw = async {
-            if want_kw { s.keyword.search(scope, query, limit).await } else { Ok(KeywordResult::default()) }
+            if want_kw {
+                s.keyword.search(scope, &KeywordQuery { text: query, date_tokens: &date_tokens }, limit).await
+            } else {
+                Ok(KeywordResult::default())
+            }
         };
         let vec = async {
             if want_vec {

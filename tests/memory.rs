@@ -262,6 +262,7 @@ async fn a_question_naming_a_date_finds_that_days_session() {
         retrievers: strata::recall::fusion::Retrievers::KeywordOnly,
         fusion: None,
         apply_threshold: false,
+        as_of: None,
     })
     .await
     .unwrap();
@@ -269,5 +270,42 @@ async fn a_question_naming_a_date_finds_that_days_session() {
     // the date is in the index only, never in the summary shown to the model
     let ex = mem.memory_expand(&scope, &hits[0].id, false).await.unwrap();
     assert!(!ex.episode.summary.contains("March"), "{}", ex.episode.summary);
+    mem.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_naming_a_relative_date_resolves_it_against_its_own_time() {
+    // two equal sessions but for their days (Mondays 2 and 9 March 2026); s1 says "film" twice
+    async fn setup(relative_date_boost: f32) -> (strata::Memory, Scope, tempfile::TempDir) {
+        let (mut cfg, dir) = common::config();
+        cfg.recall.relative_date_boost = relative_date_boost;
+        let mem = common::open(cfg).await;
+        let scope = Scope::new("joanna", "assistant").unwrap();
+        session(&mem, &scope, "s1", 2, &["I watched a great film, my favourite film.", "Which one?", "The Lord of the Rings, all three.", "Classic."]).await;
+        session(&mem, &scope, "s2", 9, &["I watched a film too.", "Which one?", "Dune, the new one.", "Nice."]).await;
+        mem.wait_idle().await.unwrap();
+        (mem, scope, dir)
+    }
+    let asked = |day: u32| strata::memory::SearchOptions {
+        retrievers: strata::recall::fusion::Retrievers::KeywordOnly,
+        as_of: Some(chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 3, day, 18, 0, 0).unwrap()),
+        ..Default::default()
+    };
+    let first = |hits: Vec<strata::memory::SearchHit>| hits[0].session_id.as_str().to_string();
+    let (mem, scope, _dir) = setup(1.0).await;
+    // asked on Monday 16 March: "a week ago" is 8-10 March, "last Monday" is the 9th
+    for q in ["What film did I watch a week ago?", "Which film did I see last Monday?"] {
+        assert_eq!(first(mem.memory_search_with(&scope, q, 2, asked(16)).await.unwrap()), "s2", "{q}");
+    }
+    // "two weeks ago" from the same day is 1-3 March: s1, though the words are the same
+    assert_eq!(first(mem.memory_search_with(&scope, "What film did I watch two weeks ago?", 2, asked(16)).await.unwrap()), "s1");
+    // and asked a week later, "two weeks ago" is s2's week
+    assert_eq!(first(mem.memory_search_with(&scope, "What film did I watch two weeks ago?", 2, asked(23)).await.unwrap()), "s2");
+    mem.shutdown().await.unwrap();
+    // with resolution off, both questions are the same words and get the same answer
+    let (mem, scope, _dir) = setup(0.0).await;
+    let a = first(mem.memory_search_with(&scope, "What film did I watch a week ago?", 2, asked(16)).await.unwrap());
+    let b = first(mem.memory_search_with(&scope, "What film did I watch two weeks ago?", 2, asked(16)).await.unwrap());
+    assert_eq!(a, b);
     mem.shutdown().await.unwrap();
 }

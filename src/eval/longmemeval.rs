@@ -75,6 +75,9 @@ pub struct Question {
     pub question_type: String,
     /// The question.
     pub question: String,
+    /// When the question is asked ("2023/05/30 (Tue) 10:18"); absent in some exports.
+    #[serde(default)]
+    pub question_date: Option<String>,
     /// Gold evidence sessions.
     pub answer_session_ids: Vec<String>,
     /// Session ids of the haystack, parallel to `haystack_sessions`.
@@ -186,6 +189,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
     let systems: Vec<&str> = CONFIGS.iter().map(|c| c.0).chain(["bm25_raw"]).collect();
     let mut acc = MeanByKey::new();
     let mut n_by_type: BTreeMap<String, usize> = BTreeMap::new();
+    let mut per_question: Vec<serde_json::Value> = Vec::with_capacity(qs.len());
     for q in &qs {
         let scope = replay(&mem, q).await?;
         let group = if q.abstention() { "_abs".to_string() } else { q.question_type.clone() };
@@ -196,18 +200,22 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             bm25.add(i, &text.join("\n"));
         }
         let gold: Vec<String> = q.answer_session_ids.clone();
+        // relative dates in the question ("a week ago") resolve against its date
+        let as_of = q.question_date.as_deref().map(parse_date).transpose()?;
+        let mut rankings = serde_json::Map::new();
         for system in &systems {
             let ranked: Vec<String> = if *system == "bm25_raw" {
                 bm25.search(&q.question, 10).into_iter().map(|(i, _)| q.haystack_session_ids[i].clone()).collect()
             } else {
                 let (_, retrievers, fusion) = CONFIGS.iter().find(|c| c.0 == *system).expect("known config");
-                let opts = SearchOptions { retrievers: *retrievers, fusion: *fusion, apply_threshold: false };
+                let opts = SearchOptions { retrievers: *retrievers, fusion: *fusion, apply_threshold: false, as_of };
                 mem.memory_search_with(&scope, &q.question, 10, opts)
                     .await?
                     .into_iter()
                     .map(|h| h.session_id.as_str().split('#').next().unwrap_or_default().to_string())
                     .collect()
             };
+            rankings.insert(system.to_string(), json!(ranked));
             let scopes: Vec<&str> = if q.abstention() { vec!["_abs"] } else { vec!["answerable", group.as_str()] };
             for key in scopes {
                 for k in 1..=MAX_K {
@@ -220,6 +228,10 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
                 }
             }
         }
+        per_question.push(json!({
+            "question_id": q.question_id, "question_type": q.question_type, "question": q.question,
+            "question_date": q.question_date, "gold": gold, "top10": rankings,
+        }));
         bar.set_message(format!("strata R@5 {:.3}", acc.mean("strata|answerable|r@5").unwrap_or(f64::NAN)));
         bar.inc(1);
     }
@@ -291,6 +303,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             }
             root.insert(s.to_string(), serde_json::Value::Object(by));
         }
+        root.insert("per_question".into(), json!(per_question));
         std::fs::write(&out, serde_json::to_string_pretty(&serde_json::Value::Object(root))?)?;
         eprintln!("wrote {}", out.display());
     }

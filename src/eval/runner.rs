@@ -2,10 +2,11 @@
 //!
 //! Replay: each conversation goes into its own scope (`user_id` =
 //! sample_id, `agent_id` = "locomo"), one Strata session per LoCoMo session,
-//! named `session_N`. speaker_a's turns are recorded with the `user` role and
-//! speaker_b's with the `assistant` role, both with the speaker's name; a
+//! named `session_N`. Both speakers' turns are recorded with the `user` role
+//! and the speaker's name (two people talking about their lives; neither is an
+//! assistant, whose text Strata weighs less, see `recall.user_text_boost`); a
 //! session's turns get the session's own date plus one second per turn (never
-//! the ingestion time). Before each speaker_a turn, `inject` runs as a
+//! the ingestion time). Before each turn, `inject` runs as a
 //! chatbot backend would, and its latency is measured (each session's promotion
 //! is awaited before the next one starts, so the timing is the request path's,
 //! not contention with background embedding on a small machine). Image turns carry
@@ -176,8 +177,10 @@ async fn replay(mem: &Memory, conv: &LocomoConversation, measure_inject: bool) -
             if t.text.trim().is_empty() {
                 continue;
             }
-            let role = if t.speaker == conv.speaker_a { Role::User } else { Role::Assistant };
-            if measure_inject && role == Role::User {
+            // both LoCoMo speakers are people talking about their own lives: both are
+            // users (named), none is an assistant
+            let role = Role::User;
+            if measure_inject {
                 let start = Instant::now();
                 mem.inject(&scope, &sid, &t.text).await?;
                 lat.push(start.elapsed().as_secs_f64() * 1000.0);
@@ -278,7 +281,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             let gold_turns = q.gold_turns(conv);
             let cat = format!("cat{}", q.category);
             for (name, retr, fusion) in CONFIGS {
-                let opts = SearchOptions { retrievers: *retr, fusion: *fusion, apply_threshold: false };
+                let opts = SearchOptions { retrievers: *retr, fusion: *fusion, apply_threshold: false, as_of: None };
                 let hits = mem.memory_search_with(&scope, &q.question, 10, opts).await?;
                 let ranked: Vec<usize> = hits.iter().filter_map(|h| session_index(&h.session_id)).collect();
                 acc.add(name, &cat, &ranked, &gold);
@@ -584,7 +587,7 @@ pub async fn run_calibrate(config: Config, args: CalibrateArgs) -> Result<()> {
             if gold.is_empty() {
                 continue;
             }
-            let k = shared.keyword.search(&scope, &q.question, 10).await?;
+            let k = shared.keyword.search(&scope, &crate::store::KeywordQuery::text(&q.question), 10).await?;
             for h in &k.hits {
                 let label = sess.get(h.episode_id.as_str()).is_some_and(|i| gold.contains(i));
                 let (x, r) = crate::recall::fusion::keyword_features(h.score, k.reference_score);

@@ -8,8 +8,15 @@
 //! on LoCoMo dev: ARCHITECTURE.md, "Session dates in the index".
 //! The dates go only into the keyword index, never into summaries or
 //! abstracts shown to the model.
+//!
+//! Besides the words, every day is also written as three exact tokens,
+//! `day20230508`, `month202305` and `year2023` (see [`date_tokens`]), so a
+//! question that names a day *relative to when it is asked* ("last
+//! Saturday", "two weeks ago", "last month") can be resolved against the
+//! query's reference time ([`resolve_relative`]) and matched to the one day,
+//! month or year, not to every "8th" or every "May".
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Datelike, Duration, Months, NaiveDate, Utc, Weekday};
 
 /// Longest session span (days) whose every day is written; longer sessions
 /// write only their first and last day.
@@ -28,6 +35,260 @@ pub fn session_date_terms(started_at: DateTime<Utc>, ended_at: DateTime<Utc>) ->
     (0..=span).map(|i| fmt(first + Duration::days(i))).collect::<Vec<_>>().join("\n")
 }
 
+/// The exact tokens of the same days as [`session_date_terms`]: for each day
+/// `dayYYYYMMDD`, and once each `monthYYYYMM` and `yearYYYY`, space-separated.
+/// They are single alphanumeric words, kept whole by the analyser.
+pub fn date_tokens(started_at: DateTime<Utc>, ended_at: DateTime<Utc>) -> String {
+    let (first, last) = (started_at.date_naive(), ended_at.date_naive().max(started_at.date_naive()));
+    let span = (last - first).num_days();
+    let days: Vec<NaiveDate> = if span > MAX_SPAN_DAYS { vec![first, last] } else { (0..=span).map(|i| first + Duration::days(i)).collect() };
+    let mut out: Vec<String> = Vec::new();
+    for d in days {
+        for t in [day_token(d), month_token(d), year_token(d.year())] {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    out.join(" ")
+}
+
+fn day_token(d: NaiveDate) -> String {
+    d.format("day%Y%m%d").to_string()
+}
+
+fn month_token(d: NaiveDate) -> String {
+    d.format("month%Y%m").to_string()
+}
+
+fn year_token(y: i32) -> String {
+    format!("year{y}")
+}
+
+/// Most date tokens one query resolves to.
+pub const MAX_RESOLVED: usize = 16;
+
+/// Resolves the relative dates of an English query against `now` (the
+/// moment the question is asked, UTC) into the exact tokens of
+/// [`date_tokens`], space-separated ("" when the query names none).
+///
+/// Understood (case-insensitive; numbers as digits or "a"/"one".."twelve",
+/// "a couple of" = 2, "a few" = 3):
+/// - `today`, `tonight`, `this morning|afternoon|evening`: today;
+///   `yesterday`; `the day before yesterday`;
+/// - `N days ago` (±1 day from 3 days on), `N weeks ago` (±1 day);
+/// - `the past|last N days|weeks|months|years`, `the past week|month|year`:
+///   every day from then to today (every month when that is more than
+///   [`MAX_RESOLVED`] days, every year past [`MAX_RESOLVED`] months);
+/// - `last|past|on <weekday>`: the latest such day before today;
+/// - `last weekend`: the latest Saturday and Sunday before today;
+///   `last week`: the seven days of the previous Monday–Sunday week;
+///   `this week`: Monday to today;
+/// - `N months ago`, `last month`, `this month`: that calendar month;
+/// - `N years ago`, `last year`, `this year`: that year.
+///
+/// Absolute dates ("on 1 May, 2022", "in April") need no resolution: their
+/// words already match the date words of [`session_date_terms`]. Other
+/// languages are not resolved. At most [`MAX_RESOLVED`] tokens.
+pub fn resolve_relative(query: &str, now: DateTime<Utc>) -> String {
+    let words: Vec<String> = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_lowercase())
+        .collect();
+    let today = now.date_naive();
+    let mut out: Vec<String> = Vec::new();
+    let mut push = |t: String, out: &mut Vec<String>| {
+        if !out.contains(&t) && out.len() < MAX_RESOLVED {
+            out.push(t);
+        }
+    };
+    let days = |from: NaiveDate, to: NaiveDate, out: &mut Vec<String>, push: &mut dyn FnMut(String, &mut Vec<String>)| {
+        let mut d = from;
+        while d <= to {
+            push(day_token(d), out);
+            d += Duration::days(1);
+        }
+    };
+    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    for i in 0..words.len() {
+        match w(i) {
+            "today" | "tonight" => push(day_token(today), &mut out),
+            "morning" | "afternoon" | "evening" if i > 0 && w(i - 1) == "this" => push(day_token(today), &mut out),
+            "yesterday" => {
+                let before = i >= 3 && w(i - 1) == "before" && w(i - 2) == "day" && w(i - 3) == "the";
+                push(day_token(today - Duration::days(if before { 2 } else { 1 })), &mut out);
+            }
+            "ago" if i > 0 => {
+                let unit = w(i - 1).trim_end_matches('s');
+                let n = count_before(&words, i - 1);
+                let Some(n) = n else { continue };
+                match unit {
+                    "day" => {
+                        let d = today - Duration::days(n as i64);
+                        let slack = if n >= 3 { 1 } else { 0 };
+                        days(d - Duration::days(slack), d + Duration::days(slack), &mut out, &mut push);
+                    }
+                    "week" => {
+                        let d = today - Duration::days(7 * n as i64);
+                        days(d - Duration::days(1), d + Duration::days(1), &mut out, &mut push);
+                    }
+                    "month" => {
+                        if let Some(d) = today.checked_sub_months(Months::new(n)) {
+                            push(month_token(d), &mut out);
+                        }
+                    }
+                    "year" => push(year_token(today.year() - n as i32), &mut out),
+                    _ => {}
+                }
+            }
+            "last" | "past" | "on" => {
+                let next = w(i + 1);
+                if let Some(wd) = weekday(next) {
+                    // the latest such day strictly before today
+                    let back = (today.weekday().num_days_from_monday() as i64 - wd.num_days_from_monday() as i64 - 1).rem_euclid(7) + 1;
+                    push(day_token(today - Duration::days(back)), &mut out);
+                    continue;
+                }
+                if w(i) == "on" {
+                    continue;
+                }
+                // "the past two weeks", "the last 3 days", "the past few months": up to today
+                if let Some((n, unit)) = count_after(&words, i + 1) {
+                    let from = match w(unit).trim_end_matches('s') {
+                        "day" => today - Duration::days(n as i64),
+                        "week" => today - Duration::days(7 * n as i64),
+                        "month" => today.checked_sub_months(Months::new(n)).unwrap_or(today),
+                        "year" => today.checked_sub_months(Months::new(12 * n)).unwrap_or(today),
+                        _ => continue,
+                    };
+                    span(from, today, &mut out, &mut push);
+                    continue;
+                }
+                // "the past week|month|year": the last 7 / 30 / 365 days (while "last week" is the calendar week before)
+                if w(i) == "past" {
+                    let back = match next {
+                        "week" => 7,
+                        "month" => 30,
+                        "year" => 365,
+                        _ => 0,
+                    };
+                    if back > 0 {
+                        span(today - Duration::days(back), today, &mut out, &mut push);
+                        continue;
+                    }
+                }
+                match next {
+                    "weekend" => {
+                        let back = (today.weekday().num_days_from_monday() as i64 - Weekday::Sun.num_days_from_monday() as i64 - 1).rem_euclid(7) + 1;
+                        let sunday = today - Duration::days(back);
+                        days(sunday - Duration::days(1), sunday, &mut out, &mut push);
+                    }
+                    "week" => {
+                        let monday = today - Duration::days(today.weekday().num_days_from_monday() as i64 + 7);
+                        days(monday, monday + Duration::days(6), &mut out, &mut push);
+                    }
+                    "month" => {
+                        if let Some(d) = today.checked_sub_months(Months::new(1)) {
+                            push(month_token(d), &mut out);
+                        }
+                    }
+                    "year" => push(year_token(today.year() - 1), &mut out),
+                    _ => {}
+                }
+            }
+            "this" => match w(i + 1) {
+                "week" => {
+                    let monday = today - Duration::days(today.weekday().num_days_from_monday() as i64);
+                    days(monday, today, &mut out, &mut push);
+                }
+                "month" => push(month_token(today), &mut out),
+                "year" => push(year_token(today.year()), &mut out),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    out.join(" ")
+}
+
+/// Day tokens from `from` to `to` (inclusive) when they fit in
+/// [`MAX_RESOLVED`], else the month tokens of every month the span touches
+/// (and the year tokens past 16 months).
+fn span(from: NaiveDate, to: NaiveDate, out: &mut Vec<String>, push: &mut dyn FnMut(String, &mut Vec<String>)) {
+    let n = (to - from).num_days();
+    if n < MAX_RESOLVED as i64 {
+        (0..=n).for_each(|i| push(day_token(from + Duration::days(i)), out));
+        return;
+    }
+    let months = (to.year() - from.year()) * 12 + to.month() as i32 - from.month() as i32;
+    if months < MAX_RESOLVED as i32 {
+        let first = from.with_day(1).unwrap_or(from);
+        (0..=months as u32).filter_map(|m| first.checked_add_months(Months::new(m))).for_each(|d| push(month_token(d), out));
+        return;
+    }
+    (from.year()..=to.year()).for_each(|y| push(year_token(y), out));
+}
+
+/// The count written after `words[at]` and the index of the unit word
+/// following it: "two weeks", "3 days", "few months", "couple of weeks".
+fn count_after(words: &[String], at: usize) -> Option<(u32, usize)> {
+    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    let unit_at = match w(at) {
+        "few" => at + 1,
+        "couple" if w(at + 1) == "of" => at + 2,
+        _ => at + 1,
+    };
+    if !matches!(w(unit_at).trim_end_matches('s'), "day" | "week" | "month" | "year") {
+        return None;
+    }
+    Some((count_before(words, unit_at)?, unit_at))
+}
+
+/// The count written before `words[unit]`: "3", "two", "a", "a couple of", "a few".
+fn count_before(words: &[String], unit: usize) -> Option<u32> {
+    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    if unit == 0 {
+        return None;
+    }
+    let prev = w(unit - 1);
+    if prev == "of" && unit >= 2 && w(unit - 2) == "couple" {
+        return Some(2);
+    }
+    if prev == "few" {
+        return Some(3);
+    }
+    let n = match prev {
+        "a" | "an" | "one" => 1,
+        "two" => 2,
+        "three" => 3,
+        "four" => 4,
+        "five" => 5,
+        "six" => 6,
+        "seven" => 7,
+        "eight" => 8,
+        "nine" => 9,
+        "ten" => 10,
+        "eleven" => 11,
+        "twelve" => 12,
+        d => d.parse::<u32>().ok()?,
+    };
+    (1..=1000).contains(&n).then_some(n)
+}
+
+fn weekday(w: &str) -> Option<Weekday> {
+    Some(match w {
+        "monday" => Weekday::Mon,
+        "tuesday" => Weekday::Tue,
+        "wednesday" => Weekday::Wed,
+        "thursday" => Weekday::Thu,
+        "friday" => Weekday::Fri,
+        "saturday" => Weekday::Sat,
+        "sunday" => Weekday::Sun,
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -40,5 +301,54 @@ mod tests {
         assert_eq!(session_date_terms(t(8, 23), t(10, 1)), "8 May 2023\n9 May 2023\n10 May 2023");
         assert_eq!(session_date_terms(t(1, 0), t(30, 0)), "1 May 2023\n30 May 2023");
         assert_eq!(session_date_terms(t(8, 13), t(2, 0)), "8 May 2023", "a clock going backwards gives the start day");
+    }
+
+    #[test]
+    fn exact_tokens_of_the_days() {
+        let t = |d: u32, h: u32| Utc.with_ymd_and_hms(2023, 5, d, h, 0, 0).unwrap();
+        assert_eq!(date_tokens(t(8, 13), t(8, 14)), "day20230508 month202305 year2023");
+        assert_eq!(date_tokens(t(31, 23), Utc.with_ymd_and_hms(2023, 6, 1, 1, 0, 0).unwrap()), "day20230531 month202305 year2023 day20230601 month202306");
+        // the analyser keeps them whole
+        assert_eq!(crate::store::analyzer::analyze("day20230508 month202305 year2023"), vec!["day20230508", "month202305", "year2023"]);
+    }
+
+    #[test]
+    fn relative_dates_resolve_against_the_question_time() {
+        // Tuesday 7 February 2023
+        let now = Utc.with_ymd_and_hms(2023, 2, 7, 9, 9, 0).unwrap();
+        let r = |q: &str| resolve_relative(q, now);
+        assert_eq!(r("Which book did I finish a week ago?"), "day20230130 day20230131 day20230201");
+        assert_eq!(r("what did I eat yesterday"), "day20230206");
+        assert_eq!(r("and the day before yesterday?"), "day20230205");
+        assert_eq!(r("Who did I meet last Tuesday?"), "day20230131", "today is a Tuesday: the one before");
+        assert_eq!(r("I got a gift last Saturday"), "day20230204");
+        assert_eq!(r("what did I do on Monday"), "day20230206");
+        assert_eq!(r("2 days ago"), "day20230205");
+        assert_eq!(r("THREE DAYS AGO"), "day20230203 day20230204 day20230205");
+        assert_eq!(r("a couple of weeks ago"), "day20230123 day20230124 day20230125");
+        assert_eq!(r("two months ago, with Rachel"), "month202212");
+        assert_eq!(r("last month"), "month202301");
+        assert_eq!(r("last year and this year"), "year2022 year2023");
+        assert_eq!(r("last weekend"), "day20230204 day20230205");
+        assert_eq!(r("last week"), "day20230130 day20230131 day20230201 day20230202 day20230203 day20230204 day20230205");
+        assert_eq!(r("this week"), "day20230206 day20230207");
+        assert_eq!(r("this morning"), "day20230207");
+        // nothing relative, or nothing resolvable
+        assert_eq!(r("What movie did Joanna watch on 1 May, 2022?"), "");
+        assert_eq!(r("a few ago, many days ago, the last time"), "");
+        // spans up to today
+        assert_eq!(r("How many times did I bake in the past two weeks?").split(' ').count(), 15);
+        assert!(r("in the past two weeks").starts_with("day20230124 ") && r("in the past two weeks").ends_with(" day20230207"));
+        assert_eq!(r("the last 3 days"), "day20230204 day20230205 day20230206 day20230207");
+        assert_eq!(r("in the past month"), "month202301 month202302");
+        assert_eq!(r("in the past few months"), "month202211 month202212 month202301 month202302");
+        assert_eq!(r("over the past couple of weeks").split(' ').count(), 15);
+        assert_eq!(r("the past week"), "day20230131 day20230201 day20230202 day20230203 day20230204 day20230205 day20230206 day20230207");
+        assert_eq!(r("the past 3 years"), "year2020 year2021 year2022 year2023");
+        assert_eq!(r("지난주 토요일 👩‍👩‍👧 e\u{301}"), "");
+        assert_eq!(r(""), "");
+        // bounded however long the query
+        assert!(r(&"last week ".repeat(1000)).split(' ').count() <= MAX_RESOLVED);
+        assert!(r(&"9999 days ago 5 weeks ago 1 day ago ".repeat(50)).split(' ').count() <= MAX_RESOLVED);
     }
 }

@@ -15,7 +15,7 @@ fn scopes() -> (Scope, Scope) {
 /// Keyword index contract: upsert replaces, search is scoped and ranked, delete is scoped.
 pub async fn keyword_index_contract(idx: &dyn KeywordIndex) {
     let (a, b) = scopes();
-    let doc = |s: &Scope, n: &str, text: &str| KeywordDoc { scope: s.clone(), episode_id: ep(s, n), summary: text.into(), raw: String::new(), dates: String::new() };
+    let doc = |s: &Scope, n: &str, text: &str| KeywordDoc { scope: s.clone(), episode_id: ep(s, n), summary: text.into(), user_text: String::new(), assistant_text: String::new(), dates: String::new(), date_tokens: String::new() };
     idx.upsert(vec![
         doc(&a, "1", "Alice moved to Portland and works on Project Atlas"),
         doc(&a, "2", "Alice adopted a cat named Miso"),
@@ -23,7 +23,7 @@ pub async fn keyword_index_contract(idx: &dyn KeywordIndex) {
     ])
     .await
     .unwrap();
-    let r = idx.search(&a, "Portland move", 10).await.unwrap();
+    let r = idx.search(&a, &KeywordQuery::text("Portland move"), 10).await.unwrap();
     assert_eq!(r.hits.len(), 1, "only alice's matching doc");
     assert_eq!(r.hits[0].episode_id, ep(&a, "1"));
     assert!(r.hits[0].score > 0.0);
@@ -31,7 +31,7 @@ pub async fn keyword_index_contract(idx: &dyn KeywordIndex) {
     assert!(r.reference_score > 0.0 && r.hits[0].score <= 3.0 * r.reference_score);
     // upsert replaces by id
     idx.upsert(vec![doc(&a, "1", "Alice lives in Seattle")]).await.unwrap();
-    assert!(idx.search(&a, "Portland", 10).await.unwrap().hits.is_empty());
+    assert!(idx.search(&a, &KeywordQuery::text("Portland"), 10).await.unwrap().hits.is_empty());
     assert_eq!(idx.count(&a).await.unwrap(), 2);
     // delete with another scope's ids is a no-op
     idx.delete(&b, &[ep(&a, "2")]).await.unwrap();
@@ -41,10 +41,10 @@ pub async fn keyword_index_contract(idx: &dyn KeywordIndex) {
     assert_eq!(idx.count(&b).await.unwrap(), 1);
     // Korean is searchable
     idx.upsert(vec![doc(&a, "3", "동생 결혼식은 10월에 부산에서 해요")]).await.unwrap();
-    let r = idx.search(&a, "결혼식 언제", 10).await.unwrap();
+    let r = idx.search(&a, &KeywordQuery::text("결혼식 언제"), 10).await.unwrap();
     assert_eq!(r.hits.first().map(|h| h.episode_id.clone()), Some(ep(&a, "3")));
     // a query of only stop words / emoji matches nothing, without error
-    assert!(idx.search(&a, "the 👍", 10).await.unwrap().hits.is_empty());
+    assert!(idx.search(&a, &KeywordQuery::text("the 👍"), 10).await.unwrap().hits.is_empty());
 }
 
 fn unit(v: &[f32]) -> Vec<f32> {
@@ -99,18 +99,18 @@ mod backends {
     #[tokio::test]
     async fn tantivy_on_disk() {
         let dir = tempfile::tempdir().unwrap();
-        let idx = tantivy_index::TantivyIndex::open(dir.path(), Bm25Params { raw_boost: 0.5, date_boost: 1.0, prior_docs: 100 }).unwrap();
+        let idx = tantivy_index::TantivyIndex::open(dir.path(), Bm25Params { user_boost: 0.5, assistant_boost: 0.5, date_boost: 1.0, relative_date_boost: 1.0, prior_docs: 100 }).unwrap();
         keyword_index_contract(&idx).await;
         drop(idx);
         // reopen: data persisted
-        let idx = tantivy_index::TantivyIndex::open(dir.path(), Bm25Params { raw_boost: 0.5, date_boost: 1.0, prior_docs: 100 }).unwrap();
+        let idx = tantivy_index::TantivyIndex::open(dir.path(), Bm25Params { user_boost: 0.5, assistant_boost: 0.5, date_boost: 1.0, relative_date_boost: 1.0, prior_docs: 100 }).unwrap();
         let (a, _) = scopes();
         assert_eq!(idx.count(&a).await.unwrap(), 2);
     }
 
     #[tokio::test]
     async fn tantivy_in_ram() {
-        keyword_index_contract(&tantivy_index::TantivyIndex::in_ram(Bm25Params { raw_boost: 0.5, date_boost: 1.0, prior_docs: 0 }).unwrap()).await;
+        keyword_index_contract(&tantivy_index::TantivyIndex::in_ram(Bm25Params { user_boost: 0.5, assistant_boost: 0.5, date_boost: 1.0, relative_date_boost: 1.0, prior_docs: 0 }).unwrap()).await;
     }
 
     #[tokio::test]

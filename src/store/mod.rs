@@ -229,11 +229,41 @@ pub struct KeywordDoc {
     pub episode_id: EpisodeId,
     /// Summary and abstract text (full weight).
     pub summary: String,
-    /// The raw session transcript (weighted by `recall.raw_text_boost`).
-    pub raw: String,
+    /// The user turns of the raw transcript, `speaker: text` lines (weighted
+    /// by `recall.user_text_boost`).
+    pub user_text: String,
+    /// The other turns (assistant, system) of the raw transcript (weighted by
+    /// `recall.assistant_text_boost`, a third of the user's by default):
+    /// what people say about themselves is what their memory is about, while
+    /// an assistant's long answers repeat the question's words without being
+    /// about the user.
+    pub assistant_text: String,
     /// The days the session spans, "8 May 2023" one per line
     /// ([`crate::recall::dates::session_date_terms`]; weighted by `recall.date_boost`).
     pub dates: String,
+    /// The same days as exact tokens, `day20230508 month202305 year2023`
+    /// ([`crate::recall::dates::date_tokens`]); matched only by the dates a
+    /// query names relative to its time ([`KeywordQuery::date_tokens`]).
+    pub date_tokens: String,
+}
+
+/// A keyword query.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeywordQuery<'a> {
+    /// The query text, searched in the summary, raw and dates fields.
+    pub text: &'a str,
+    /// Exact date tokens resolved from the text's relative dates
+    /// ([`crate::recall::dates::resolve_relative`], space-separated; "" for
+    /// none), searched only against [`KeywordDoc::date_tokens`] with weight
+    /// `recall.relative_date_boost`.
+    pub date_tokens: &'a str,
+}
+
+impl<'a> KeywordQuery<'a> {
+    /// A query with no resolved dates.
+    pub fn text(text: &'a str) -> Self {
+        Self { text, date_tokens: "" }
+    }
 }
 
 /// One scored hit from an index.
@@ -265,7 +295,7 @@ pub trait KeywordIndex: Send + Sync + 'static {
     /// Adds or replaces documents (by episode id) and makes them searchable before returning.
     async fn upsert(&self, docs: Vec<KeywordDoc>) -> Result<()>;
     /// Top `limit` episodes of `scope` for `query`.
-    async fn search(&self, scope: &Scope, query: &str, limit: usize) -> Result<KeywordResult>;
+    async fn search(&self, scope: &Scope, query: &KeywordQuery<'_>, limit: usize) -> Result<KeywordResult>;
     /// Removes episodes of `scope`.
     async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()>;
     /// Documents stored for `scope`.

@@ -82,7 +82,7 @@ impl Bm25StatisticsProvider for ScopeStats<'_> {
 }
 
 use super::analyzer::analyze;
-use super::{Hit, KeywordDoc, KeywordIndex, KeywordResult};
+use super::{Hit, KeywordDoc, KeywordIndex, KeywordQuery, KeywordResult};
 use crate::error::{Error, Result};
 use crate::model::{EpisodeId, Scope};
 
@@ -95,16 +95,26 @@ struct Fields {
     id: Field,
     scope: Field,
     summary: Field,
-    raw: Field,
+    /// The user turns of the raw transcript.
+    user: Field,
+    /// The assistant turns of the raw transcript.
+    assistant: Field,
     /// The session's days ("8 May 2023"), see [`crate::recall::dates`].
     dates: Field,
+    /// The same days as exact tokens (`day20230508 month202305 year2023`).
+    date_tokens: Field,
 }
 
 /// Scoring parameters of the keyword index.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bm25Params {
-    /// Weight of the raw session field against the summary field (1.0); `recall.raw_text_boost`.
-    pub raw_boost: f32,
+    /// Weight of the user turns against the summary field (1.0); `recall.user_text_boost`.
+    pub user_boost: f32,
+    /// Weight of the assistant turns; `recall.assistant_text_boost`.
+    pub assistant_boost: f32,
+    /// Weight of a query's resolved relative dates in the date-tokens field;
+    /// `recall.relative_date_boost`.
+    pub relative_date_boost: f32,
     /// Weight of the session-dates field; `recall.date_boost`.
     pub date_boost: f32,
     /// IDF prior (see the module docs); `recall.bm25_prior_docs`.
@@ -132,9 +142,11 @@ fn schema() -> (Schema, Fields) {
     let id = b.add_text_field("episode_id", STRING | STORED);
     let scope = b.add_text_field("scope", STRING);
     let summary = b.add_text_field("summary", text.clone());
-    let raw = b.add_text_field("raw", text.clone());
-    let dates = b.add_text_field("dates", text);
-    (b.build(), Fields { id, scope, summary, raw, dates })
+    let user = b.add_text_field("user_raw", text.clone());
+    let assistant = b.add_text_field("assistant_raw", text.clone());
+    let dates = b.add_text_field("dates", text.clone());
+    let date_tokens = b.add_text_field("date_tokens", text);
+    (b.build(), Fields { id, scope, summary, user, assistant, dates, date_tokens })
 }
 
 impl TantivyIndex {
@@ -199,20 +211,25 @@ impl TantivyIndex {
     }
 
     /// Blocking search (callers on the async executor use [`KeywordIndex::search`]).
-    pub fn search_blocking(&self, scope: &Scope, query: &str, limit: usize) -> Result<KeywordResult> {
+    pub fn search_blocking(&self, scope: &Scope, query: &KeywordQuery<'_>, limit: usize) -> Result<KeywordResult> {
         let f = self.inner.f;
-        let mut terms = analyze(query);
+        let mut terms = analyze(query.text);
         terms.sort();
         terms.dedup();
-        if terms.is_empty() || limit == 0 {
+        let mut day_terms: Vec<String> = if self.inner.params.relative_date_boost > 0.0 { analyze(query.date_tokens) } else { Vec::new() };
+        day_terms.sort();
+        day_terms.dedup();
+        if (terms.is_empty() && day_terms.is_empty()) || limit == 0 {
             return Ok(KeywordResult { hits: Vec::new(), query_terms: terms.len(), reference_score: 0.0 });
         }
         let searcher = self.inner.reader.searcher();
         let p = self.inner.params;
-        // (field, weight) searched; the dates field is a bonus outside the reference score
+        // (field, weight) searched; the reference score (calibration feature) counts the
+        // summary and the user turns; the assistant turns and the dates are bonuses outside it
         let fields: Vec<(Field, f32)> =
-            [(f.summary, 1.0), (f.raw, p.raw_boost), (f.dates, p.date_boost)].into_iter().filter(|(_, w)| *w > 0.0).collect();
-        let stat_terms: Vec<Term> = fields.iter().flat_map(|(field, _)| terms.iter().map(|t| Term::from_field_text(*field, t))).collect();
+            [(f.summary, 1.0), (f.user, p.user_boost), (f.assistant, p.assistant_boost), (f.dates, p.date_boost)].into_iter().filter(|(_, w)| *w > 0.0).collect();
+        let mut stat_terms: Vec<Term> = fields.iter().flat_map(|(field, _)| terms.iter().map(|t| Term::from_field_text(*field, t))).collect();
+        stat_terms.extend(day_terms.iter().map(|t| Term::from_field_text(f.date_tokens, t)));
         let stats = ScopeStats::new(&searcher, &self.scope_term(scope), &stat_terms, p.prior_docs).map_err(kw)?;
         // tantivy's BM25 idf: ln(1 + (N - df + 0.5) / (df + 0.5)); at tf = 1 and average
         // length a term contributes exactly idf × boost
@@ -224,8 +241,8 @@ impl TantivyIndex {
         let mut reference = 0.0f64;
         for t in &terms {
             reference += idf(f.summary, t)?;
-            if p.raw_boost > 0.0 {
-                reference += p.raw_boost as f64 * idf(f.raw, t)?;
+            if p.user_boost > 0.0 {
+                reference += p.user_boost as f64 * idf(f.user, t)?;
             }
         }
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * fields.len());
@@ -234,6 +251,11 @@ impl TantivyIndex {
                 let q: Box<dyn Query> = Box::new(TermQuery::new(Term::from_field_text(*field, t), IndexRecordOption::WithFreqs));
                 should.push((Occur::Should, if *weight == 1.0 { q } else { Box::new(BoostQuery::new(q, *weight)) }));
             }
+        }
+        // resolved relative dates: a bonus outside the reference score, like the dates field
+        for t in &day_terms {
+            let q: Box<dyn Query> = Box::new(TermQuery::new(Term::from_field_text(f.date_tokens, t), IndexRecordOption::WithFreqs));
+            should.push((Occur::Should, Box::new(BoostQuery::new(q, p.relative_date_boost))));
         }
         let q = BooleanQuery::new(vec![
             (
@@ -264,8 +286,10 @@ impl TantivyIndex {
                 f.id => d.episode_id.as_str(),
                 f.scope => d.scope.key(),
                 f.summary => analyze(&d.summary).join(" "),
-                f.raw => analyze(&d.raw).join(" "),
+                f.user => analyze(&d.user_text).join(" "),
+                f.assistant => analyze(&d.assistant_text).join(" "),
                 f.dates => analyze(&d.dates).join(" "),
+                f.date_tokens => analyze(&d.date_tokens).join(" "),
             ))
             .map_err(kw)?;
         }
@@ -283,9 +307,10 @@ impl KeywordIndex for TantivyIndex {
         tokio::task::spawn_blocking(move || this.upsert_blocking(docs)).await?
     }
 
-    async fn search(&self, scope: &Scope, query: &str, limit: usize) -> Result<KeywordResult> {
-        let (this, scope, query) = (self.clone(), scope.clone(), query.to_string());
-        tokio::task::spawn_blocking(move || this.search_blocking(&scope, &query, limit)).await?
+    async fn search(&self, scope: &Scope, query: &KeywordQuery<'_>, limit: usize) -> Result<KeywordResult> {
+        let (this, scope) = (self.clone(), scope.clone());
+        let (text, dates) = (query.text.to_string(), query.date_tokens.to_string());
+        tokio::task::spawn_blocking(move || this.search_blocking(&scope, &KeywordQuery { text: &text, date_tokens: &dates }, limit)).await?
     }
 
     async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()> {
@@ -338,10 +363,10 @@ mod tests {
 
     #[tokio::test]
     async fn compact_drops_deleted_documents_from_the_segments() {
-        let idx = TantivyIndex::in_ram(Bm25Params { raw_boost: 2.0, date_boost: 5.0, prior_docs: 0 }).unwrap();
+        let idx = TantivyIndex::in_ram(Bm25Params { user_boost: 2.0, assistant_boost: 2.0, date_boost: 5.0, relative_date_boost: 1.0, prior_docs: 0 }).unwrap();
         let s = Scope::new("u", "a").unwrap();
         let ids: Vec<EpisodeId> = (0..3).map(|i| EpisodeId::for_session(&s, &SessionId::new(format!("s{i}")).unwrap())).collect();
-        let docs = ids.iter().map(|id| KeywordDoc { scope: s.clone(), episode_id: id.clone(), summary: "secret diary".into(), raw: "secret".into(), dates: "8 May 2023".into() }).collect();
+        let docs = ids.iter().map(|id| KeywordDoc { scope: s.clone(), episode_id: id.clone(), summary: "secret diary".into(), user_text: "secret".into(), assistant_text: String::new(), dates: "8 May 2023".into(), date_tokens: "day20230508 month202305 year2023".into() }).collect();
         idx.upsert(docs).await.unwrap();
         idx.delete(&s, &ids[..2]).await.unwrap();
         let deleted = |idx: &TantivyIndex| idx.inner.reader.searcher().segment_readers().iter().map(|r| r.num_deleted_docs()).sum::<u32>();
@@ -349,31 +374,64 @@ mod tests {
         idx.compact().await.unwrap();
         assert_eq!(deleted(&idx), 0, "compaction rewrites them away");
         assert_eq!(idx.count(&s).await.unwrap(), 1);
-        assert_eq!(idx.search(&s, "secret", 5).await.unwrap().hits.len(), 1);
+        assert_eq!(idx.search(&s, &KeywordQuery::text("secret"), 5).await.unwrap().hits.len(), 1);
     }
 
     #[tokio::test]
     async fn idf_is_counted_inside_the_scope() {
-        let idx = TantivyIndex::in_ram(Bm25Params { raw_boost: 0.0, date_boost: 0.0, prior_docs: 0 }).unwrap();
+        let idx = TantivyIndex::in_ram(Bm25Params { user_boost: 0.0, assistant_boost: 0.0, date_boost: 0.0, relative_date_boost: 1.0, prior_docs: 0 }).unwrap();
         let (a, b) = (Scope::new("a", "bot").unwrap(), Scope::new("b", "bot").unwrap());
         let doc = |s: &Scope, i: usize, text: &str| KeywordDoc {
             scope: s.clone(),
             episode_id: EpisodeId::for_session(s, &SessionId::new(format!("s{i}")).unwrap()),
             summary: text.into(),
-            raw: String::new(),
+            user_text: String::new(),
+            assistant_text: String::new(),
             dates: String::new(),
+            date_tokens: String::new(),
         };
         // user a names Zed in each of their 5 episodes; user b has 100 episodes, one about Zed
         let mut docs: Vec<KeywordDoc> = (0..5).map(|i| doc(&a, i, &format!("Zed and topic{i}"))).collect();
         docs.extend((0..100).map(|i| doc(&b, i, if i == 0 { "Zed visited" } else { "weather talk" })));
         idx.upsert(docs).await.unwrap();
-        let in_a = idx.search(&a, "Zed", 10).await.unwrap();
-        let in_b = idx.search(&b, "Zed", 10).await.unwrap();
+        let in_a = idx.search(&a, &KeywordQuery::text("Zed"), 10).await.unwrap();
+        let in_b = idx.search(&b, &KeywordQuery::text("Zed"), 10).await.unwrap();
         // idf = ln(1 + (N - df + 0.5) / (df + 0.5)): a has N = df = 5, b has N = 100, df = 1
         assert!((in_a.reference_score - (1.0f32 + 0.5 / 5.5).ln()).abs() < 1e-4, "{}", in_a.reference_score);
         assert!((in_b.reference_score - (1.0f32 + 99.5 / 1.5).ln()).abs() < 1e-4, "{}", in_b.reference_score);
         assert_eq!(in_a.hits.len(), 5);
         assert_eq!(in_b.hits.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_users_own_words_outweigh_the_assistants() {
+        fn docs(s: &Scope) -> Vec<KeywordDoc> {
+            let doc = |i: usize, user: &str, assistant: &str| KeywordDoc {
+                scope: s.clone(),
+                episode_id: EpisodeId::for_session(s, &SessionId::new(format!("s{i}")).unwrap()),
+                summary: String::new(),
+                user_text: format!("user: {user}\n"),
+                assistant_text: format!("assistant: {assistant}\n"),
+                dates: String::new(),
+                date_tokens: String::new(),
+            };
+            // s0: the user names their hamster; s1: an assistant's long answer about hamsters
+            let mut d = vec![
+                doc(0, "my hamster Biscuit loves carrots", "Nice."),
+                doc(1, "any pet tips?", "A hamster needs a big cage. Hamster wheels keep a hamster fit; give a hamster carrots rarely."),
+            ];
+            d.extend((2..10).map(|i| doc(i, "the weather is nice", "Indeed it is.")));
+            d
+        }
+        async fn first(s: &Scope, assistant_boost: f32) -> EpisodeId {
+            let idx = TantivyIndex::in_ram(Bm25Params { user_boost: 2.0, assistant_boost, date_boost: 0.0, relative_date_boost: 0.0, prior_docs: 0 }).unwrap();
+            idx.upsert(docs(s)).await.unwrap();
+            let r = idx.search(s, &KeywordQuery::text("what does my hamster like?"), 5).await.unwrap();
+            r.hits[0].episode_id.clone()
+        }
+        let s = Scope::new("u", "a").unwrap();
+        assert_eq!(first(&s, 2.0).await, docs(&s)[1].episode_id, "weighed alike, the assistant's repetitions win");
+        assert_eq!(first(&s, 0.67).await, docs(&s)[0].episode_id, "at a third of the user's weight they do not");
     }
 
     #[test]
@@ -382,7 +440,7 @@ mod tests {
         let mut b = Schema::builder();
         b.add_text_field("episode_id", STRING | STORED);
         Index::create_in_dir(dir.path(), b.build()).unwrap();
-        let e = TantivyIndex::open(dir.path(), Bm25Params { raw_boost: 2.0, date_boost: 5.0, prior_docs: 0 }).unwrap_err().to_string();
+        let e = TantivyIndex::open(dir.path(), Bm25Params { user_boost: 2.0, assistant_boost: 2.0, date_boost: 5.0, relative_date_boost: 1.0, prior_docs: 0 }).unwrap_err().to_string();
         assert!(e.contains("strata reindex"), "{e}");
     }
 }

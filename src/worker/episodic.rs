@@ -22,13 +22,23 @@ use futures::StreamExt;
 use crate::error::Result;
 use crate::llm::{CallLog, TranscriptTurn};
 use crate::memory::Shared;
-use crate::model::{Episode, EpisodeId, Message, Scope};
+use crate::model::{Episode, EpisodeId, Message, Role, Scope};
 use crate::recall::abstracts::make_abstract;
 use crate::store::{Event, EventKind, KeywordDoc, OutboxEvent, VectorPoint};
 use crate::text::clip_with_ellipsis;
 
 /// Renders a session as `speaker: text` lines (the raw transcript).
 pub fn transcript(messages: &[Message]) -> String {
+    transcript_of(messages.iter())
+}
+
+/// The user turns of [`transcript`] (`users = true`), or all the others
+/// (assistant and system turns).
+pub fn role_transcript(messages: &[Message], users: bool) -> String {
+    transcript_of(messages.iter().filter(|m| (m.message.role == Role::User) == users))
+}
+
+fn transcript_of<'a>(messages: impl Iterator<Item = &'a Message>) -> String {
     let mut s = String::new();
     for m in messages {
         s.push_str(m.message.speaker());
@@ -42,7 +52,10 @@ pub fn transcript(messages: &[Message]) -> String {
 struct Prepared {
     event: OutboxEvent,
     episode: Episode,
-    raw: String,
+    /// The user turns of the transcript.
+    user_text: String,
+    /// The assistant turns of the transcript.
+    assistant_text: String,
     /// Texts of vector units 1.. (turns), when `episodes.embed_turns`.
     turns: Vec<String>,
 }
@@ -146,14 +159,15 @@ async fn prepare(shared: &Shared, ev: &OutboxEvent) -> Result<Option<Prepared>> 
         expires_at: (ttl > 0).then(|| now + Duration::days(ttl as i64)),
     };
     let turns = turn_units(shared, &messages);
-    Ok(Some(Prepared { event: ev.clone(), episode, raw: transcript(&messages), turns }))
+    Ok(Some(Prepared { event: ev.clone(), episode, user_text: role_transcript(&messages, true), assistant_text: role_transcript(&messages, false), turns }))
 }
 
 /// What the indexes need of one episode.
 struct IndexItem<'a> {
     scope: &'a Scope,
     episode: &'a Episode,
-    raw: &'a str,
+    user_text: &'a str,
+    assistant_text: &'a str,
     turns: &'a [String],
 }
 
@@ -181,9 +195,11 @@ async fn index(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
             scope: p.scope.clone(),
             episode_id: p.episode.id.clone(),
             summary: p.episode.summary.clone(),
-            raw: p.raw.to_string(),
+            user_text: p.user_text.to_string(),
+            assistant_text: p.assistant_text.to_string(),
             // the session's days are keyword terms too, never shown
             dates: crate::recall::dates::session_date_terms(p.episode.started_at, p.episode.ended_at),
+            date_tokens: crate::recall::dates::date_tokens(p.episode.started_at, p.episode.ended_at),
         })
         .collect();
     let points: Vec<VectorPoint> = owners
@@ -203,7 +219,7 @@ async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
     }
     let items: Vec<IndexItem<'_>> = batch
         .iter()
-        .map(|p| IndexItem { scope: p.event.event.scope(), episode: &p.episode, raw: &p.raw, turns: &p.turns })
+        .map(|p| IndexItem { scope: p.event.event.scope(), episode: &p.episode, user_text: &p.user_text, assistant_text: &p.assistant_text, turns: &p.turns })
         .collect();
     index(shared, &items).await?;
     for p in batch {
@@ -218,7 +234,8 @@ async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
 /// document and every vector unit of each from the system of record, exactly
 /// as promotion built them. Returns the number of vector points written.
 pub async fn reindex_batch(shared: &Shared, batch: &[(Scope, Episode)]) -> Result<usize> {
-    let mut raws = Vec::with_capacity(batch.len());
+    let mut users = Vec::with_capacity(batch.len());
+    let mut assistants = Vec::with_capacity(batch.len());
     let mut turns = Vec::with_capacity(batch.len());
     for (scope, ep) in batch {
         let messages = match shared.records.messages(scope, &ep.session_id).await {
@@ -227,12 +244,13 @@ pub async fn reindex_batch(shared: &Shared, batch: &[(Scope, Episode)]) -> Resul
             Err(e) => return Err(e),
         };
         turns.push(turn_units(shared, &messages));
-        raws.push(transcript(&messages));
+        users.push(role_transcript(&messages, true));
+        assistants.push(role_transcript(&messages, false));
     }
     let items: Vec<IndexItem<'_>> = batch
         .iter()
         .enumerate()
-        .map(|(i, (scope, ep))| IndexItem { scope, episode: ep, raw: &raws[i], turns: &turns[i] })
+        .map(|(i, (scope, ep))| IndexItem { scope, episode: ep, user_text: &users[i], assistant_text: &assistants[i], turns: &turns[i] })
         .collect();
     index(shared, &items).await
 }
