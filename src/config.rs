@@ -241,8 +241,13 @@ pub struct EpisodesConfig {
     pub summary_max_sentences: usize,
     /// Extractive summary: most graphemes.
     pub summary_max_chars: usize,
-    /// Embed each non-trivial turn as an extra vector unit of the episode.
+    /// Embed each non-trivial user turn as an extra vector unit of the episode.
     pub embed_turns: bool,
+    /// With `embed_turns`, embed the assistant (and system) turns too
+    /// (default false: an assistant's answers are long, cost most of the
+    /// embedding time and are not what the user's memory is about; they stay
+    /// in the keyword index and the summary).
+    pub embed_assistant_turns: bool,
 }
 
 /// `[sessions]`.

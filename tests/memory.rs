@@ -309,3 +309,19 @@ async fn a_question_naming_a_relative_date_resolves_it_against_its_own_time() {
     assert_eq!(a, b);
     mem.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_user_turns_become_vector_units_unless_asked() {
+    for (assistants, units) in [(false, 1 + 2), (true, 1 + 4)] {
+        let (mut cfg, _dir) = common::config();
+        cfg.episodes.embed_turns = true;
+        cfg.episodes.embed_assistant_turns = assistants;
+        let mem = common::open(cfg).await;
+        let scope = Scope::new("u", "a").unwrap();
+        session(&mem, &scope, "s1", 2, &["I adopted a hamster named Biscuit.", "Hamsters like a deep bedding layer.", "She loves carrots.", "Carrots in small amounts are fine."]).await;
+        mem.wait_idle().await.unwrap();
+        // unit 0 is the summary; then the turns
+        assert_eq!(mem.shared().vectors.count(&scope).await.unwrap(), units, "embed_assistant_turns = {assistants}");
+        mem.shutdown().await.unwrap();
+    }
+}

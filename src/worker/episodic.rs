@@ -255,14 +255,16 @@ pub async fn reindex_batch(shared: &Shared, batch: &[(Scope, Episode)]) -> Resul
     index(shared, &items).await
 }
 
-/// Texts of the turn vector units (non-trivial turns), when `episodes.embed_turns`.
+/// Texts of the turn vector units (non-trivial user turns, and assistant
+/// turns with `episodes.embed_assistant_turns`), when `episodes.embed_turns`.
 fn turn_units(shared: &Shared, messages: &[Message]) -> Vec<String> {
     if !shared.config.episodes.embed_turns {
         return Vec::new();
     }
+    let assistants = shared.config.episodes.embed_assistant_turns;
     messages
         .iter()
-        .filter(|m| !shared.is_trivial(&m.message.content))
+        .filter(|m| (assistants || m.message.role == Role::User) && !shared.is_trivial(&m.message.content))
         .map(|m| format!("{}: {}", m.message.speaker(), m.message.content))
         .collect()
 }
