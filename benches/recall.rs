@@ -181,7 +181,7 @@ fn benches(c: &mut Criterion) {
             rt.block_on(mem.inject(&scope, &sid, t)).unwrap(); // as the backend did when the turn arrived
         }
         let hybrid = SearchOptions { apply_threshold: true, ..Default::default() };
-        let keyword = SearchOptions { retrievers: Retrievers::KeywordOnly, apply_threshold: true, fusion: None, as_of: None };
+        let keyword = SearchOptions { retrievers: Retrievers::KeywordOnly, apply_threshold: true, ..Default::default() };
         // (name, options, fresh query each time?): fresh queries pay the embedding,
         // repeated ones hit the embedding cache (the embedder excluded)
         let variants: [(&str, SearchOptions, bool); 3] = [("inject", hybrid, true), ("inject_cached", hybrid, false), ("inject_keyword", keyword, true)];

@@ -397,17 +397,15 @@ impl Config {
         if r.rrf_k <= 0.0 {
             return bad("recall.rrf_k", "must be positive");
         }
-        if !(r.assistant_text_boost >= 0.0 && r.assistant_text_boost.is_finite()) {
-            return bad("recall.assistant_text_boost", "must be a finite number, 0 or more");
-        }
-        if !(r.date_boost >= 0.0 && r.date_boost.is_finite()) {
-            return bad("recall.date_boost", "must be a finite number, 0 or more");
-        }
-        if !(r.user_text_boost >= 0.0 && r.user_text_boost.is_finite()) {
-            return bad("recall.user_text_boost", "must be a finite number, 0 or more");
-        }
-        if !(r.relative_date_boost >= 0.0 && r.relative_date_boost.is_finite()) {
-            return bad("recall.relative_date_boost", "must be a finite number, 0 or more");
+        for (key, boost) in [
+            ("recall.user_text_boost", r.user_text_boost),
+            ("recall.assistant_text_boost", r.assistant_text_boost),
+            ("recall.date_boost", r.date_boost),
+            ("recall.relative_date_boost", r.relative_date_boost),
+        ] {
+            if !(boost >= 0.0 && boost.is_finite()) {
+                return bad(key, "must be a finite number, 0 or more");
+            }
         }
         if self.sessions.idle_timeout_secs == 0 {
             return bad("sessions.idle_timeout_secs", "must be positive");

@@ -793,13 +793,13 @@ impl Memory {
         let s = &self.shared;
         let want_kw = opts.retrievers != Retrievers::VectorOnly;
         let want_vec = opts.retrievers != Retrievers::KeywordOnly && s.config.recall.vector_weight > 0.0 || opts.retrievers == Retrievers::VectorOnly;
-        let date_tokens = if s.config.recall.relative_date_boost > 0.0 {
-            crate::recall::dates::resolve_relative(query, opts.as_of.unwrap_or_else(Utc::now))
-        } else {
-            String::new()
-        };
         let kw = async {
             if want_kw {
+                let date_tokens = if s.config.recall.relative_date_boost > 0.0 {
+                    crate::recall::dates::resolve_relative(query, opts.as_of.unwrap_or_else(Utc::now))
+                } else {
+                    String::new()
+                };
                 s.keyword.search(scope, &KeywordQuery { text: query, date_tokens: &date_tokens }, limit).await
             } else {
                 Ok(KeywordResult::default())

@@ -97,27 +97,15 @@ pub fn resolve_relative(query: &str, now: DateTime<Utc>) -> String {
         .map(|w| w.to_lowercase())
         .collect();
     let today = now.date_naive();
-    let mut out: Vec<String> = Vec::new();
-    let mut push = |t: String, out: &mut Vec<String>| {
-        if !out.contains(&t) && out.len() < MAX_RESOLVED {
-            out.push(t);
-        }
-    };
-    let days = |from: NaiveDate, to: NaiveDate, out: &mut Vec<String>, push: &mut dyn FnMut(String, &mut Vec<String>)| {
-        let mut d = from;
-        while d <= to {
-            push(day_token(d), out);
-            d += Duration::days(1);
-        }
-    };
+    let mut out = Resolved::default();
     let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
     for i in 0..words.len() {
         match w(i) {
-            "today" | "tonight" => push(day_token(today), &mut out),
-            "morning" | "afternoon" | "evening" if i > 0 && w(i - 1) == "this" => push(day_token(today), &mut out),
+            "today" | "tonight" => out.push(day_token(today)),
+            "morning" | "afternoon" | "evening" if i > 0 && w(i - 1) == "this" => out.push(day_token(today)),
             "yesterday" => {
                 let before = i >= 3 && w(i - 1) == "before" && w(i - 2) == "day" && w(i - 3) == "the";
-                push(day_token(today - Duration::days(if before { 2 } else { 1 })), &mut out);
+                out.push(day_token(today - Duration::days(if before { 2 } else { 1 })));
             }
             "ago" if i > 0 => {
                 let unit = w(i - 1).trim_end_matches('s');
@@ -127,27 +115,25 @@ pub fn resolve_relative(query: &str, now: DateTime<Utc>) -> String {
                     "day" => {
                         let d = today - Duration::days(n as i64);
                         let slack = if n >= 3 { 1 } else { 0 };
-                        days(d - Duration::days(slack), d + Duration::days(slack), &mut out, &mut push);
+                        out.span(d - Duration::days(slack), d + Duration::days(slack));
                     }
                     "week" => {
                         let d = today - Duration::days(7 * n as i64);
-                        days(d - Duration::days(1), d + Duration::days(1), &mut out, &mut push);
+                        out.span(d - Duration::days(1), d + Duration::days(1));
                     }
                     "month" => {
                         if let Some(d) = today.checked_sub_months(Months::new(n)) {
-                            push(month_token(d), &mut out);
+                            out.push(month_token(d));
                         }
                     }
-                    "year" => push(year_token(today.year() - n as i32), &mut out),
+                    "year" => out.push(year_token(today.year() - n as i32)),
                     _ => {}
                 }
             }
             "last" | "past" | "on" => {
                 let next = w(i + 1);
                 if let Some(wd) = weekday(next) {
-                    // the latest such day strictly before today
-                    let back = (today.weekday().num_days_from_monday() as i64 - wd.num_days_from_monday() as i64 - 1).rem_euclid(7) + 1;
-                    push(day_token(today - Duration::days(back)), &mut out);
+                    out.push(day_token(last_before(today, wd)));
                     continue;
                 }
                 if w(i) == "on" {
@@ -162,7 +148,7 @@ pub fn resolve_relative(query: &str, now: DateTime<Utc>) -> String {
                         "year" => today.checked_sub_months(Months::new(12 * n)).unwrap_or(today),
                         _ => continue,
                     };
-                    span(from, today, &mut out, &mut push);
+                    out.span(from, today);
                     continue;
                 }
                 // "the past week|month|year": the last 7 / 30 / 365 days (while "last week" is the calendar week before)
@@ -174,60 +160,77 @@ pub fn resolve_relative(query: &str, now: DateTime<Utc>) -> String {
                         _ => 0,
                     };
                     if back > 0 {
-                        span(today - Duration::days(back), today, &mut out, &mut push);
+                        out.span(today - Duration::days(back), today);
                         continue;
                     }
                 }
                 match next {
                     "weekend" => {
-                        let back = (today.weekday().num_days_from_monday() as i64 - Weekday::Sun.num_days_from_monday() as i64 - 1).rem_euclid(7) + 1;
-                        let sunday = today - Duration::days(back);
-                        days(sunday - Duration::days(1), sunday, &mut out, &mut push);
+                        let sunday = last_before(today, Weekday::Sun);
+                        out.span(sunday - Duration::days(1), sunday);
                     }
                     "week" => {
                         let monday = today - Duration::days(today.weekday().num_days_from_monday() as i64 + 7);
-                        days(monday, monday + Duration::days(6), &mut out, &mut push);
+                        out.span(monday, monday + Duration::days(6));
                     }
                     "month" => {
                         if let Some(d) = today.checked_sub_months(Months::new(1)) {
-                            push(month_token(d), &mut out);
+                            out.push(month_token(d));
                         }
                     }
-                    "year" => push(year_token(today.year() - 1), &mut out),
+                    "year" => out.push(year_token(today.year() - 1)),
                     _ => {}
                 }
             }
             "this" => match w(i + 1) {
                 "week" => {
                     let monday = today - Duration::days(today.weekday().num_days_from_monday() as i64);
-                    days(monday, today, &mut out, &mut push);
+                    out.span(monday, today);
                 }
-                "month" => push(month_token(today), &mut out),
-                "year" => push(year_token(today.year()), &mut out),
+                "month" => out.push(month_token(today)),
+                "year" => out.push(year_token(today.year())),
                 _ => {}
             },
             _ => {}
         }
     }
-    out.join(" ")
+    out.0.join(" ")
 }
 
-/// Day tokens from `from` to `to` (inclusive) when they fit in
-/// [`MAX_RESOLVED`], else the month tokens of every month the span touches
-/// (and the year tokens past 16 months).
-fn span(from: NaiveDate, to: NaiveDate, out: &mut Vec<String>, push: &mut dyn FnMut(String, &mut Vec<String>)) {
-    let n = (to - from).num_days();
-    if n < MAX_RESOLVED as i64 {
-        (0..=n).for_each(|i| push(day_token(from + Duration::days(i)), out));
-        return;
+/// The tokens a query resolves to: distinct, in order, at most [`MAX_RESOLVED`].
+#[derive(Default)]
+struct Resolved(Vec<String>);
+
+impl Resolved {
+    fn push(&mut self, t: String) {
+        if !self.0.contains(&t) && self.0.len() < MAX_RESOLVED {
+            self.0.push(t);
+        }
     }
-    let months = (to.year() - from.year()) * 12 + to.month() as i32 - from.month() as i32;
-    if months < MAX_RESOLVED as i32 {
-        let first = from.with_day(1).unwrap_or(from);
-        (0..=months as u32).filter_map(|m| first.checked_add_months(Months::new(m))).for_each(|d| push(month_token(d), out));
-        return;
+
+    /// Day tokens from `from` to `to` (inclusive) when they fit in
+    /// [`MAX_RESOLVED`], else the month tokens of every month the span touches
+    /// (and the year tokens past 16 months).
+    fn span(&mut self, from: NaiveDate, to: NaiveDate) {
+        let n = (to - from).num_days();
+        if n < MAX_RESOLVED as i64 {
+            (0..=n).for_each(|i| self.push(day_token(from + Duration::days(i))));
+            return;
+        }
+        let months = (to.year() - from.year()) * 12 + to.month() as i32 - from.month() as i32;
+        if months < MAX_RESOLVED as i32 {
+            let first = from.with_day(1).unwrap_or(from);
+            (0..=months as u32).filter_map(|m| first.checked_add_months(Months::new(m))).for_each(|d| self.push(month_token(d)));
+            return;
+        }
+        (from.year()..=to.year()).for_each(|y| self.push(year_token(y)));
     }
-    (from.year()..=to.year()).for_each(|y| push(year_token(y), out));
+}
+
+/// The latest `wd` strictly before `today` (a week back when today is a `wd`).
+fn last_before(today: NaiveDate, wd: Weekday) -> NaiveDate {
+    let back = (today.weekday().num_days_from_monday() as i64 - wd.num_days_from_monday() as i64 - 1).rem_euclid(7) + 1;
+    today - Duration::days(back)
 }
 
 /// The count written after `words[at]` and the index of the unit word

@@ -27,20 +27,11 @@ use crate::recall::abstracts::make_abstract;
 use crate::store::{Event, EventKind, KeywordDoc, OutboxEvent, VectorPoint};
 use crate::text::clip_with_ellipsis;
 
-/// Renders a session as `speaker: text` lines (the raw transcript).
-pub fn transcript(messages: &[Message]) -> String {
-    transcript_of(messages.iter())
-}
-
-/// The user turns of [`transcript`] (`users = true`), or all the others
-/// (assistant and system turns).
-pub fn role_transcript(messages: &[Message], users: bool) -> String {
-    transcript_of(messages.iter().filter(|m| (m.message.role == Role::User) == users))
-}
-
-fn transcript_of<'a>(messages: impl Iterator<Item = &'a Message>) -> String {
+/// Renders the user turns of a session (`users = true`), or all the others
+/// (assistant and system turns), as `speaker: text` lines of the raw transcript.
+fn role_transcript(messages: &[Message], users: bool) -> String {
     let mut s = String::new();
-    for m in messages {
+    for m in messages.iter().filter(|m| (m.message.role == Role::User) == users) {
         s.push_str(m.message.speaker());
         s.push_str(": ");
         s.push_str(&m.message.content);
@@ -49,15 +40,26 @@ fn transcript_of<'a>(messages: impl Iterator<Item = &'a Message>) -> String {
     s
 }
 
-struct Prepared {
-    event: OutboxEvent,
-    episode: Episode,
+/// What the indexes take from a session's raw messages, beside its episode.
+struct SessionTexts {
     /// The user turns of the transcript.
     user_text: String,
-    /// The assistant turns of the transcript.
+    /// The assistant (and system) turns of the transcript.
     assistant_text: String,
     /// Texts of vector units 1.. (turns), when `episodes.embed_turns`.
     turns: Vec<String>,
+}
+
+impl SessionTexts {
+    fn of(shared: &Shared, messages: &[Message]) -> Self {
+        Self { user_text: role_transcript(messages, true), assistant_text: role_transcript(messages, false), turns: turn_units(shared, messages) }
+    }
+}
+
+struct Prepared {
+    event: OutboxEvent,
+    episode: Episode,
+    texts: SessionTexts,
 }
 
 /// Runs until stopped (see [`super::serve`]); whenever the outbox runs dry it
@@ -158,17 +160,14 @@ async fn prepare(shared: &Shared, ev: &OutboxEvent) -> Result<Option<Prepared>> 
         created_at: now,
         expires_at: (ttl > 0).then(|| now + Duration::days(ttl as i64)),
     };
-    let turns = turn_units(shared, &messages);
-    Ok(Some(Prepared { event: ev.clone(), episode, user_text: role_transcript(&messages, true), assistant_text: role_transcript(&messages, false), turns }))
+    Ok(Some(Prepared { event: ev.clone(), episode, texts: SessionTexts::of(shared, &messages) }))
 }
 
 /// What the indexes need of one episode.
 struct IndexItem<'a> {
     scope: &'a Scope,
     episode: &'a Episode,
-    user_text: &'a str,
-    assistant_text: &'a str,
-    turns: &'a [String],
+    texts: &'a SessionTexts,
 }
 
 /// Embeds and upserts a batch into both indexes (one embedding call, one
@@ -183,7 +182,7 @@ async fn index(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
     for (i, p) in batch.iter().enumerate() {
         texts.push(p.episode.summary.clone());
         owners.push((i, 0u32));
-        for (j, t) in p.turns.iter().enumerate() {
+        for (j, t) in p.texts.turns.iter().enumerate() {
             texts.push(t.clone());
             owners.push((i, j as u32 + 1));
         }
@@ -195,8 +194,8 @@ async fn index(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
             scope: p.scope.clone(),
             episode_id: p.episode.id.clone(),
             summary: p.episode.summary.clone(),
-            user_text: p.user_text.to_string(),
-            assistant_text: p.assistant_text.to_string(),
+            user_text: p.texts.user_text.clone(),
+            assistant_text: p.texts.assistant_text.clone(),
             // the session's days are keyword terms too, never shown
             dates: crate::recall::dates::session_date_terms(p.episode.started_at, p.episode.ended_at),
             date_tokens: crate::recall::dates::date_tokens(p.episode.started_at, p.episode.ended_at),
@@ -219,7 +218,7 @@ async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
     }
     let items: Vec<IndexItem<'_>> = batch
         .iter()
-        .map(|p| IndexItem { scope: p.event.event.scope(), episode: &p.episode, user_text: &p.user_text, assistant_text: &p.assistant_text, turns: &p.turns })
+        .map(|p| IndexItem { scope: p.event.event.scope(), episode: &p.episode, texts: &p.texts })
         .collect();
     index(shared, &items).await?;
     for p in batch {
@@ -234,23 +233,19 @@ async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
 /// document and every vector unit of each from the system of record, exactly
 /// as promotion built them. Returns the number of vector points written.
 pub async fn reindex_batch(shared: &Shared, batch: &[(Scope, Episode)]) -> Result<usize> {
-    let mut users = Vec::with_capacity(batch.len());
-    let mut assistants = Vec::with_capacity(batch.len());
-    let mut turns = Vec::with_capacity(batch.len());
+    let mut texts = Vec::with_capacity(batch.len());
     for (scope, ep) in batch {
         let messages = match shared.records.messages(scope, &ep.session_id).await {
             Ok(m) => m,
             Err(crate::Error::NotFound(_)) => Vec::new(),
             Err(e) => return Err(e),
         };
-        turns.push(turn_units(shared, &messages));
-        users.push(role_transcript(&messages, true));
-        assistants.push(role_transcript(&messages, false));
+        texts.push(SessionTexts::of(shared, &messages));
     }
     let items: Vec<IndexItem<'_>> = batch
         .iter()
         .enumerate()
-        .map(|(i, (scope, ep))| IndexItem { scope, episode: ep, user_text: &users[i], assistant_text: &assistants[i], turns: &turns[i] })
+        .map(|(i, (scope, ep))| IndexItem { scope, episode: ep, texts: &texts[i] })
         .collect();
     index(shared, &items).await
 }
