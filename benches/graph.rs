@@ -27,9 +27,21 @@ fn person(i: usize) -> String {
 }
 
 fn build(store: &SqliteStore, rt: &tokio::runtime::Runtime, scope: &Scope) {
-    let rules = ApplyRules { functional: vec!["lives_in".into(), "works_at".into()], ..Default::default() };
-    let m = |name: String, kind: &str| EntityMention { name, kind: kind.into(), aliases: vec![] };
-    let r = |s: String, p: &str, o: String| RelationMention { source: s, predicate: p.into(), target: o, valid_from: None };
+    let rules = ApplyRules {
+        functional: vec!["lives_in".into(), "works_at".into()],
+        ..Default::default()
+    };
+    let m = |name: String, kind: &str| EntityMention {
+        name,
+        kind: kind.into(),
+        aliases: vec![],
+    };
+    let r = |s: String, p: &str, o: String| RelationMention {
+        source: s,
+        predicate: p.into(),
+        target: o,
+        valid_from: None,
+    };
     rt.block_on(async {
         for chunk in 0..PEOPLE.div_ceil(100) {
             let mut ex = Extraction::default();
@@ -41,40 +53,63 @@ fn build(store: &SqliteStore, rt: &tokio::runtime::Runtime, scope: &Scope) {
                 ex.entities.push(m(company.clone(), "organization"));
                 ex.relations.push(r(person(i), "lives_in", city));
                 ex.relations.push(r(person(i), "works_at", company));
-                ex.relations.push(r(person(i), "knows", person((i * 31 + 7) % PEOPLE)));
+                ex.relations
+                    .push(r(person(i), "knows", person((i * 31 + 7) % PEOPLE)));
             }
             let ep = EpisodeId::for_session(scope, &SessionId::new(format!("s{chunk}")).unwrap());
-            let at = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap() + chrono::Duration::hours(chunk as i64);
-            store.apply_extraction(scope, &ep, at, &ex, &rules).await.unwrap();
+            let at = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap()
+                + chrono::Duration::hours(chunk as i64);
+            store
+                .apply_extraction(scope, &ep, at, &ex, &rules)
+                .await
+                .unwrap();
         }
     });
 }
 
 fn benches(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("strata.db")).unwrap();
     let scope = Scope::new("bench", "graph").unwrap();
     build(&store, &rt, &scope);
     let counts = rt.block_on(store.graph_counts(&scope)).unwrap();
-    eprintln!("graph: {} entities, {} relations", counts.entities, counts.relations);
+    eprintln!(
+        "graph: {} entities, {} relations",
+        counts.entities, counts.relations
+    );
     assert!(counts.entities >= 10_000, "{counts:?}");
 
     let mut n = 0usize;
     let mut samples = Vec::new();
     c.bench_function("graph_search/2hop/10k", |b| {
         b.iter_custom(|iters| {
-            timed(iters, &mut samples, || {
-                n += 1;
-                format!("Where does {} live now?", person((n * 97) % PEOPLE))
-            }, |q| {
-                rt.block_on(async {
-                    let seeds = store.resolve(&scope, &q, 5).await.unwrap();
-                    let walk = Walk { seeds: seeds.iter().map(|e| e.id.clone()).collect(), hops: 2, predicate: None, include_invalid: false, limit: 50 };
-                    let sub = store.traverse(&scope, &walk).await.unwrap();
-                    assert!(!sub.entities.is_empty());
-                });
-            })
+            timed(
+                iters,
+                &mut samples,
+                || {
+                    n += 1;
+                    format!("Where does {} live now?", person((n * 97) % PEOPLE))
+                },
+                |q| {
+                    rt.block_on(async {
+                        let seeds = store.resolve(&scope, &q, 5).await.unwrap();
+                        let walk = Walk {
+                            seeds: seeds.iter().map(|e| e.id.clone()).collect(),
+                            hops: 2,
+                            predicate: None,
+                            include_invalid: false,
+                            limit: 50,
+                        };
+                        let sub = store.traverse(&scope, &walk).await.unwrap();
+                        assert!(!sub.entities.is_empty());
+                    });
+                },
+            )
         })
     });
     report("graph_search/2hop/10k", &mut samples);

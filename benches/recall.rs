@@ -22,21 +22,43 @@ use std::sync::Arc;
 use strata::llm::local::LocalEmbedder;
 use strata::llm::onnx::{OnnxEmbedder, OnnxFiles};
 use strata::memory::{Components, SearchOptions};
-use strata::recall::fusion::Retrievers;
 use strata::model::{Episode, EpisodeId, EventId, SummaryKind};
+use strata::recall::fusion::Retrievers;
 use strata::store::{KeywordDoc, VectorPoint};
 use strata::{Config, Memory, NewMessage, Scope, SessionId};
 
 mod common;
 use common::{report, timed};
 
-const NAMES: &[&str] = &["Dana", "Sam", "Yuna", "Mina", "Leo", "Ivy", "Omar", "Kenji", "Rosa", "Ada"];
-const TOPICS: &[&str] = &[
-    "the ClickHouse migration", "a trip to Lisbon", "sourdough baking", "the marathon plan", "Kafka consumer lag",
-    "the wedding in Busan", "a new cello teacher", "the Grafana dashboards", "moving to Portland", "the chess club",
-    "a vegetarian recipe", "the quarterly review", "adopting a cat", "learning Rust", "the kitchen renovation",
+const NAMES: &[&str] = &[
+    "Dana", "Sam", "Yuna", "Mina", "Leo", "Ivy", "Omar", "Kenji", "Rosa", "Ada",
 ];
-const VERBS: &[&str] = &["talked about", "worried about", "planned", "finished", "asked advice on", "celebrated", "postponed"];
+const TOPICS: &[&str] = &[
+    "the ClickHouse migration",
+    "a trip to Lisbon",
+    "sourdough baking",
+    "the marathon plan",
+    "Kafka consumer lag",
+    "the wedding in Busan",
+    "a new cello teacher",
+    "the Grafana dashboards",
+    "moving to Portland",
+    "the chess club",
+    "a vegetarian recipe",
+    "the quarterly review",
+    "adopting a cat",
+    "learning Rust",
+    "the kitchen renovation",
+];
+const VERBS: &[&str] = &[
+    "talked about",
+    "worried about",
+    "planned",
+    "finished",
+    "asked advice on",
+    "celebrated",
+    "postponed",
+];
 
 fn sentence(i: usize) -> String {
     format!(
@@ -51,17 +73,33 @@ fn sentence(i: usize) -> String {
 
 /// A Memory on a fresh temporary directory (kept alive by the returned guard)
 /// sharing the loaded model; the cron pruner is off.
-fn open_memory(rt: &tokio::runtime::Runtime, model: &Arc<OnnxEmbedder>) -> (Memory, tempfile::TempDir) {
+fn open_memory(
+    rt: &tokio::runtime::Runtime,
+    model: &Arc<OnnxEmbedder>,
+) -> (Memory, tempfile::TempDir) {
     open_memory_with(rt, model, false)
 }
 
 /// [`open_memory`], optionally without background workers (promotion then runs inline).
-fn open_memory_with(rt: &tokio::runtime::Runtime, model: &Arc<OnnxEmbedder>, no_workers: bool) -> (Memory, tempfile::TempDir) {
+fn open_memory_with(
+    rt: &tokio::runtime::Runtime,
+    model: &Arc<OnnxEmbedder>,
+    no_workers: bool,
+) -> (Memory, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = Config::default();
     cfg.data_dir = dir.path().to_path_buf();
     cfg.pruner.enabled = false;
-    let mem = rt.block_on(Memory::open_with(cfg, Components { embedder: Some(model.clone()), no_workers, ..Default::default() })).unwrap();
+    let mem = rt
+        .block_on(Memory::open_with(
+            cfg,
+            Components {
+                embedder: Some(model.clone()),
+                no_workers,
+                ..Default::default()
+            },
+        ))
+        .unwrap();
     (mem, dir)
 }
 
@@ -101,8 +139,21 @@ async fn populate(mem: &Memory, scope: &Scope, n: usize, base: &[(String, Vec<f3
             let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
             let sid = SessionId::new(format!("s{i}")).unwrap();
             let id = EpisodeId::for_session(scope, &sid);
-            docs.push(KeywordDoc { scope: scope.clone(), episode_id: id.clone(), summary: text.clone(), user_text: text.clone(), assistant_text: String::new(), dates: "8 May 2023".into(), date_tokens: "day20230508 month202305 year2023".into() });
-            points.push(VectorPoint { scope: scope.clone(), episode_id: id.clone(), unit: 0, vector: v.iter().map(|x| x / norm).collect() });
+            docs.push(KeywordDoc {
+                scope: scope.clone(),
+                episode_id: id.clone(),
+                summary: text.clone(),
+                user_text: text.clone(),
+                assistant_text: String::new(),
+                dates: "8 May 2023".into(),
+                date_tokens: "day20230508 month202305 year2023".into(),
+            });
+            points.push(VectorPoint {
+                scope: scope.clone(),
+                episode_id: id.clone(),
+                unit: 0,
+                vector: v.iter().map(|x| x / norm).collect(),
+            });
             eps.push(Episode {
                 id,
                 session_id: sid,
@@ -125,12 +176,21 @@ async fn populate(mem: &Memory, scope: &Scope, n: usize, base: &[(String, Vec<f3
 }
 
 fn benches(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let model = model();
     let texts: Vec<String> = (0..1000).map(sentence).collect();
     let vecs = model.embed_blocking(&texts).unwrap();
     let base: Vec<(String, Vec<f32>)> = texts.into_iter().zip(vecs).collect();
-    let queries = ["what did Dana say about the migration?", "when is the wedding in Busan", "did Sam finish the marathon plan", "any news on the cat adoption?"];
+    let queries = [
+        "what did Dana say about the migration?",
+        "when is the wedding in Busan",
+        "did Sam finish the marathon plan",
+        "any news on the cat adoption?",
+    ];
 
     // the query embedding alone (the dominant part of inject): the default
     // ONNX int8 embedder, then the f32 model on candle (`embedding.provider = "local"`)
@@ -176,15 +236,30 @@ fn benches(c: &mut Criterion) {
         // a live session with two earlier user turns, as in a real conversation:
         // the recall query joins them with the new message
         let sid = SessionId::new("live").unwrap();
-        for t in ["We talked about the ClickHouse migration with Dana last week.", "She also mentioned the Kafka consumer lag."] {
-            rt.block_on(mem.record(&scope, &sid, NewMessage::user(t, Utc::now()))).unwrap();
+        for t in [
+            "We talked about the ClickHouse migration with Dana last week.",
+            "She also mentioned the Kafka consumer lag.",
+        ] {
+            rt.block_on(mem.record(&scope, &sid, NewMessage::user(t, Utc::now())))
+                .unwrap();
             rt.block_on(mem.inject(&scope, &sid, t)).unwrap(); // as the backend did when the turn arrived
         }
-        let hybrid = SearchOptions { apply_threshold: true, ..Default::default() };
-        let keyword = SearchOptions { retrievers: Retrievers::KeywordOnly, apply_threshold: true, ..Default::default() };
+        let hybrid = SearchOptions {
+            apply_threshold: true,
+            ..Default::default()
+        };
+        let keyword = SearchOptions {
+            retrievers: Retrievers::KeywordOnly,
+            apply_threshold: true,
+            ..Default::default()
+        };
         // (name, options, fresh query each time?): fresh queries pay the embedding,
         // repeated ones hit the embedding cache (the embedder excluded)
-        let variants: [(&str, SearchOptions, bool); 3] = [("inject", hybrid, true), ("inject_cached", hybrid, false), ("inject_keyword", keyword, true)];
+        let variants: [(&str, SearchOptions, bool); 3] = [
+            ("inject", hybrid, true),
+            ("inject_cached", hybrid, false),
+            ("inject_keyword", keyword, true),
+        ];
         for (name, opts, fresh) in variants {
             let mut i = 0usize;
             let mut samples = Vec::new();
@@ -195,10 +270,17 @@ fn benches(c: &mut Criterion) {
                         &mut samples,
                         || {
                             i += 1;
-                            if fresh { fresh_query(&queries, i) } else { queries[i % queries.len()].to_string() }
+                            if fresh {
+                                fresh_query(&queries, i)
+                            } else {
+                                queries[i % queries.len()].to_string()
+                            }
                         },
                         |q| {
-                            std::hint::black_box(rt.block_on(mem.inject_with(&scope, &sid, &q, opts)).unwrap());
+                            std::hint::black_box(
+                                rt.block_on(mem.inject_with(&scope, &sid, &q, opts))
+                                    .unwrap(),
+                            );
                         },
                     )
                 })
@@ -217,7 +299,9 @@ fn benches(c: &mut Criterion) {
                         fresh_query(&queries, i)
                     },
                     |q| {
-                        std::hint::black_box(rt.block_on(mem.memory_search(&scope, &q, 5)).unwrap());
+                        std::hint::black_box(
+                            rt.block_on(mem.memory_search(&scope, &q, 5)).unwrap(),
+                        );
                     },
                 )
             })
@@ -243,7 +327,10 @@ fn benches(c: &mut Criterion) {
                     i += 1;
                     let sid = SessionId::new(format!("p{i}")).unwrap();
                     for t in 0..12 {
-                        let msg = NewMessage::user(format!("{} (turn {t} of session {i})", sentence(i * 12 + t)), Utc::now());
+                        let msg = NewMessage::user(
+                            format!("{} (turn {t} of session {i})", sentence(i * 12 + t)),
+                            Utc::now(),
+                        );
                         rt.block_on(mem.record(&scope, &sid, msg)).unwrap();
                     }
                     sid
@@ -273,7 +360,13 @@ fn benches(c: &mut Criterion) {
                 || {
                     i += 1;
                     let sid = SessionId::new(format!("s{}", i / 50)).unwrap();
-                    (sid, NewMessage::user(format!("message number {i} about the Kafka consumer"), Utc::now()))
+                    (
+                        sid,
+                        NewMessage::user(
+                            format!("message number {i} about the Kafka consumer"),
+                            Utc::now(),
+                        ),
+                    )
                 },
                 |(sid, msg)| {
                     rt.block_on(mem.record(&scope, &sid, msg)).unwrap();

@@ -66,7 +66,10 @@ pub struct GraphConfig {
 impl GraphConfig {
     /// The write rules for [`crate::graph::GraphStore::apply_extraction`].
     pub fn rules(&self) -> crate::graph::ApplyRules {
-        crate::graph::ApplyRules { functional: self.functional_predicates.clone(), aliases: self.predicate_aliases.clone() }
+        crate::graph::ApplyRules {
+            functional: self.functional_predicates.clone(),
+            aliases: self.predicate_aliases.clone(),
+        }
     }
 }
 
@@ -331,7 +334,11 @@ fn describe(err: figment::Error) -> Error {
                 Some(figment::Source::File(p)) => format!(" (in {})", p.display()),
                 _ => String::new(),
             };
-            if key.is_empty() { format!("{}{source}", e.kind) } else { format!("key {key}: {}{source}", e.kind) }
+            if key.is_empty() {
+                format!("{}{source}", e.kind)
+            } else {
+                format!("key {key}: {}{source}", e.kind)
+            }
         })
         .collect();
     Error::Config(parts.join("; "))
@@ -353,7 +360,10 @@ impl Config {
         let mut fig = Figment::from(Toml::string(DEFAULT_TOML));
         if let Some(f) = file {
             if !f.is_file() {
-                return Err(Error::Config(format!("config file {} does not exist or is not a file", f.display())));
+                return Err(Error::Config(format!(
+                    "config file {} does not exist or is not a file",
+                    f.display()
+                )));
             }
             fig = fig.merge(Toml::file(f));
         }
@@ -423,7 +433,10 @@ impl Config {
             return bad("workers.batch_size", "must be positive");
         }
         if self.episodes.summary_max_sentences == 0 || self.episodes.summary_max_chars < 20 {
-            return bad("episodes.summary_max_*", "sentences must be positive and chars at least 20");
+            return bad(
+                "episodes.summary_max_*",
+                "sentences must be positive and chars at least 20",
+            );
         }
         if self.workers.max_attempts == 0 {
             return bad("workers.max_attempts", "must be at least 1");
@@ -431,7 +444,10 @@ impl Config {
         let l = &self.llm;
         if l.provider == LlmProvider::Openai {
             if l.base_url.trim().is_empty() || l.model.trim().is_empty() {
-                return bad("llm.base_url/model", "must be set when llm.provider = \"openai\"");
+                return bad(
+                    "llm.base_url/model",
+                    "must be set when llm.provider = \"openai\"",
+                );
             }
         }
         if l.timeout_secs == 0 || l.connect_timeout_secs == 0 {
@@ -441,7 +457,10 @@ impl Config {
             return bad("llm.temperature", "must be within [0, 2]");
         }
         if l.max_tokens == 0 || l.context_tokens < 2 * l.max_tokens + 512 {
-            return bad("llm.context_tokens", "must leave room for the prompt: at least 2 * max_tokens + 512");
+            return bad(
+                "llm.context_tokens",
+                "must leave room for the prompt: at least 2 * max_tokens + 512",
+            );
         }
         if l.concurrency == 0 || l.concurrency > 64 {
             return bad("llm.concurrency", "must be within 1..=64");
@@ -453,21 +472,35 @@ impl Config {
             return bad("llm.retry_base_ms", "must not exceed llm.retry_max_ms");
         }
         let e = &self.embedding;
-        if e.provider == EmbeddingProvider::Openai && (e.base_url.trim().is_empty() || e.model.trim().is_empty()) {
-            return bad("embedding.base_url/model", "must be set when embedding.provider = \"openai\"");
+        if e.provider == EmbeddingProvider::Openai
+            && (e.base_url.trim().is_empty() || e.model.trim().is_empty())
+        {
+            return bad(
+                "embedding.base_url/model",
+                "must be set when embedding.provider = \"openai\"",
+            );
         }
         if e.max_input_chars == 0 || e.timeout_secs == 0 || e.query_timeout_ms == 0 {
             return bad("embedding.max_input_chars/timeout_secs", "must be positive");
         }
         let g = &self.graph;
-        if !(0.0..=1.0).contains(&g.ask_threshold) || !(0.0..=1.0).contains(&g.merge_threshold) || g.ask_threshold > g.merge_threshold {
-            return bad("graph.ask_threshold/merge_threshold", "must be within [0, 1] with ask_threshold <= merge_threshold");
+        if !(0.0..=1.0).contains(&g.ask_threshold)
+            || !(0.0..=1.0).contains(&g.merge_threshold)
+            || g.ask_threshold > g.merge_threshold
+        {
+            return bad(
+                "graph.ask_threshold/merge_threshold",
+                "must be within [0, 1] with ask_threshold <= merge_threshold",
+            );
         }
         if g.max_results == 0 || g.max_results > 1000 {
             return bad("graph.max_results", "must be within 1..=1000");
         }
         if self.pruner.cron.split_whitespace().count() < 6 {
-            return bad("pruner.cron", "needs six fields (sec min hour day month weekday)");
+            return bad(
+                "pruner.cron",
+                "needs six fields (sec min hour day month weekday)",
+            );
         }
         Ok(())
     }

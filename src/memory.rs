@@ -15,15 +15,14 @@ use tokio::task::JoinHandle;
 
 use crate::bus::Bus;
 use crate::config::Config;
+use crate::config::{EmbeddingProvider, LlmProvider};
 use crate::error::{Error, Result};
+use crate::graph::{Entity, EntityId, GraphCounts, GraphStore, MergeRecord, Subgraph, Walk};
 use crate::llm::local::LocalEmbedder;
 use crate::llm::offline::{ExtractiveOptions, OfflineChat};
 use crate::llm::openai::{OpenAiChat, OpenAiEmbedder};
 use crate::llm::prompts::Prompts;
 use crate::llm::{CachedEmbedder, ChatModel, Embedder};
-use crate::config::{EmbeddingProvider, LlmProvider};
-use crate::store::{ParkedJob, UsageTotals};
-use crate::graph::{Entity, EntityId, GraphCounts, GraphStore, MergeRecord, Subgraph, Walk};
 use crate::model::*;
 use crate::recall::fusion::{fuse, FusedHit, Retrievers};
 use crate::recall::query::build_query;
@@ -31,7 +30,10 @@ use crate::recall::trivial::TrivialFilter;
 use crate::store::qdrant_edge::EdgeVectorIndex;
 use crate::store::sqlite::SqliteStore;
 use crate::store::tantivy_index::TantivyIndex;
-use crate::store::{EventKind, KeywordIndex, KeywordQuery, KeywordResult, RecordStore, VectorIndex};
+use crate::store::{
+    EventKind, KeywordIndex, KeywordQuery, KeywordResult, RecordStore, VectorIndex,
+};
+use crate::store::{ParkedJob, UsageTotals};
 use crate::worker;
 
 /// Longest accepted query, in bytes (64 KiB); longer queries are an error.
@@ -203,7 +205,12 @@ pub struct SearchOptions {
 
 impl Default for SearchOptions {
     fn default() -> Self {
-        Self { retrievers: Retrievers::Hybrid, fusion: None, apply_threshold: false, as_of: None }
+        Self {
+            retrievers: Retrievers::Hybrid,
+            fusion: None,
+            apply_threshold: false,
+            as_of: None,
+        }
     }
 }
 
@@ -230,10 +237,15 @@ pub struct Memory {
 
 fn check_query(q: &str) -> Result<()> {
     if q.trim().is_empty() {
-        return Err(Error::InvalidInput("query must not be empty or whitespace".into()));
+        return Err(Error::InvalidInput(
+            "query must not be empty or whitespace".into(),
+        ));
     }
     if q.len() > MAX_QUERY_BYTES {
-        return Err(Error::InvalidInput(format!("query is {} bytes, longer than the {MAX_QUERY_BYTES}-byte limit", q.len())));
+        return Err(Error::InvalidInput(format!(
+            "query is {} bytes, longer than the {MAX_QUERY_BYTES}-byte limit",
+            q.len()
+        )));
     }
     Ok(())
 }
@@ -261,8 +273,10 @@ impl Memory {
         let e = config.embedding.clone();
         match e.provider {
             EmbeddingProvider::Local => {
-                let local =
-                    tokio::task::spawn_blocking(move || LocalEmbedder::load(&e.model_dir, e.batch_size, e.max_tokens)).await??;
+                let local = tokio::task::spawn_blocking(move || {
+                    LocalEmbedder::load(&e.model_dir, e.batch_size, e.max_tokens)
+                })
+                .await??;
                 Ok(Arc::new(local))
             }
             EmbeddingProvider::Openai => Ok(Arc::new(OpenAiEmbedder::connect(&e).await?)),
@@ -273,7 +287,12 @@ impl Memory {
                     runtime: e.onnx_runtime.clone(),
                 };
                 let onnx = tokio::task::spawn_blocking(move || {
-                    crate::llm::onnx::OnnxEmbedder::load(&files, e.batch_size, e.max_tokens, e.onnx_threads)
+                    crate::llm::onnx::OnnxEmbedder::load(
+                        &files,
+                        e.batch_size,
+                        e.max_tokens,
+                        e.onnx_threads,
+                    )
                 })
                 .await??;
                 Ok(Arc::new(onnx))
@@ -300,7 +319,9 @@ impl Memory {
 
     fn load_prompts(config: &Config) -> Result<Arc<Prompts>> {
         let dir = &config.llm.prompts_dir;
-        Ok(Arc::new(Prompts::load((!dir.as_os_str().is_empty()).then_some(dir.as_path()))?))
+        Ok(Arc::new(Prompts::load(
+            (!dir.as_os_str().is_empty()).then_some(dir.as_path()),
+        )?))
     }
 
     /// [`Memory::open`] with some components supplied by the caller.
@@ -320,7 +341,9 @@ impl Memory {
     /// [`Error::InvalidInput`] for an ephemeral store; embedder and store errors.
     pub async fn reindex(config: Config, mut components: Components) -> Result<ReindexReport> {
         if components.ephemeral {
-            return Err(Error::InvalidInput("reindex needs a data_dir on disk".into()));
+            return Err(Error::InvalidInput(
+                "reindex needs a data_dir on disk".into(),
+            ));
         }
         config.validate()?;
         let started = std::time::Instant::now();
@@ -350,7 +373,10 @@ impl Memory {
         let (mut episodes, mut points, mut after) = (0usize, 0usize, None);
         let batch = shared.config.workers.batch_size;
         loop {
-            let page = shared.records.all_episodes(after.clone(), batch, Utc::now()).await?;
+            let page = shared
+                .records
+                .all_episodes(after.clone(), batch, Utc::now())
+                .await?;
             let Some(last) = page.last() else { break };
             after = Some(last.1.id.clone());
             points += worker::episodic::reindex_batch(&shared, &page).await?;
@@ -359,17 +385,29 @@ impl Memory {
         }
         shared.vectors.optimize().await?;
         shared.records.meta_set(META_REINDEXING, "0").await?;
-        Ok(ReindexReport { episodes, vector_points: points, embedder: embedder_id, seconds: started.elapsed().as_secs_f64() })
+        Ok(ReindexReport {
+            episodes,
+            vector_points: points,
+            embedder: embedder_id,
+            seconds: started.elapsed().as_secs_f64(),
+        })
     }
 
     /// Opens stores and models; `check_meta` verifies the index bookkeeping.
-    async fn build_shared(config: Config, components: Components, check_meta: bool) -> Result<Arc<Shared>> {
+    async fn build_shared(
+        config: Config,
+        components: Components,
+        check_meta: bool,
+    ) -> Result<Arc<Shared>> {
         config.validate()?;
         let embedder = match components.embedder {
             Some(e) => e,
             None => Self::load_embedder(&config).await?,
         };
-        let embedder: Arc<dyn Embedder> = Arc::new(CachedEmbedder::new(embedder, config.embedding.cache_entries));
+        let embedder: Arc<dyn Embedder> = Arc::new(CachedEmbedder::new(
+            embedder,
+            config.embedding.cache_entries,
+        ));
         let prompts = Self::load_prompts(&config)?;
         let chat: Arc<dyn ChatModel> = match components.chat {
             Some(c) => c,
@@ -388,11 +426,19 @@ impl Memory {
         let ephemeral = components.ephemeral;
         let (records, keyword, vectors) = tokio::task::spawn_blocking(move || -> Result<_> {
             std::fs::create_dir_all(&dir)?;
-            let records = if ephemeral { SqliteStore::open_in_memory()? } else { SqliteStore::open(&dir.join("strata.db"))? };
+            let records = if ephemeral {
+                SqliteStore::open_in_memory()?
+            } else {
+                SqliteStore::open(&dir.join("strata.db"))?
+            };
             if check_meta {
                 check_index_meta(&records, &embedder_id)?;
             }
-            let keyword = if ephemeral { TantivyIndex::in_ram(bm25)? } else { TantivyIndex::open(&dir.join("keyword"), bm25)? };
+            let keyword = if ephemeral {
+                TantivyIndex::in_ram(bm25)?
+            } else {
+                TantivyIndex::open(&dir.join("keyword"), bm25)?
+            };
             let vectors = EdgeVectorIndex::open(&dir.join("vectors"), dim)?;
             Ok((records, keyword, vectors))
         })
@@ -424,20 +470,39 @@ impl Memory {
         if !no_workers {
             let wake = shared.bus.subscribe(EventKind::SessionCompleted);
             let mut tasks = mem.tasks.lock().expect("tasks mutex");
-            tasks.push(tokio::spawn(worker::episodic::run(shared.clone(), wake, stop_rx.clone())));
-            tasks.push(tokio::spawn(worker::idle::run(shared.clone(), stop_rx.clone())));
+            tasks.push(tokio::spawn(worker::episodic::run(
+                shared.clone(),
+                wake,
+                stop_rx.clone(),
+            )));
+            tasks.push(tokio::spawn(worker::idle::run(
+                shared.clone(),
+                stop_rx.clone(),
+            )));
             if shared.config.graph.enabled {
                 let wake = shared.bus.subscribe(EventKind::EpisodeCreated);
-                tasks.push(tokio::spawn(worker::semantic::run(shared.clone(), wake, stop_rx.clone())));
+                tasks.push(tokio::spawn(worker::semantic::run(
+                    shared.clone(),
+                    wake,
+                    stop_rx.clone(),
+                )));
                 let wake = shared.bus.subscribe(EventKind::EntityUpserted);
-                tasks.push(tokio::spawn(worker::dedup::run(shared.clone(), wake, stop_rx)));
+                tasks.push(tokio::spawn(worker::dedup::run(
+                    shared.clone(),
+                    wake,
+                    stop_rx,
+                )));
             }
             drop(tasks);
             if shared.config.pruner.enabled {
                 *mem.scheduler.lock().await = Some(worker::pruner::schedule(shared.clone()).await?);
             }
             // replay whatever a previous process left pending
-            for kind in [EventKind::SessionCompleted, EventKind::EpisodeCreated, EventKind::EntityUpserted] {
+            for kind in [
+                EventKind::SessionCompleted,
+                EventKind::EpisodeCreated,
+                EventKind::EntityUpserted,
+            ] {
                 shared.bus.publish(kind);
             }
         }
@@ -498,9 +563,17 @@ impl Memory {
     /// # Errors
     /// [`Error::InvalidInput`] for empty/whitespace or over-long content, or
     /// a session that was already ended.
-    pub async fn record(&self, scope: &Scope, session: &SessionId, message: NewMessage) -> Result<MessageId> {
+    pub async fn record(
+        &self,
+        scope: &Scope,
+        session: &SessionId,
+        message: NewMessage,
+    ) -> Result<MessageId> {
         message.validate()?;
-        self.shared.records.append_message(scope, session, &message, Utc::now()).await
+        self.shared
+            .records
+            .append_message(scope, session, &message, Utc::now())
+            .await
     }
 
     /// L0 auto-injection for one user turn: the section to add to the system
@@ -512,8 +585,22 @@ impl Memory {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an empty or over-long message.
-    pub async fn inject(&self, scope: &Scope, session: &SessionId, user_message: &str) -> Result<InjectResult> {
-        self.inject_with(scope, session, user_message, SearchOptions { apply_threshold: true, ..Default::default() }).await
+    pub async fn inject(
+        &self,
+        scope: &Scope,
+        session: &SessionId,
+        user_message: &str,
+    ) -> Result<InjectResult> {
+        self.inject_with(
+            scope,
+            session,
+            user_message,
+            SearchOptions {
+                apply_threshold: true,
+                ..Default::default()
+            },
+        )
+        .await
     }
 
     /// [`Memory::inject`] with retriever/fusion choices (ablations and
@@ -522,13 +609,30 @@ impl Memory {
     ///
     /// # Errors
     /// As [`Memory::inject`].
-    pub async fn inject_with(&self, scope: &Scope, session: &SessionId, user_message: &str, opts: SearchOptions) -> Result<InjectResult> {
+    pub async fn inject_with(
+        &self,
+        scope: &Scope,
+        session: &SessionId,
+        user_message: &str,
+        opts: SearchOptions,
+    ) -> Result<InjectResult> {
         check_query(user_message)?;
         let cfg = &self.shared.config.recall;
         if self.shared.trivial.is_trivial(user_message) {
-            return Ok(InjectResult { section: String::new(), injected: 0, top_score: 0.0, entries: vec![], trivial: true, query: String::new() });
+            return Ok(InjectResult {
+                section: String::new(),
+                injected: 0,
+                top_score: 0.0,
+                entries: vec![],
+                trivial: true,
+                query: String::new(),
+            });
         }
-        let previous = self.shared.records.recent_user_turns(scope, session, cfg.recent_turns).await?;
+        let previous = self
+            .shared
+            .records
+            .recent_user_turns(scope, session, cfg.recent_turns)
+            .await?;
         let query = build_query(&previous, user_message, cfg.recent_chars);
         let limit = cfg.max_entries;
         // vector half: each turn is embedded on its own (previous turns hit the
@@ -542,12 +646,25 @@ impl Memory {
             parts.push((clip(t), 0.4 / prev.len() as f32));
         }
         parts.push((clip(user_message), if prev.is_empty() { 1.0 } else { 0.6 }));
-        let fused = self.retrieve_parts(scope, &query, &parts, limit * cfg.overfetch, opts).await?;
+        let fused = self
+            .retrieve_parts(scope, &query, &parts, limit * cfg.overfetch, opts)
+            .await?;
         let top_score = fused.first().map(|h| h.score).unwrap_or(0.0);
-        let kept: Vec<FusedHit> = fused.into_iter().filter(|h| h.score >= cfg.min_score).take(limit).collect();
+        let kept: Vec<FusedHit> = fused
+            .into_iter()
+            .filter(|h| h.score >= cfg.min_score)
+            .take(limit)
+            .collect();
         let entries = self.hydrate(scope, kept).await?;
         let section = render_section(&entries);
-        Ok(InjectResult { injected: entries.len(), section, top_score, entries, trivial: false, query })
+        Ok(InjectResult {
+            injected: entries.len(),
+            section,
+            top_score,
+            entries,
+            trivial: false,
+            query,
+        })
     }
 
     /// L1 `memory_search`: the `top_k` best episodes for `query` (ids,
@@ -555,15 +672,29 @@ impl Memory {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an empty query or `top_k` outside 1..=100.
-    pub async fn memory_search(&self, scope: &Scope, query: &str, top_k: usize) -> Result<Vec<SearchHit>> {
-        self.memory_search_with(scope, query, top_k, SearchOptions::default()).await
+    pub async fn memory_search(
+        &self,
+        scope: &Scope,
+        query: &str,
+        top_k: usize,
+    ) -> Result<Vec<SearchHit>> {
+        self.memory_search_with(scope, query, top_k, SearchOptions::default())
+            .await
     }
 
     /// [`Memory::memory_search`] with ablation options.
-    pub async fn memory_search_with(&self, scope: &Scope, query: &str, top_k: usize, opts: SearchOptions) -> Result<Vec<SearchHit>> {
+    pub async fn memory_search_with(
+        &self,
+        scope: &Scope,
+        query: &str,
+        top_k: usize,
+        opts: SearchOptions,
+    ) -> Result<Vec<SearchHit>> {
         check_query(query)?;
         if top_k == 0 || top_k > MAX_TOP_K {
-            return Err(Error::InvalidInput(format!("top_k must be within 1..={MAX_TOP_K}, got {top_k}")));
+            return Err(Error::InvalidInput(format!(
+                "top_k must be within 1..={MAX_TOP_K}, got {top_k}"
+            )));
         }
         let overfetch = self.shared.config.recall.overfetch;
         let mut fused = self.retrieve(scope, query, top_k * overfetch, opts).await?;
@@ -583,9 +714,23 @@ impl Memory {
     /// # Errors
     /// [`Error::NotFound`] when the id is unknown in this scope (ids of other
     /// scopes are indistinguishable from unknown ids).
-    pub async fn memory_expand(&self, scope: &Scope, id: &EpisodeId, include_raw: bool) -> Result<Expanded> {
+    pub async fn memory_expand(
+        &self,
+        scope: &Scope,
+        id: &EpisodeId,
+        include_raw: bool,
+    ) -> Result<Expanded> {
         let episode = self.shared.records.episode(scope, id, Utc::now()).await?;
-        let raw = if include_raw { Some(self.shared.records.messages(scope, &episode.session_id).await?) } else { None };
+        let raw = if include_raw {
+            Some(
+                self.shared
+                    .records
+                    .messages(scope, &episode.session_id)
+                    .await?,
+            )
+        } else {
+            None
+        };
         Ok(Expanded { episode, raw })
     }
 
@@ -595,7 +740,13 @@ impl Memory {
     /// # Errors
     /// [`Error::NotFound`] when the session has no recorded message in this scope.
     pub async fn end_session(&self, scope: &Scope, session: &SessionId) -> Result<()> {
-        if self.shared.records.complete_session(scope, session, Utc::now()).await?.is_some() {
+        if self
+            .shared
+            .records
+            .complete_session(scope, session, Utc::now())
+            .await?
+            .is_some()
+        {
             self.shared.bus.publish(EventKind::SessionCompleted);
         }
         Ok(())
@@ -673,14 +824,26 @@ impl Memory {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for hops above 3, or neither query nor entity given.
-    pub async fn knowledge_graph_search(&self, scope: &Scope, req: &GraphSearch) -> Result<GraphSearchResult> {
+    pub async fn knowledge_graph_search(
+        &self,
+        scope: &Scope,
+        req: &GraphSearch,
+    ) -> Result<GraphSearchResult> {
         if req.hops > 3 {
-            return Err(Error::InvalidInput(format!("hops must be within 0..=3, got {}", req.hops)));
+            return Err(Error::InvalidInput(format!(
+                "hops must be within 0..=3, got {}",
+                req.hops
+            )));
         }
-        let limit = req.limit.unwrap_or(self.shared.config.graph.max_results).clamp(1, 1000);
+        let limit = req
+            .limit
+            .unwrap_or(self.shared.config.graph.max_results)
+            .clamp(1, 1000);
         let g = &self.shared.graph;
         let seeds: Vec<Entity> = match (&req.entity, &req.query) {
-            (Some(e), _) if EntityId::parse(e).is_ok() => g.entities(scope, &[EntityId::parse(e)?]).await?,
+            (Some(e), _) if EntityId::parse(e).is_ok() => {
+                g.entities(scope, &[EntityId::parse(e)?]).await?
+            }
             (Some(e), _) => {
                 check_query(e)?;
                 g.resolve(scope, e, 1).await?
@@ -689,11 +852,20 @@ impl Memory {
                 check_query(q)?;
                 g.resolve(scope, q, MAX_GRAPH_SEEDS).await?
             }
-            (None, None) => return Err(Error::InvalidInput("knowledge_graph_search needs a query or an entity".into())),
+            (None, None) => {
+                return Err(Error::InvalidInput(
+                    "knowledge_graph_search needs a query or an entity".into(),
+                ))
+            }
         };
-        let predicate = req.predicate.as_ref().map(|p| self.shared.config.graph.rules().predicate(p));
+        let predicate = req
+            .predicate
+            .as_ref()
+            .map(|p| self.shared.config.graph.rules().predicate(p));
         if predicate.as_deref() == Some("") {
-            return Err(Error::InvalidInput("predicate must name a relation, e.g. lives_in".into()));
+            return Err(Error::InvalidInput(
+                "predicate must name a relation, e.g. lives_in".into(),
+            ));
         }
         let walk = Walk {
             seeds: seeds.iter().map(|e| e.id.clone()).collect(),
@@ -703,7 +875,10 @@ impl Memory {
             limit,
         };
         let subgraph = g.traverse(scope, &walk).await?;
-        Ok(GraphSearchResult { seeds: walk.seeds, subgraph })
+        Ok(GraphSearchResult {
+            seeds: walk.seeds,
+            subgraph,
+        })
     }
 
     /// The merge log of a scope, newest first (at most `limit`).
@@ -720,8 +895,14 @@ impl Memory {
     }
 
     /// Graph size and dedup decisions of a scope.
-    pub async fn graph_stats(&self, scope: &Scope) -> Result<(GraphCounts, std::collections::BTreeMap<String, usize>)> {
-        Ok((self.shared.graph.graph_counts(scope).await?, self.shared.records.dedup_stats(scope).await?))
+    pub async fn graph_stats(
+        &self,
+        scope: &Scope,
+    ) -> Result<(GraphCounts, std::collections::BTreeMap<String, usize>)> {
+        Ok((
+            self.shared.graph.graph_counts(scope).await?,
+            self.shared.records.dedup_stats(scope).await?,
+        ))
     }
 
     /// Erases a user (every agent) from every store: both indexes first, then
@@ -769,7 +950,8 @@ impl Memory {
         if let Some(mut s) = self.scheduler.lock().await.take() {
             let _ = s.shutdown().await;
         }
-        let tasks: Vec<JoinHandle<()>> = std::mem::take(&mut *self.tasks.lock().expect("tasks mutex"));
+        let tasks: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *self.tasks.lock().expect("tasks mutex"));
         let had_workers = !tasks.is_empty();
         for t in tasks {
             t.await?;
@@ -783,24 +965,52 @@ impl Memory {
         Ok(())
     }
 
-    async fn retrieve(&self, scope: &Scope, query: &str, limit: usize, opts: SearchOptions) -> Result<Vec<FusedHit>> {
-        self.retrieve_parts(scope, query, &[(query.to_string(), 1.0)], limit, opts).await
+    async fn retrieve(
+        &self,
+        scope: &Scope,
+        query: &str,
+        limit: usize,
+        opts: SearchOptions,
+    ) -> Result<Vec<FusedHit>> {
+        self.retrieve_parts(scope, query, &[(query.to_string(), 1.0)], limit, opts)
+            .await
     }
 
     /// Keyword search on `query`; vector search on the normalised weighted
     /// sum of the embeddings of `parts` (text, weight).
-    async fn retrieve_parts(&self, scope: &Scope, query: &str, parts: &[(String, f32)], limit: usize, opts: SearchOptions) -> Result<Vec<FusedHit>> {
+    async fn retrieve_parts(
+        &self,
+        scope: &Scope,
+        query: &str,
+        parts: &[(String, f32)],
+        limit: usize,
+        opts: SearchOptions,
+    ) -> Result<Vec<FusedHit>> {
         let s = &self.shared;
         let want_kw = opts.retrievers != Retrievers::VectorOnly;
-        let want_vec = opts.retrievers != Retrievers::KeywordOnly && s.config.recall.vector_weight > 0.0 || opts.retrievers == Retrievers::VectorOnly;
+        let want_vec = opts.retrievers != Retrievers::KeywordOnly
+            && s.config.recall.vector_weight > 0.0
+            || opts.retrievers == Retrievers::VectorOnly;
         let kw = async {
             if want_kw {
                 let date_tokens = if s.config.recall.relative_date_boost > 0.0 {
-                    crate::recall::dates::resolve_relative(query, opts.as_of.unwrap_or_else(Utc::now))
+                    crate::recall::dates::resolve_relative(
+                        query,
+                        opts.as_of.unwrap_or_else(Utc::now),
+                    )
                 } else {
                     String::new()
                 };
-                s.keyword.search(scope, &KeywordQuery { text: query, date_tokens: &date_tokens }, limit).await
+                s.keyword
+                    .search(
+                        scope,
+                        &KeywordQuery {
+                            text: query,
+                            date_tokens: &date_tokens,
+                        },
+                        limit,
+                    )
+                    .await
             } else {
                 Ok(KeywordResult::default())
             }
@@ -839,10 +1049,16 @@ impl Memory {
                 }
                 Ok(Err(e)) => Err(e),
                 Err(_) if hybrid => {
-                    tracing::warn!(timeout_ms = budget.as_millis() as u64, "query embedding too slow; keyword results only");
+                    tracing::warn!(
+                        timeout_ms = budget.as_millis() as u64,
+                        "query embedding too slow; keyword results only"
+                    );
                     Ok(Vec::new())
                 }
-                Err(_) => Err(Error::Embedder(format!("query embedding took longer than {} ms", budget.as_millis()))),
+                Err(_) => Err(Error::Embedder(format!(
+                    "query embedding took longer than {} ms",
+                    budget.as_millis()
+                ))),
             }
         };
         let (kw, vec) = tokio::try_join!(kw, vec)?;
@@ -855,8 +1071,14 @@ impl Memory {
 
     async fn hydrate(&self, scope: &Scope, fused: Vec<FusedHit>) -> Result<Vec<SearchHit>> {
         let ids: Vec<EpisodeId> = fused.iter().map(|h| h.episode_id.clone()).collect();
-        let eps: HashMap<EpisodeId, Episode> =
-            self.shared.records.episodes(scope, &ids, Utc::now()).await?.into_iter().map(|e| (e.id.clone(), e)).collect();
+        let eps: HashMap<EpisodeId, Episode> = self
+            .shared
+            .records
+            .episodes(scope, &ids, Utc::now())
+            .await?
+            .into_iter()
+            .map(|e| (e.id.clone(), e))
+            .collect();
         Ok(fused
             .into_iter()
             .filter_map(|h| {
@@ -899,7 +1121,12 @@ pub fn render_section(entries: &[SearchHit]) -> String {
     }
     let mut s = String::from("## Memory Context\nRelevant notes from earlier conversations (most relevant first; call memory_expand with an id for details):\n");
     for e in entries {
-        s.push_str(&format!("- [{}] {} (id: {})\n", e.when.format("%Y-%m-%d"), e.abstract_, e.id));
+        s.push_str(&format!(
+            "- [{}] {} (id: {})\n",
+            e.when.format("%Y-%m-%d"),
+            e.abstract_,
+            e.id
+        ));
     }
     s
 }

@@ -55,7 +55,10 @@ pub fn split_sentences(text: &str) -> Vec<&str> {
     while let Some((i, c)) = chars.next() {
         let end_here = match c {
             '\n' => true,
-            '.' | '!' | '?' => matches!(chars.peek(), None | Some((_, ' ' | '\n' | '\t' | '"' | '\'' | ')'))),
+            '.' | '!' | '?' => matches!(
+                chars.peek(),
+                None | Some((_, ' ' | '\n' | '\t' | '"' | '\'' | ')'))
+            ),
             '。' | '！' | '？' => true,
             _ => false,
         };
@@ -119,7 +122,18 @@ mod tests {
     #[test]
     fn sentences() {
         let s = split_sentences("Hi there. I moved to Berlin in 2021! Did you?\nYes 3.5 km");
-        assert_eq!(s, vec!["Hi there.", "I moved to Berlin in 2021!", "Did you?", "Yes 3.5 km"]);
-        assert_eq!(split_sentences("오늘 날씨 좋다. 내일 보자!"), vec!["오늘 날씨 좋다.", "내일 보자!"]);
+        assert_eq!(
+            s,
+            vec![
+                "Hi there.",
+                "I moved to Berlin in 2021!",
+                "Did you?",
+                "Yes 3.5 km"
+            ]
+        );
+        assert_eq!(
+            split_sentences("오늘 날씨 좋다. 내일 보자!"),
+            vec!["오늘 날씨 좋다.", "내일 보자!"]
+        );
     }
 }

@@ -7,10 +7,19 @@ use std::process::Command;
 
 fn strata(data: &std::path::Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_strata"));
-    c.arg("--data-dir").arg(data).arg("--set").arg(format!("embedding.model_dir={:?}", common::model_dir().display().to_string()));
+    c.arg("--data-dir").arg(data).arg("--set").arg(format!(
+        "embedding.model_dir={:?}",
+        common::model_dir().display().to_string()
+    ));
     let onnx = common::onnx_files();
-    c.arg("--set").arg(format!("embedding.onnx_model={:?}", onnx.model.display().to_string()));
-    c.arg("--set").arg(format!("embedding.onnx_runtime={:?}", onnx.runtime.display().to_string()));
+    c.arg("--set").arg(format!(
+        "embedding.onnx_model={:?}",
+        onnx.model.display().to_string()
+    ));
+    c.arg("--set").arg(format!(
+        "embedding.onnx_runtime={:?}",
+        onnx.runtime.display().to_string()
+    ));
     c.env_remove("STRATA_LOG");
     c
 }
@@ -29,39 +38,98 @@ fn import_reports_bad_lines_and_keeps_the_rest() {
     ];
     std::fs::write(&file, lines.join("\n")).unwrap();
     let data = dir.path().join("data");
-    let out = strata(&data).args(["import"]).arg(&file).args(["--end-sessions", "--wait", "--json"]).output().unwrap();
+    let out = strata(&data)
+        .args(["import"])
+        .arg(&file)
+        .args(["--end-sessions", "--wait", "--json"])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "bad lines make the exit status non-zero");
-    assert!(stderr.contains(":3:") && stderr.contains("malformed JSON"), "{stderr}");
-    assert!(stderr.contains(":4:") && stderr.contains("empty"), "{stderr}");
+    assert!(
+        !out.status.success(),
+        "bad lines make the exit status non-zero"
+    );
+    assert!(
+        stderr.contains(":3:") && stderr.contains("malformed JSON"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(":4:") && stderr.contains("empty"),
+        "{stderr}"
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["imported"], 4);
     assert_eq!(report["sessions"], 3);
 
-    let out = strata(&data).args(["search", "--user", "mina", "--agent", "bot", "--json", "where did I move?"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = strata(&data)
+        .args([
+            "search",
+            "--user",
+            "mina",
+            "--agent",
+            "bot",
+            "--json",
+            "where did I move?",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let hits: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let hits = hits.as_array().unwrap();
     assert!(!hits.is_empty());
     assert_eq!(hits[0]["session_id"], "a");
-    assert!(hits[0]["when"].as_str().unwrap().starts_with("2026-05-02"), "timestamp from the file");
+    assert!(
+        hits[0]["when"].as_str().unwrap().starts_with("2026-05-02"),
+        "timestamp from the file"
+    );
     for h in hits {
-        assert!(!h["abstract"].as_str().unwrap().contains("9931"), "another user's data leaked");
+        assert!(
+            !h["abstract"].as_str().unwrap().contains("9931"),
+            "another user's data leaked"
+        );
     }
     let id = hits[0]["id"].as_str().unwrap().to_string();
-    let out = strata(&data).args(["expand", "--user", "mina", "--agent", "bot", "--raw", "--json", &id]).output().unwrap();
+    let out = strata(&data)
+        .args([
+            "expand", "--user", "mina", "--agent", "bot", "--raw", "--json", &id,
+        ])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let ex: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(ex["raw"].as_array().unwrap().len(), 2);
     // the other user cannot expand it
-    let out = strata(&data).args(["expand", "--user", "other", "--agent", "bot", &id]).output().unwrap();
+    let out = strata(&data)
+        .args(["expand", "--user", "other", "--agent", "bot", &id])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
     // unknown id format
-    let out = strata(&data).args(["expand", "--user", "mina", "--agent", "bot", "nope"]).output().unwrap();
+    let out = strata(&data)
+        .args(["expand", "--user", "mina", "--agent", "bot", "nope"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("malformed episode id"));
 
-    let out = strata(&data).args(["inject", "--user", "mina", "--agent", "bot", "--session", "c", "--json", "thanks!"]).output().unwrap();
+    let out = strata(&data)
+        .args([
+            "inject",
+            "--user",
+            "mina",
+            "--agent",
+            "bot",
+            "--session",
+            "c",
+            "--json",
+            "thanks!",
+        ])
+        .output()
+        .unwrap();
     let inj: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(inj["trivial"], true);
     let out = strata(&data).args(["prune", "--json"]).output().unwrap();
@@ -71,13 +139,23 @@ fn import_reports_bad_lines_and_keeps_the_rest() {
 #[test]
 fn config_errors_name_the_key() {
     let dir = tempfile::tempdir().unwrap();
-    let out = strata(dir.path()).args(["--set", "recall.min_scroe=0.2", "prune"]).output().unwrap();
+    let out = strata(dir.path())
+        .args(["--set", "recall.min_scroe=0.2", "prune"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("min_scroe"));
-    let out = strata(dir.path()).env("STRATA__RECALL__MIN_SCORE", "2").args(["prune"]).output().unwrap();
+    let out = strata(dir.path())
+        .env("STRATA__RECALL__MIN_SCORE", "2")
+        .args(["prune"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("recall.min_score"));
-    let out = strata(dir.path()).args(["search", "--user", "", "--agent", "a", "x"]).output().unwrap();
+    let out = strata(dir.path())
+        .args(["search", "--user", "", "--agent", "a", "x"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("user_id must not be empty"));
 }
 
@@ -87,7 +165,16 @@ fn missing_model_says_how_to_fetch_it() {
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
         .arg("--data-dir")
         .arg(dir.path())
-        .args(["--set", "embedding.model_dir=\"/nonexistent/model\"", "search", "--user", "u", "--agent", "a", "hello"])
+        .args([
+            "--set",
+            "embedding.model_dir=\"/nonexistent/model\"",
+            "search",
+            "--user",
+            "u",
+            "--agent",
+            "a",
+            "hello",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -106,19 +193,39 @@ fn import_handles_bom_crlf_bad_timestamps_and_directories() {
     bytes.extend_from_slice(&[0xff, 0xfe, b'\n']);
     std::fs::write(&file, bytes).unwrap();
     let data = dir.path().join("data");
-    let out = strata(&data).arg("import").arg(&file).arg("--json").output().unwrap();
+    let out = strata(&data)
+        .arg("import")
+        .arg(&file)
+        .arg("--json")
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(!stderr.contains(":1:"), "the BOM line is valid: {stderr}");
-    assert!(stderr.contains(":2:") && stderr.contains("RFC 3339"), "{stderr}");
-    assert!(stderr.contains(":3:") && stderr.contains("UTF-8"), "{stderr}");
+    assert!(
+        stderr.contains(":2:") && stderr.contains("RFC 3339"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(":3:") && stderr.contains("UTF-8"),
+        "{stderr}"
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["imported"], 1);
     // a directory is an error at once, not an endless stream of read errors
-    let out = strata(&data).arg("import").arg(dir.path()).output().unwrap();
+    let out = strata(&data)
+        .arg("import")
+        .arg(dir.path())
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a readable file"));
-    let out = strata(&data).arg("--config").arg(dir.path()).arg("prune").output().unwrap();
+    let out = strata(&data)
+        .arg("--config")
+        .arg(dir.path())
+        .arg("prune")
+        .output()
+        .unwrap();
     assert!(!out.status.success(), "a directory is not a config file");
 }
 
@@ -127,33 +234,77 @@ fn prompt_jobs_and_usage_commands() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let out = strata(&data).args(["prompt", "system"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("memory_search") && text.contains("memory_expand") && text.contains("knowledge_graph_search"), "{text}");
+    assert!(
+        text.contains("memory_search")
+            && text.contains("memory_expand")
+            && text.contains("knowledge_graph_search"),
+        "{text}"
+    );
 
     let out = strata(&data).args(["jobs", "list"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("no parked jobs"));
-    let out = strata(&data).args(["jobs", "list", "--json"]).output().unwrap();
-    assert_eq!(serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(), serde_json::json!([]));
-    let out = strata(&data).args(["jobs", "retry", "12345"]).output().unwrap();
+    let out = strata(&data)
+        .args(["jobs", "list", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
+        serde_json::json!([])
+    );
+    let out = strata(&data)
+        .args(["jobs", "retry", "12345"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not found: parked job 12345"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not found: parked job 12345"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let out = strata(&data).args(["usage", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let u: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(u["calls"], 0);
 
     // an LLM provider whose key variable is unset is a clear config error
     let out = strata(&data)
-        .args(["--set", "llm.provider=\"openai\"", "--set", "llm.api_key_env=\"STRATA_TEST_UNSET_KEY\"", "search", "--user", "u", "--agent", "a", "x"])
+        .args([
+            "--set",
+            "llm.provider=\"openai\"",
+            "--set",
+            "llm.api_key_env=\"STRATA_TEST_UNSET_KEY\"",
+            "search",
+            "--user",
+            "u",
+            "--agent",
+            "a",
+            "x",
+        ])
         .env_remove("STRATA_TEST_UNSET_KEY")
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("STRATA_TEST_UNSET_KEY") && err.contains("not set"), "{err}");
+    assert!(
+        err.contains("STRATA_TEST_UNSET_KEY") && err.contains("not set"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -167,29 +318,90 @@ fn graph_search_show_and_forget() {
     ];
     std::fs::write(&file, lines.join("\n")).unwrap();
     let data = dir.path().join("data");
-    let out = strata(&data).arg("import").arg(&file).args(["--end-sessions", "--wait"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = strata(&data)
+        .arg("import")
+        .arg(&file)
+        .args(["--end-sessions", "--wait"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
-    let out = strata(&data).args(["graph", "search", "--user", "mina", "--agent", "bot", "where does Alex live now?"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = strata(&data)
+        .args([
+            "graph",
+            "search",
+            "--user",
+            "mina",
+            "--agent",
+            "bot",
+            "where does Alex live now?",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("Alex -[lives_in]-> Portland") && !text.contains("Seattle") && !text.contains("Denver"), "{text}");
-    let out = strata(&data).args(["graph", "show", "--user", "mina", "--agent", "bot", "--json", "Alex"]).output().unwrap();
+    assert!(
+        text.contains("Alex -[lives_in]-> Portland")
+            && !text.contains("Seattle")
+            && !text.contains("Denver"),
+        "{text}"
+    );
+    let out = strata(&data)
+        .args([
+            "graph", "show", "--user", "mina", "--agent", "bot", "--json", "Alex",
+        ])
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rels = v["relations"].as_array().unwrap();
-    assert!(rels.iter().any(|r| r["predicate"] == "lives_in" && !r["invalid_at"].is_null()), "show includes the invalidated residence: {v}");
-    let out = strata(&data).args(["graph", "show", "--user", "mina", "--agent", "bot", "Nobody"]).output().unwrap();
+    assert!(
+        rels.iter()
+            .any(|r| r["predicate"] == "lives_in" && !r["invalid_at"].is_null()),
+        "show includes the invalidated residence: {v}"
+    );
+    let out = strata(&data)
+        .args([
+            "graph", "show", "--user", "mina", "--agent", "bot", "Nobody",
+        ])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
 
-    let out = strata(&data).args(["forget", "--user", "mina", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = strata(&data)
+        .args(["forget", "--user", "mina", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["records"]["rows"]["messages"], 2);
     assert!(r["graph"]["rows"]["entities"].as_u64().unwrap() >= 3, "{r}");
-    let out = strata(&data).args(["graph", "search", "--user", "mina", "--agent", "bot", "Alex"]).output().unwrap();
+    let out = strata(&data)
+        .args([
+            "graph", "search", "--user", "mina", "--agent", "bot", "Alex",
+        ])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("no entity found"));
-    let out = strata(&data).args(["graph", "search", "--user", "jo", "--agent", "bot", "Alex"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("Denver"), "the other user is untouched");
+    let out = strata(&data)
+        .args(["graph", "search", "--user", "jo", "--agent", "bot", "Alex"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Denver"),
+        "the other user is untouched"
+    );
 }
 
 #[test]
@@ -206,34 +418,167 @@ fn eval_longmemeval_on_a_small_gzip_file() {
                                   session("The sourdough starter died again."), session("Ingrid moved the lesson to Friday.")]
         })
     };
-    let data = serde_json::json!([q("q1", "Which city is my July flight to?", "b"), q("q2_abs", "What is my dentist's name?", "c")]);
+    let data = serde_json::json!([
+        q("q1", "Which city is my July flight to?", "b"),
+        q("q2_abs", "What is my dentist's name?", "c")
+    ]);
     let file = dir.path().join("lme.json.gz");
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut enc, data.to_string().as_bytes()).unwrap();
     std::fs::write(&file, enc.finish().unwrap()).unwrap();
     let out_json = dir.path().join("out.json");
+    let features = dir.path().join("features.jsonl");
     let out = strata(&dir.path().join("data"))
         .args(["eval", "longmemeval", "--data"])
         .arg(&file)
+        .arg("--features")
+        .arg(&features)
         .arg("--out")
         .arg(&out_json)
         .arg("--report")
         .arg(dir.path().join("report"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("2 questions: 1 answerable, 1 _abs reported apart"), "{text}");
+    assert!(
+        text.contains("2 questions: 1 answerable, 1 _abs reported apart"),
+        "{text}"
+    );
     let md = std::fs::read_to_string(dir.path().join("report/report.md")).unwrap();
     assert!(md.contains("![recall@k curves](recall_at_k.png)"), "{md}");
-    assert!(md.contains("| `strata` | 1.000 | 1.000 | 1.000 |"), "the markdown carries this run's numbers: {md}");
-    assert!(md.contains("ss-user (n=1)") && md.contains("_abs (n=1)"), "{md}");
+    assert!(
+        md.contains("| `strata` | 1.000 | 1.000 | 1.000 |"),
+        "the markdown carries this run's numbers: {md}"
+    );
+    assert!(
+        md.contains("ss-user (n=1)") && md.contains("_abs (n=1)"),
+        "{md}"
+    );
     let png = std::fs::read(dir.path().join("report/recall_at_k.png")).unwrap();
-    assert!(png.len() > 10_000 && png.starts_with(b"\x89PNG"), "a real chart, {} bytes", png.len());
+    assert!(
+        png.len() > 10_000 && png.starts_with(b"\x89PNG"),
+        "a real chart, {} bytes",
+        png.len()
+    );
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_json).unwrap()).unwrap();
     assert_eq!(v["strata"]["answerable"]["r@5"], 1.0, "{v}");
     assert_eq!(v["strata"]["answerable"]["n"], 1);
-    assert_eq!(v["bm25_raw"]["_abs"]["n"], 1, "unanswerable questions are counted apart");
-    let out = strata(&dir.path().join("data")).args(["eval", "longmemeval", "--data"]).arg(&file).args(["--types", "nope"]).output().unwrap();
-    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no question selected"));
+    assert_eq!(
+        v["bm25_raw"]["_abs"]["n"], 1,
+        "unanswerable questions are counted apart"
+    );
+    // --features: one line per question, every session with its raw scores
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&features)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    let q1 = &lines[0];
+    assert_eq!(q1["question_id"], "q1");
+    assert_eq!(q1["gold"], serde_json::json!(["b"]));
+    let cands = q1["candidates"].as_object().unwrap();
+    assert_eq!(
+        cands.len(),
+        4,
+        "every session of the haystack, the repeated id as a#2: {q1}"
+    );
+    assert!(cands.contains_key("a#2"), "{q1}");
+    let bm25 = |s: &str| cands[s][0].as_f64();
+    assert!(
+        bm25("b").unwrap() > 0.0 && bm25("c").is_none(),
+        "only sessions holding a query term have a BM25 score: {q1}"
+    );
+    assert!(
+        cands.values().all(|v| v[1].as_f64().is_some()),
+        "every session has a cosine: {q1}"
+    );
+    assert!(q1["reference"].as_f64().unwrap() > 0.0);
+    // the features calibrate, one source per file
+    let out = strata(&dir.path().join("data"))
+        .args(["eval", "calibrate", "--features"])
+        .arg(&features)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && text.contains("keyword_calibration = { slope = ")
+            && text.contains("vector_calibration = { slope = "),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"reference\": 1.0}\nnot json\n").unwrap();
+    let out = strata(&dir.path().join("data"))
+        .args(["eval", "calibrate", "--features"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("bad.jsonl:1") && err.contains("without gold"),
+        "{err}"
+    );
+    let out = strata(&dir.path().join("data"))
+        .args(["eval", "calibrate"])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--features"),
+        "no source is a clear error"
+    );
+    let out = strata(&dir.path().join("data"))
+        .args(["eval", "longmemeval", "--data"])
+        .arg(&file)
+        .args(["--types", "nope"])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("no question selected")
+    );
+}
+
+#[test]
+fn demo_keeps_its_data_in_a_given_data_dir_and_will_not_replay_into_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = strata(&data).args(["demo", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!v["searches"].as_array().unwrap().is_empty(), "{v}");
+    // the data stays: a later command reads the demo's memories
+    let out = strata(&data)
+        .args([
+            "search",
+            "--user",
+            "mina",
+            "--agent",
+            "assistant",
+            "incident number Kafka consumer",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("INC-2026-117"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = strata(&data).args(["demo"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("already holds the demo"),
+        "{err}"
+    );
 }

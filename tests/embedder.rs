@@ -24,9 +24,15 @@ async fn vectors_are_unit_length_semantic_and_order_preserving() {
         assert!((norm - 1.0).abs() < 1e-3, "unit length");
         // batching (sorted by length internally) gives the same vector as a single call
         let single = e.embed(std::slice::from_ref(t)).await.unwrap();
-        assert!(cos(v, &single[0]) > 0.999, "order restored after length sorting");
+        assert!(
+            cos(v, &single[0]) > 0.999,
+            "order restored after length sorting"
+        );
     }
-    assert!(cos(&batch[0], &batch[1]) > cos(&batch[0], &batch[2]) + 0.15, "cats are closer to kittens than to taxes");
+    assert!(
+        cos(&batch[0], &batch[1]) > cos(&batch[0], &batch[2]) + 0.15,
+        "cats are closer to kittens than to taxes"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -36,18 +42,23 @@ async fn huge_and_odd_inputs_are_capped_safely() {
     let odd = "👩‍👩‍👧e\u{301}한".repeat(2000);
     let v = e.embed(&[huge, odd, " ".into()]).await.unwrap();
     assert_eq!(v.len(), 3);
-    assert!(v.iter().all(|x| x.len() == 384 && x.iter().all(|f| f.is_finite())));
+    assert!(v
+        .iter()
+        .all(|x| x.len() == 384 && x.iter().all(|f| f.is_finite())));
 }
 
 #[test]
 fn missing_model_is_a_clear_error() {
-    let err = strata::llm::local::LocalEmbedder::load(std::path::Path::new("/nonexistent"), 8, 256).unwrap_err().to_string();
+    let err = strata::llm::local::LocalEmbedder::load(std::path::Path::new("/nonexistent"), 8, 256)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("scripts/fetch-model.sh"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn onnx_int8_agrees_with_the_f32_model() {
-    let onnx = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1).unwrap_or_else(|e| panic!("{e} (tests need the real model)"));
+    let onnx = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1)
+        .unwrap_or_else(|e| panic!("{e} (tests need the real model)"));
     let f32_model = common::embedder();
     let texts: Vec<String> = vec![
         "I adopted a grey cat named Miso.".into(),
@@ -62,15 +73,27 @@ async fn onnx_int8_agrees_with_the_f32_model() {
     for ((t, x), y) in texts.iter().zip(&a).zip(&b) {
         let norm: f32 = x.iter().map(|v| v * v).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-3, "unit length");
-        assert!(cos(x, y) > 0.99, "int8 and f32 agree on {:?}: cosine {}", &t[..t.len().min(30)], cos(x, y));
+        assert!(
+            cos(x, y) > 0.99,
+            "int8 and f32 agree on {:?}: cosine {}",
+            &t[..t.len().min(30)],
+            cos(x, y)
+        );
     }
-    assert!(cos(&a[0], &a[1]) > cos(&a[0], &a[2]) + 0.15, "cats are closer to kittens than to taxes");
+    assert!(
+        cos(&a[0], &a[1]) > cos(&a[0], &a[2]) + 0.15,
+        "cats are closer to kittens than to taxes"
+    );
     // batching gives the vector of a single call
-    let single = strata::llm::Embedder::embed(&onnx, &texts[2..3]).await.unwrap();
+    let single = strata::llm::Embedder::embed(&onnx, &texts[2..3])
+        .await
+        .unwrap();
     assert!(cos(&single[0], &a[2]) > 0.9999);
     // a missing runtime or model names the fetch script
     let mut bad = common::onnx_files();
     bad.model = "/nonexistent/model.onnx".into();
-    let e = strata::llm::onnx::OnnxEmbedder::load(&bad, 32, 256, 1).unwrap_err().to_string();
+    let e = strata::llm::onnx::OnnxEmbedder::load(&bad, 32, 256, 1)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("scripts/fetch-model.sh"), "{e}");
 }

@@ -8,7 +8,9 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 
-use strata::graph::{identity_key, ApplyRules, EntityMention, Extraction, GraphStore, RelationMention, Walk};
+use strata::graph::{
+    identity_key, ApplyRules, EntityMention, Extraction, GraphStore, RelationMention, Walk,
+};
 use strata::memory::{Components, GraphSearch};
 use strata::model::{EpisodeId, NewMessage, Role};
 use strata::store::sqlite::SqliteStore;
@@ -26,32 +28,80 @@ fn day(d: u32) -> DateTime<Utc> {
 async fn session(mem: &Memory, s: &Scope, id: &str, at: DateTime<Utc>, turns: &[(&str, &str)]) {
     let sid = SessionId::new(id).unwrap();
     for (i, (who, text)) in turns.iter().enumerate() {
-        let m = NewMessage { role: Role::User, name: Some(who.to_string()), content: text.to_string(), timestamp: at + Duration::minutes(i as i64) };
+        let m = NewMessage {
+            role: Role::User,
+            name: Some(who.to_string()),
+            content: text.to_string(),
+            timestamp: at + Duration::minutes(i as i64),
+        };
         mem.record(s, &sid, m).await.unwrap();
     }
     mem.end_session(s, &sid).await.unwrap();
 }
 
 fn mention(name: &str, kind: &str) -> EntityMention {
-    EntityMention { name: name.into(), kind: kind.into(), aliases: vec![] }
+    EntityMention {
+        name: name.into(),
+        kind: kind.into(),
+        aliases: vec![],
+    }
 }
 
 fn fact(s: &str, p: &str, o: &str) -> RelationMention {
-    RelationMention { source: s.into(), predicate: p.into(), target: o.into(), valid_from: None }
+    RelationMention {
+        source: s.into(),
+        predicate: p.into(),
+        target: o.into(),
+        valid_from: None,
+    }
 }
 
 fn ep(n: u32) -> EpisodeId {
     EpisodeId::for_session(&scope("x"), &SessionId::new(format!("s{n}")).unwrap())
 }
 
-async fn search(mem: &Memory, s: &Scope, q: &str, hops: u8, include_invalid: bool) -> strata::memory::GraphSearchResult {
-    mem.knowledge_graph_search(s, &GraphSearch { query: Some(q.into()), hops, include_invalid, ..Default::default() }).await.unwrap()
+async fn search(
+    mem: &Memory,
+    s: &Scope,
+    q: &str,
+    hops: u8,
+    include_invalid: bool,
+) -> strata::memory::GraphSearchResult {
+    mem.knowledge_graph_search(
+        s,
+        &GraphSearch {
+            query: Some(q.into()),
+            hops,
+            include_invalid,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
 }
 
 /// (source name, predicate, target name, invalidated?) of a result.
 fn facts(r: &strata::memory::GraphSearchResult) -> BTreeSet<(String, String, String, bool)> {
-    let name = |id: &strata::graph::EntityId| r.subgraph.entities.iter().find(|e| &e.id == id).map(|e| e.name.clone()).unwrap_or_default();
-    r.subgraph.relations.iter().map(|x| (name(&x.source), x.predicate.clone(), name(&x.target), x.invalid_at.is_some())).collect()
+    let name = |id: &strata::graph::EntityId| {
+        r.subgraph
+            .entities
+            .iter()
+            .find(|e| &e.id == id)
+            .map(|e| e.name.clone())
+            .unwrap_or_default()
+    };
+    r.subgraph
+        .relations
+        .iter()
+        .map(|x| {
+            (
+                name(&x.source),
+                x.predicate.clone(),
+                name(&x.target),
+                x.invalid_at.is_some(),
+            )
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,17 +109,37 @@ async fn case_space_and_width_variants_are_one_entity() {
     let store = SqliteStore::open_in_memory().unwrap();
     let s = scope("u");
     let rules = ApplyRules::default();
-    for (i, name) in ["Systems thinking", "Systems  Thinking", "Ｓｙｓｔｅｍｓ Ｔｈｉｎｋｉｎｇ", " systems thinking. "].iter().enumerate() {
-        let ex = Extraction { entities: vec![mention(name, "concept")], relations: vec![] };
-        store.apply_extraction(&s, &ep(i as u32), day(1 + i as u32), &ex, &rules).await.unwrap();
+    for (i, name) in [
+        "Systems thinking",
+        "Systems  Thinking",
+        "Ｓｙｓｔｅｍｓ Ｔｈｉｎｋｉｎｇ",
+        " systems thinking. ",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let ex = Extraction {
+            entities: vec![mention(name, "concept")],
+            relations: vec![],
+        };
+        store
+            .apply_extraction(&s, &ep(i as u32), day(1 + i as u32), &ex, &rules)
+            .await
+            .unwrap();
     }
     let all = store.entities_of_type(&s, None, 100).await.unwrap();
     assert_eq!(all.len(), 1, "{all:?}");
     assert_eq!(all[0].identity_key, "systems thinking");
     assert_eq!(all[0].episodes.len(), 4, "provenance from every episode");
     // the same call twice changes nothing (idempotent)
-    let ex = Extraction { entities: vec![mention("Systems thinking", "concept")], relations: vec![] };
-    store.apply_extraction(&s, &ep(0), day(1), &ex, &rules).await.unwrap();
+    let ex = Extraction {
+        entities: vec![mention("Systems thinking", "concept")],
+        relations: vec![],
+    };
+    store
+        .apply_extraction(&s, &ep(0), day(1), &ex, &rules)
+        .await
+        .unwrap();
     assert_eq!(store.entities_of_type(&s, None, 100).await.unwrap(), all);
 }
 
@@ -77,12 +147,40 @@ async fn case_space_and_width_variants_are_one_entity() {
 async fn korean_and_diacritic_names_keep_their_characters() {
     let store = SqliteStore::open_in_memory().unwrap();
     let s = scope("u");
-    let ex = Extraction { entities: vec![mention("김민준", "person"), mention("Zoë Łukasiewicz", "person"), mention("José", "person")], relations: vec![fact("김민준", "friend_of", "Zoë Łukasiewicz")] };
-    store.apply_extraction(&s, &ep(1), day(1), &ex, &ApplyRules::default()).await.unwrap();
-    let keys: BTreeSet<String> = store.entities_of_type(&s, None, 10).await.unwrap().into_iter().map(|e| e.identity_key).collect();
-    assert_eq!(keys, ["김민준", "zoë łukasiewicz", "josé"].iter().map(|k| k.to_string()).collect());
-    assert_eq!(store.resolve(&s, "김민준", 5).await.unwrap()[0].name, "김민준");
-    assert_eq!(store.resolve(&s, "ZOË ŁUKASIEWICZ", 5).await.unwrap()[0].name, "Zoë Łukasiewicz");
+    let ex = Extraction {
+        entities: vec![
+            mention("김민준", "person"),
+            mention("Zoë Łukasiewicz", "person"),
+            mention("José", "person"),
+        ],
+        relations: vec![fact("김민준", "friend_of", "Zoë Łukasiewicz")],
+    };
+    store
+        .apply_extraction(&s, &ep(1), day(1), &ex, &ApplyRules::default())
+        .await
+        .unwrap();
+    let keys: BTreeSet<String> = store
+        .entities_of_type(&s, None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.identity_key)
+        .collect();
+    assert_eq!(
+        keys,
+        ["김민준", "zoë łukasiewicz", "josé"]
+            .iter()
+            .map(|k| k.to_string())
+            .collect()
+    );
+    assert_eq!(
+        store.resolve(&s, "김민준", 5).await.unwrap()[0].name,
+        "김민준"
+    );
+    assert_eq!(
+        store.resolve(&s, "ZOË ŁUKASIEWICZ", 5).await.unwrap()[0].name,
+        "Zoë Łukasiewicz"
+    );
     assert_eq!(identity_key("Jose\u{301}"), "josé");
 }
 
@@ -92,12 +190,30 @@ async fn one_name_in_four_sessions_is_one_entity() {
     let mem = common::open(cfg).await;
     let s = scope("mina");
     for i in 0..4 {
-        session(&mem, &s, &format!("s{i}"), day(1 + i), &[("Mina", &format!("Lunch with Dana Whitfield today, round {i}."))]).await;
+        session(
+            &mem,
+            &s,
+            &format!("s{i}"),
+            day(1 + i),
+            &[(
+                "Mina",
+                &format!("Lunch with Dana Whitfield today, round {i}."),
+            )],
+        )
+        .await;
     }
     mem.wait_idle().await.unwrap();
     let r = search(&mem, &s, "Dana Whitfield", 0, false).await;
     assert_eq!(r.seeds.len(), 1);
-    let dana: Vec<_> = mem.shared().graph.entities_of_type(&s, None, 100).await.unwrap().into_iter().filter(|e| e.identity_key.contains("dana")).collect();
+    let dana: Vec<_> = mem
+        .shared()
+        .graph
+        .entities_of_type(&s, None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.identity_key.contains("dana"))
+        .collect();
     assert_eq!(dana.len(), 1, "{dana:?}");
     assert_eq!(dana[0].episodes.len(), 4);
     mem.shutdown().await.unwrap();
@@ -111,52 +227,157 @@ async fn dedup_never_merges_across_digits_negation_or_types_and_merges_can_be_un
     let g = mem.shared().graph.clone();
     let rules = mem.config().graph.rules();
     let pairs = [
-        (mention("INC-2024-117", "event"), mention("INC-2024-118", "event")),
-        (mention("worth paging on", "concept"), mention("not worth paging on", "concept")),
-        (mention("Jordan Lee", "person"), mention("Jordan Lea", "place")),
-        (mention("Christopher", "person"), mention("Christophe", "person")),
-        (mention("Jon Smith", "person"), mention("Jon-Smith", "person")),
+        (
+            mention("INC-2024-117", "event"),
+            mention("INC-2024-118", "event"),
+        ),
+        (
+            mention("worth paging on", "concept"),
+            mention("not worth paging on", "concept"),
+        ),
+        (
+            mention("Jordan Lee", "person"),
+            mention("Jordan Lea", "place"),
+        ),
+        (
+            mention("Christopher", "person"),
+            mention("Christophe", "person"),
+        ),
+        (
+            mention("Jon Smith", "person"),
+            mention("Jon-Smith", "person"),
+        ),
     ];
     for (i, (a, b)) in pairs.iter().enumerate() {
         // the semantic worker's path: apply, then EntityUpserted for the dedup worker
-        let ex = Extraction { entities: vec![a.clone()], relations: vec![] };
-        g.apply_extraction(&s, &ep(10 * i as u32), day(1), &ex, &rules).await.unwrap();
-        let ex = Extraction { entities: vec![b.clone()], relations: vec![fact(&b.name, "mentioned_with", "Ops Team")] };
-        let rep = g.apply_extraction(&s, &ep(10 * i as u32 + 1), day(2), &ex, &rules).await.unwrap();
-        let follow = rep.entities.into_iter().map(|entity_id| strata::store::Event::EntityUpserted { scope: s.clone(), entity_id }).collect();
+        let ex = Extraction {
+            entities: vec![a.clone()],
+            relations: vec![],
+        };
+        g.apply_extraction(&s, &ep(10 * i as u32), day(1), &ex, &rules)
+            .await
+            .unwrap();
+        let ex = Extraction {
+            entities: vec![b.clone()],
+            relations: vec![fact(&b.name, "mentioned_with", "Ops Team")],
+        };
+        let rep = g
+            .apply_extraction(&s, &ep(10 * i as u32 + 1), day(2), &ex, &rules)
+            .await
+            .unwrap();
+        let follow = rep
+            .entities
+            .into_iter()
+            .map(|entity_id| strata::store::Event::EntityUpserted {
+                scope: s.clone(),
+                entity_id,
+            })
+            .collect();
         // no job to finish (id 0 is never an outbox row): only the follow-ups are written
-        mem.shared().records.finish_event(strata::model::EventId(0), follow).await.unwrap();
+        mem.shared()
+            .records
+            .finish_event(strata::model::EventId(0), follow)
+            .await
+            .unwrap();
     }
     mem.wait_idle().await.unwrap();
-    let keys: BTreeSet<String> = g.entities_of_type(&s, None, 100).await.unwrap().into_iter().map(|e| e.identity_key).collect();
-    for k in ["inc-2024-117", "inc-2024-118", "worth paging on", "not worth paging on"] {
+    let keys: BTreeSet<String> = g
+        .entities_of_type(&s, None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.identity_key)
+        .collect();
+    for k in [
+        "inc-2024-117",
+        "inc-2024-118",
+        "worth paging on",
+        "not worth paging on",
+    ] {
         assert!(keys.contains(k), "{k} was merged away: {keys:?}");
     }
     let smiths = keys.iter().filter(|k| k.ends_with("smith")).count();
     assert_eq!(smiths, 1, "one name spelled two ways merged: {keys:?}");
-    assert!(keys.contains("christopher") && keys.contains("christophe"), "a letter apart is ambiguous: offline they stay apart: {keys:?}");
-    assert!(keys.contains("jordan lee") && keys.contains("jordan lea"), "a person and a place never merge: {keys:?}");
+    assert!(
+        keys.contains("christopher") && keys.contains("christophe"),
+        "a letter apart is ambiguous: offline they stay apart: {keys:?}"
+    );
+    assert!(
+        keys.contains("jordan lee") && keys.contains("jordan lea"),
+        "a person and a place never merge: {keys:?}"
+    );
     let merges = mem.graph_merges(&s, 10).await.unwrap();
     assert_eq!(merges.len(), 1, "{merges:?}");
     let (_, decisions) = mem.graph_stats(&s).await.unwrap();
-    assert!(decisions.get("keep").copied().unwrap_or(0) >= 2, "{decisions:?}");
+    assert!(
+        decisions.get("keep").copied().unwrap_or(0) >= 2,
+        "{decisions:?}"
+    );
     // the survivor answers to both names, and the merged one's edge moved to it
     let r = search(&mem, &s, "Jon-Smith", 1, false).await;
     assert_eq!(r.seeds.len(), 1);
-    assert!(facts(&r).iter().any(|f| f.1 == "mentioned_with" && f.2 == "Ops Team"), "{:?}", facts(&r));
+    assert!(
+        facts(&r)
+            .iter()
+            .any(|f| f.1 == "mentioned_with" && f.2 == "Ops Team"),
+        "{:?}",
+        facts(&r)
+    );
     // undo
     mem.graph_unmerge(&s, merges[0].id).await.unwrap();
-    let smiths = g.entities_of_type(&s, Some("person"), 10).await.unwrap().into_iter().filter(|e| e.identity_key.ends_with("smith")).count();
+    let smiths = g
+        .entities_of_type(&s, Some("person"), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.identity_key.ends_with("smith"))
+        .count();
     assert_eq!(smiths, 2, "unmerge brings the merged entity back");
     // the dedup worker sees both again later: an undone merge is never redone
-    let again: Vec<_> = g.entities_of_type(&s, Some("person"), 10).await.unwrap().into_iter().filter(|e| e.identity_key.ends_with("smith")).collect();
-    let follow = again.iter().map(|e| strata::store::Event::EntityUpserted { scope: s.clone(), entity_id: e.id.clone() }).collect();
-    mem.shared().records.finish_event(strata::model::EventId(0), follow).await.unwrap();
+    let again: Vec<_> = g
+        .entities_of_type(&s, Some("person"), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.identity_key.ends_with("smith"))
+        .collect();
+    let follow = again
+        .iter()
+        .map(|e| strata::store::Event::EntityUpserted {
+            scope: s.clone(),
+            entity_id: e.id.clone(),
+        })
+        .collect();
+    mem.shared()
+        .records
+        .finish_event(strata::model::EventId(0), follow)
+        .await
+        .unwrap();
     mem.wait_idle().await.unwrap();
-    assert_eq!(g.entities_of_type(&s, Some("person"), 10).await.unwrap().into_iter().filter(|e| e.identity_key.ends_with("smith")).count(), 2);
-    assert_eq!(mem.graph_stats(&s).await.unwrap().0.merges, 0, "no merge in force");
-    assert!(mem.graph_unmerge(&s, merges[0].id).await.is_err(), "undone twice");
-    assert!(mem.graph_unmerge(&scope("someone-else"), merges[0].id).await.is_err(), "another scope cannot undo it");
+    assert_eq!(
+        g.entities_of_type(&s, Some("person"), 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.identity_key.ends_with("smith"))
+            .count(),
+        2
+    );
+    assert_eq!(
+        mem.graph_stats(&s).await.unwrap().0.merges,
+        0,
+        "no merge in force"
+    );
+    assert!(
+        mem.graph_unmerge(&s, merges[0].id).await.is_err(),
+        "undone twice"
+    );
+    assert!(
+        mem.graph_unmerge(&scope("someone-else"), merges[0].id)
+            .await
+            .is_err(),
+        "another scope cannot undo it"
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -165,23 +386,69 @@ async fn moving_invalidates_only_the_old_residence() {
     let (cfg, _dir) = common::config();
     let mem = common::open(cfg).await;
     let s = scope("mina");
-    session(&mem, &s, "s1", day(1), &[("Mina", "Alex lives in Seattle and works at Acme Robotics. Sam lives in Denver.")]).await;
-    session(&mem, &s, "s2", day(20), &[("Mina", "Big news: Alex moved to Portland last week.")]).await;
+    session(
+        &mem,
+        &s,
+        "s1",
+        day(1),
+        &[(
+            "Mina",
+            "Alex lives in Seattle and works at Acme Robotics. Sam lives in Denver.",
+        )],
+    )
+    .await;
+    session(
+        &mem,
+        &s,
+        "s2",
+        day(20),
+        &[("Mina", "Big news: Alex moved to Portland last week.")],
+    )
+    .await;
     mem.wait_idle().await.unwrap();
     let all = facts(&search(&mem, &s, "Alex", 1, true).await);
-    assert!(all.contains(&("Alex".into(), "lives_in".into(), "Seattle".into(), true)), "{all:?}");
-    assert!(all.contains(&("Alex".into(), "lives_in".into(), "Portland".into(), false)), "{all:?}");
-    assert!(all.contains(&("Alex".into(), "works_at".into(), "Acme Robotics".into(), false)), "the job is untouched: {all:?}");
+    assert!(
+        all.contains(&("Alex".into(), "lives_in".into(), "Seattle".into(), true)),
+        "{all:?}"
+    );
+    assert!(
+        all.contains(&("Alex".into(), "lives_in".into(), "Portland".into(), false)),
+        "{all:?}"
+    );
+    assert!(
+        all.contains(&(
+            "Alex".into(),
+            "works_at".into(),
+            "Acme Robotics".into(),
+            false
+        )),
+        "the job is untouched: {all:?}"
+    );
     let sam = facts(&search(&mem, &s, "Sam", 1, true).await);
-    assert!(sam.contains(&("Sam".into(), "lives_in".into(), "Denver".into(), false)), "other people's residences untouched: {sam:?}");
+    assert!(
+        sam.contains(&("Sam".into(), "lives_in".into(), "Denver".into(), false)),
+        "other people's residences untouched: {sam:?}"
+    );
     // current view: only valid facts
     let now = facts(&search(&mem, &s, "Where does Alex live now?", 1, false).await);
-    assert!(now.iter().all(|f| !f.3) && !now.iter().any(|f| f.2 == "Seattle"), "{now:?}");
+    assert!(
+        now.iter().all(|f| !f.3) && !now.iter().any(|f| f.2 == "Seattle"),
+        "{now:?}"
+    );
     // the invalidation date is the move's session date
     let r = search(&mem, &s, "Alex", 1, true).await;
-    let seattle = r.subgraph.relations.iter().find(|x| x.invalid_at.is_some()).unwrap();
+    let seattle = r
+        .subgraph
+        .relations
+        .iter()
+        .find(|x| x.invalid_at.is_some())
+        .unwrap();
     assert_eq!(seattle.invalid_at.unwrap(), day(20));
-    assert_eq!(seattle.episode_id, EpisodeId::for_session(&s, &SessionId::new("s1").unwrap()), "provenance");
+    assert_eq!(
+        seattle.episode_id,
+        EpisodeId::for_session(&s, &SessionId::new("s1").unwrap()),
+        "provenance"
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -190,12 +457,28 @@ async fn she_is_the_colleague_not_the_speaker() {
     let (cfg, _dir) = common::config();
     let mem = common::open(cfg).await;
     let s = scope("mina");
-    session(&mem, &s, "s1", day(1), &[("Mina", "My colleague Dana joined in May. She also mentors Sam.")]).await;
+    session(
+        &mem,
+        &s,
+        "s1",
+        day(1),
+        &[(
+            "Mina",
+            "My colleague Dana joined in May. She also mentors Sam.",
+        )],
+    )
+    .await;
     mem.wait_idle().await.unwrap();
     let f = facts(&search(&mem, &s, "Dana", 1, false).await);
-    assert!(f.contains(&("Dana".into(), "mentors".into(), "Sam".into(), false)), "{f:?}");
+    assert!(
+        f.contains(&("Dana".into(), "mentors".into(), "Sam".into(), false)),
+        "{f:?}"
+    );
     let mina = facts(&search(&mem, &s, "Mina", 1, false).await);
-    assert!(!mina.iter().any(|x| x.0 == "Mina" && x.1 == "mentors"), "{mina:?}");
+    assert!(
+        !mina.iter().any(|x| x.0 == "Mina" && x.1 == "mentors"),
+        "{mina:?}"
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -203,15 +486,42 @@ async fn she_is_the_colleague_not_the_speaker() {
 async fn erasing_a_user_leaves_no_row_anywhere() {
     let (cfg, dir) = common::config();
     let mem = common::open(cfg).await;
-    let (a, a2, b) = (scope("ana"), Scope::new("ana", "other-bot").unwrap(), scope("bo"));
+    let (a, a2, b) = (
+        scope("ana"),
+        Scope::new("ana", "other-bot").unwrap(),
+        scope("bo"),
+    );
     for (s, who) in [(&a, "Ana"), (&a2, "Ana"), (&b, "Bo")] {
-        session(&mem, s, "s1", day(1), &[(who, "Alex lives in Seattle and works at Acme Robotics. My sister Yuna visited Busan.")]).await;
+        session(
+            &mem,
+            s,
+            "s1",
+            day(1),
+            &[(
+                who,
+                "Alex lives in Seattle and works at Acme Robotics. My sister Yuna visited Busan.",
+            )],
+        )
+        .await;
     }
-    session(&mem, &a, "s2", day(2), &[("Ana", "My diary password is Quetzalcoatlfeather and nobody knows it.")]).await;
+    session(
+        &mem,
+        &a,
+        "s2",
+        day(2),
+        &[(
+            "Ana",
+            "My diary password is Quetzalcoatlfeather and nobody knows it.",
+        )],
+    )
+    .await;
     mem.wait_idle().await.unwrap();
     let report = mem.forget_user("ana").await.unwrap();
     assert_eq!(report.scopes, 2);
-    assert!(report.records.rows["messages"] == 3 && report.graph.rows["entities"] > 0, "{report:?}");
+    assert!(
+        report.records.rows["messages"] == 3 && report.graph.rows["entities"] > 0,
+        "{report:?}"
+    );
     let db = rusqlite::Connection::open(dir.path().join("strata.db")).unwrap();
     let tables: Vec<String> = db
         .prepare("SELECT name FROM sqlite_master WHERE type='table' AND sql LIKE '%user_id%'")
@@ -222,10 +532,22 @@ async fn erasing_a_user_leaves_no_row_anywhere() {
         .unwrap();
     assert!(tables.len() >= 10, "{tables:?}");
     for t in &tables {
-        let n: i64 = db.query_row(&format!("SELECT COUNT(*) FROM {t} WHERE user_id='ana'"), [], |r| r.get(0)).unwrap();
+        let n: i64 = db
+            .query_row(
+                &format!("SELECT COUNT(*) FROM {t} WHERE user_id='ana'"),
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
         assert_eq!(n, 0, "{t} still holds ana's rows");
     }
-    let orphans: i64 = db.query_row("SELECT COUNT(*) FROM entity_sources WHERE entity_id NOT IN (SELECT id FROM entities)", [], |r| r.get(0)).unwrap();
+    let orphans: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM entity_sources WHERE entity_id NOT IN (SELECT id FROM entities)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     assert_eq!(orphans, 0);
     for s in [&a, &a2] {
         assert_eq!(mem.shared().keyword.count(s).await.unwrap(), 0);
@@ -243,9 +565,19 @@ async fn erasing_a_user_leaves_no_row_anywhere() {
         }
         let bytes = std::fs::read(&entry).unwrap_or_default();
         let lower = String::from_utf8_lossy(&bytes).to_lowercase();
-        assert!(!lower.contains("quetzalcoatlfeather"), "{} still holds the erased text", entry.display());
+        assert!(
+            !lower.contains("quetzalcoatlfeather"),
+            "{} still holds the erased text",
+            entry.display()
+        );
     }
-    let bo: i64 = db.query_row("SELECT COUNT(*) FROM entities WHERE user_id='bo'", [], |r| r.get(0)).unwrap();
+    let bo: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM entities WHERE user_id='bo'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     assert!(bo > 0, "the other user is untouched");
     let mem = common::open(cfg).await;
     assert_eq!(mem.memory_search(&b, "Seattle", 5).await.unwrap().len(), 1);
@@ -257,23 +589,55 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let p = e.path();
-        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
+        if p.is_dir() {
+            out.extend(walk(&p))
+        } else {
+            out.push(p)
+        }
     }
     out
 }
 
 /// Every fact of a scope as comparable tuples (keys, predicate, validity).
-async fn snapshot(mem: &Memory, s: &Scope) -> (BTreeSet<String>, BTreeSet<(String, String, String, Option<i64>, Option<i64>)>) {
+async fn snapshot(
+    mem: &Memory,
+    s: &Scope,
+) -> (
+    BTreeSet<String>,
+    BTreeSet<(String, String, String, Option<i64>, Option<i64>)>,
+) {
     let g = &mem.shared().graph;
     let ents = g.entities_of_type(s, None, 10_000).await.unwrap();
-    let keys = ents.iter().map(|e| format!("{}|{}|{}", e.identity_key, e.kind, e.episodes.len())).collect();
-    let walk = Walk { seeds: ents.iter().map(|e| e.id.clone()).collect(), hops: 0, predicate: None, include_invalid: true, limit: 10_000 };
+    let keys = ents
+        .iter()
+        .map(|e| format!("{}|{}|{}", e.identity_key, e.kind, e.episodes.len()))
+        .collect();
+    let walk = Walk {
+        seeds: ents.iter().map(|e| e.id.clone()).collect(),
+        hops: 0,
+        predicate: None,
+        include_invalid: true,
+        limit: 10_000,
+    };
     let sub = g.traverse(s, &walk).await.unwrap();
-    let key = |id: &strata::graph::EntityId| ents.iter().find(|e| &e.id == id).map(|e| e.identity_key.clone()).unwrap_or_default();
+    let key = |id: &strata::graph::EntityId| {
+        ents.iter()
+            .find(|e| &e.id == id)
+            .map(|e| e.identity_key.clone())
+            .unwrap_or_default()
+    };
     let rels = sub
         .relations
         .iter()
-        .map(|r| (key(&r.source), r.predicate.clone(), key(&r.target), r.valid_from.map(|t| t.timestamp()), r.invalid_at.map(|t| t.timestamp())))
+        .map(|r| {
+            (
+                key(&r.source),
+                r.predicate.clone(),
+                key(&r.target),
+                r.valid_from.map(|t| t.timestamp()),
+                r.invalid_at.map(|t| t.timestamp()),
+            )
+        })
         .collect();
     (keys, rels)
 }
@@ -301,21 +665,42 @@ async fn a_crash_between_extraction_and_upsert_converges_to_the_same_graph() {
     // crash run: episodes written, extraction done and half applied, events not finished
     let (cfg, _d2) = common::config();
     {
-        let mem = Memory::open_with(cfg.clone(), Components { embedder: Some(common::embedder()), no_workers: true, ..Default::default() }).await.unwrap();
+        let mem = Memory::open_with(
+            cfg.clone(),
+            Components {
+                embedder: Some(common::embedder()),
+                no_workers: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
         for (id, d, text) in STORY {
             session(&mem, &s, id, day(*d), &[("Mina", text)]).await;
         }
         strata::worker::episodic::drain(mem.shared()).await.unwrap();
         // the extraction of the first episode reached the graph, its event was never marked done
-        let turns = vec![strata::llm::TranscriptTurn { speaker: "Mina".into(), text: STORY[0].2.into(), at: Some(day(1)) }];
+        let turns = vec![strata::llm::TranscriptTurn {
+            speaker: "Mina".into(),
+            text: STORY[0].2.into(),
+            at: Some(day(1)),
+        }];
         let ex = strata::graph::extract::extract(&turns);
         let e1 = EpisodeId::for_session(&s, &SessionId::new("s1").unwrap());
-        mem.shared().graph.apply_extraction(&s, &e1, day(1), &ex, &mem.config().graph.rules()).await.unwrap();
+        mem.shared()
+            .graph
+            .apply_extraction(&s, &e1, day(1), &ex, &mem.config().graph.rules())
+            .await
+            .unwrap();
         // dropped here without shutdown: the crash
     }
     let mem = common::open(cfg).await;
     mem.wait_idle().await.unwrap();
-    assert_eq!(snapshot(&mem, &s).await, reference, "replay converges to the graph of the run without a crash");
+    assert_eq!(
+        snapshot(&mem, &s).await,
+        reference,
+        "replay converges to the graph of the run without a crash"
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -370,18 +755,70 @@ async fn names_resolve_on_whole_words_only() {
     let store = SqliteStore::open_in_memory().unwrap();
     let s = scope("u");
     let ex = Extraction {
-        entities: ["Eve", "Ed", "Ann", "Mina", "Alex", "Dana Whitfield", "INC-2024-117"].iter().map(|n| mention(n, "person")).collect(),
+        entities: [
+            "Eve",
+            "Ed",
+            "Ann",
+            "Mina",
+            "Alex",
+            "Dana Whitfield",
+            "INC-2024-117",
+        ]
+        .iter()
+        .map(|n| mention(n, "person"))
+        .collect(),
         relations: vec![],
     };
-    store.apply_extraction(&s, &ep(1), day(1), &ex, &ApplyRules::default()).await.unwrap();
+    store
+        .apply_extraction(&s, &ep(1), day(1), &ex, &ApplyRules::default())
+        .await
+        .unwrap();
     let names = |v: Vec<strata::graph::Entity>| v.into_iter().map(|e| e.name).collect::<Vec<_>>();
-    for q in ["What are my plans for the evening?", "I need to plan the announcement", "Can you recommend a seminar?", "Alexis", "Is Edinburgh nice?"] {
-        assert!(store.resolve(&s, q, 10).await.unwrap().is_empty(), "{q:?} named {:?}", names(store.resolve(&s, q, 10).await.unwrap()));
+    for q in [
+        "What are my plans for the evening?",
+        "I need to plan the announcement",
+        "Can you recommend a seminar?",
+        "Alexis",
+        "Is Edinburgh nice?",
+    ] {
+        assert!(
+            store.resolve(&s, q, 10).await.unwrap().is_empty(),
+            "{q:?} named {:?}",
+            names(store.resolve(&s, q, 10).await.unwrap())
+        );
     }
-    assert_eq!(names(store.resolve(&s, "where does Alex live now?", 10).await.unwrap()), vec!["Alex"]);
-    assert_eq!(names(store.resolve(&s, "Dana", 10).await.unwrap()), vec!["Dana Whitfield"], "a part of a name");
-    assert_eq!(names(store.resolve(&s, "status of INC-2024-117?", 10).await.unwrap()), vec!["INC-2024-117"]);
-    let both = names(store.resolve(&s, "Did Ed and Ann meet Dana Whitfield?", 10).await.unwrap());
+    assert_eq!(
+        names(
+            store
+                .resolve(&s, "where does Alex live now?", 10)
+                .await
+                .unwrap()
+        ),
+        vec!["Alex"]
+    );
+    assert_eq!(
+        names(store.resolve(&s, "Dana", 10).await.unwrap()),
+        vec!["Dana Whitfield"],
+        "a part of a name"
+    );
+    assert_eq!(
+        names(
+            store
+                .resolve(&s, "status of INC-2024-117?", 10)
+                .await
+                .unwrap()
+        ),
+        vec!["INC-2024-117"]
+    );
+    let both = names(
+        store
+            .resolve(&s, "Did Ed and Ann meet Dana Whitfield?", 10)
+            .await
+            .unwrap(),
+    );
     assert_eq!(both.len(), 3, "{both:?}");
-    assert_eq!(both[0], "Dana Whitfield", "longer names named in the text rank first");
+    assert_eq!(
+        both[0], "Dana Whitfield",
+        "longer names named in the text rank first"
+    );
 }

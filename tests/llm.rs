@@ -80,7 +80,11 @@ async fn session(mem: &Memory, id: &str, turns: &[&str]) -> SessionId {
     let t0 = Utc.with_ymd_and_hms(2026, 5, 1, 9, 0, 0).unwrap();
     for (i, t) in turns.iter().enumerate() {
         let ts = t0 + chrono::Duration::minutes(i as i64);
-        let m = if i % 2 == 0 { NewMessage::user(*t, ts) } else { NewMessage::assistant(*t, ts) };
+        let m = if i % 2 == 0 {
+            NewMessage::user(*t, ts)
+        } else {
+            NewMessage::assistant(*t, ts)
+        };
         mem.record(&scope(), &sid, m).await.unwrap();
     }
     mem.end_session(&scope(), &sid).await.unwrap();
@@ -88,13 +92,22 @@ async fn session(mem: &Memory, id: &str, turns: &[&str]) -> SessionId {
 }
 
 async fn requests(server: &MockServer) -> Vec<Value> {
-    server.received_requests().await.unwrap().iter().map(|r| serde_json::from_slice(&r.body).unwrap_or(Value::Null)).collect()
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap_or(Value::Null))
+        .collect()
 }
 
 async fn only_episode(mem: &Memory) -> strata::Episode {
     let hits = mem.memory_search(&scope(), "Dana", 5).await.unwrap();
     assert_eq!(hits.len(), 1, "{hits:?}");
-    mem.memory_expand(&scope(), &hits[0].id, false).await.unwrap().episode
+    mem.memory_expand(&scope(), &hits[0].id, false)
+        .await
+        .unwrap()
+        .episode
 }
 
 const TRIP: &[&str] = &[
@@ -106,26 +119,54 @@ const TRIP: &[&str] = &[
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn success_stores_the_llm_summary_and_records_costs() {
     let server = MockServer::start().await;
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Dana adopted a beagle named Pickle. Dana flies to Busan in May.")).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok(
+            "Dana adopted a beagle named Pickle. Dana flies to Busan in May.",
+        ))
+        .mount(&server)
+        .await;
     let (cfg, _dir) = llm_config(&server);
     let mem = common::open(cfg).await;
     session(&mem, "trip", TRIP).await;
     mem.wait_idle().await.unwrap();
     let ep = only_episode(&mem).await;
     assert_eq!(ep.summary_kind, SummaryKind::Llm);
-    assert_eq!(ep.summary, "Dana adopted a beagle named Pickle. Dana flies to Busan in May.");
+    assert_eq!(
+        ep.summary,
+        "Dana adopted a beagle named Pickle. Dana flies to Busan in May."
+    );
     let reqs = requests(&server).await;
     assert_eq!(reqs.len(), 1);
     let body = &reqs[0];
     assert_eq!(body["model"], "test-model");
     assert_eq!(body["response_format"]["type"], "json_schema");
     assert_eq!(body["response_format"]["json_schema"]["name"], "summarize");
-    assert_eq!(body["response_format"]["json_schema"]["schema"]["required"], json!(["summary", "language"]));
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"]["required"],
+        json!(["summary", "language"])
+    );
     let user = body["messages"][1]["content"].as_str().unwrap();
-    assert!(user.contains("user: I adopted a beagle called Pickle") && user.contains("Session date: 2026-05-01"), "{user}");
-    assert!(body["messages"][0]["content"].as_str().unwrap().contains("write the summary in English"));
+    assert!(
+        user.contains("user: I adopted a beagle called Pickle")
+            && user.contains("Session date: 2026-05-01"),
+        "{user}"
+    );
+    assert!(body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("write the summary in English"));
     let u = mem.llm_usage(Some(&scope())).await.unwrap();
-    assert_eq!((u.calls, u.failed_calls, u.input_tokens, u.output_tokens, u.sessions), (1, 0, 120, 30, 1));
+    assert_eq!(
+        (
+            u.calls,
+            u.failed_calls,
+            u.input_tokens,
+            u.output_tokens,
+            u.sessions
+        ),
+        (1, 0, 120, 30, 1)
+    );
     assert!(mem.parked_jobs(10).await.unwrap().is_empty());
     mem.shutdown().await.unwrap();
 }
@@ -140,14 +181,26 @@ async fn rate_limit_then_success() {
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Dana flies to Busan in May.")).with_priority(2).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok("Dana flies to Busan in May."))
+        .with_priority(2)
+        .mount(&server)
+        .await;
     let (cfg, _dir) = llm_config(&server);
     let mem = common::open(cfg).await;
     session(&mem, "trip", TRIP).await;
     mem.wait_idle().await.unwrap();
-    assert_eq!(only_episode(&mem).await.summary, "Dana flies to Busan in May.");
+    assert_eq!(
+        only_episode(&mem).await.summary,
+        "Dana flies to Busan in May."
+    );
     let u = mem.llm_usage(None).await.unwrap();
-    assert_eq!((u.calls, u.failed_calls), (2, 1), "the 429 was retried and recorded");
+    assert_eq!(
+        (u.calls, u.failed_calls),
+        (2, 1),
+        "the 429 was retried and recorded"
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -161,13 +214,22 @@ async fn a_timeout_is_retried() {
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Dana flies to Busan in May.")).with_priority(2).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok("Dana flies to Busan in May."))
+        .with_priority(2)
+        .mount(&server)
+        .await;
     let (mut cfg, _dir) = llm_config(&server);
     cfg.llm.timeout_secs = 1;
     let mem = common::open(cfg).await;
     session(&mem, "trip", TRIP).await;
     mem.wait_idle().await.unwrap();
-    assert_eq!(only_episode(&mem).await.summary, "Dana flies to Busan in May.", "the slow answer was not used");
+    assert_eq!(
+        only_episode(&mem).await.summary,
+        "Dana flies to Busan in May.",
+        "the slow answer was not used"
+    );
     let u = mem.llm_usage(None).await.unwrap();
     assert_eq!((u.calls, u.failed_calls), (2, 1));
     mem.shutdown().await.unwrap();
@@ -176,7 +238,11 @@ async fn a_timeout_is_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_is_parked_visibly_and_runs_again_on_retry() {
     let server = MockServer::start().await;
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ResponseTemplate::new(200).set_body_string("<html>upstream exploded</html>")).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ResponseTemplate::new(200).set_body_string("<html>upstream exploded</html>"))
+        .mount(&server)
+        .await;
     let (cfg, _dir) = llm_config(&server);
     let mem = common::open(cfg).await;
     let sid = session(&mem, "trip", TRIP).await;
@@ -186,19 +252,43 @@ async fn garbage_is_parked_visibly_and_runs_again_on_retry() {
     let parked = mem.parked_jobs(10).await.unwrap();
     assert_eq!(parked.len(), 1, "{parked:?}");
     assert_eq!(parked[0].attempts, 2);
-    assert!(parked[0].last_error.contains("not valid JSON"), "{}", parked[0].last_error);
+    assert!(
+        parked[0].last_error.contains("not valid JSON"),
+        "{}",
+        parked[0].last_error
+    );
     assert!(parked[0].parked_at.is_some());
-    assert!(mem.memory_search(&scope(), "Busan", 5).await.unwrap().is_empty());
-    assert_eq!(mem.session(&scope(), &sid).await.unwrap().message_count, 3, "the raw session is kept");
+    assert!(mem
+        .memory_search(&scope(), "Busan", 5)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        mem.session(&scope(), &sid).await.unwrap().message_count,
+        3,
+        "the raw session is kept"
+    );
     assert_eq!(mem.llm_usage(None).await.unwrap().failed_calls, 4);
     // the endpoint recovers; the operator retries the dead letters
     server.reset().await;
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Dana flies to Busan in May.")).mount(&server).await;
-    assert!(mem.retry_jobs(Some(strata::model::EventId(999_999))).await.is_err(), "unknown job id");
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok("Dana flies to Busan in May."))
+        .mount(&server)
+        .await;
+    assert!(
+        mem.retry_jobs(Some(strata::model::EventId(999_999)))
+            .await
+            .is_err(),
+        "unknown job id"
+    );
     assert_eq!(mem.retry_jobs(None).await.unwrap(), 1);
     mem.wait_idle().await.unwrap();
     assert!(mem.parked_jobs(10).await.unwrap().is_empty());
-    assert_eq!(only_episode(&mem).await.summary, "Dana flies to Busan in May.");
+    assert_eq!(
+        only_episode(&mem).await.summary,
+        "Dana flies to Busan in May."
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -208,20 +298,37 @@ async fn a_parked_job_does_not_block_the_jobs_behind_it() {
     Mock::given(method("POST"))
         .and(path(CHAT))
         .and(body_string_contains("POISON"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion("I'm sorry, I can't summarise this.")))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(completion("I'm sorry, I can't summarise this.")),
+        )
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Dana flies to Busan in May.")).with_priority(2).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok("Dana flies to Busan in May."))
+        .with_priority(2)
+        .mount(&server)
+        .await;
     let (mut cfg, _dir) = llm_config(&server);
     cfg.workers.batch_size = 1; // one job per batch: the poisoned one comes first
     let mem = common::open(cfg).await;
-    session(&mem, "poisoned", &["POISON pill text that the model refuses", "ok"]).await;
+    session(
+        &mem,
+        "poisoned",
+        &["POISON pill text that the model refuses", "ok"],
+    )
+    .await;
     session(&mem, "trip", TRIP).await;
     mem.wait_idle().await.unwrap();
     let parked = mem.parked_jobs(10).await.unwrap();
     assert_eq!(parked.len(), 1);
-    assert!(parked[0].last_error.contains("not JSON"), "{}", parked[0].last_error);
+    assert!(
+        parked[0].last_error.contains("not JSON"),
+        "{}",
+        parked[0].last_error
+    );
     let hits = mem.memory_search(&scope(), "Busan", 5).await.unwrap();
     assert_eq!(hits.len(), 1, "the second session was promoted");
     assert_eq!(hits[0].session_id.as_str(), "trip");
@@ -231,13 +338,23 @@ async fn a_parked_job_does_not_block_the_jobs_behind_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn code_fenced_json_is_accepted_in_one_call() {
     let server = MockServer::start().await;
-    let fenced = format!("Here is the summary:\n```json\n{}\n```\n", summary_json("Dana flies to Busan in May.", "English"));
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ResponseTemplate::new(200).set_body_json(completion(&fenced))).mount(&server).await;
+    let fenced = format!(
+        "Here is the summary:\n```json\n{}\n```\n",
+        summary_json("Dana flies to Busan in May.", "English")
+    );
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ResponseTemplate::new(200).set_body_json(completion(&fenced)))
+        .mount(&server)
+        .await;
     let (cfg, _dir) = llm_config(&server);
     let mem = common::open(cfg).await;
     session(&mem, "trip", TRIP).await;
     mem.wait_idle().await.unwrap();
-    assert_eq!(only_episode(&mem).await.summary, "Dana flies to Busan in May.");
+    assert_eq!(
+        only_episode(&mem).await.summary,
+        "Dana flies to Busan in May."
+    );
     assert_eq!(requests(&server).await.len(), 1);
     mem.shutdown().await.unwrap();
 }
@@ -248,7 +365,10 @@ async fn schema_breaking_json_and_empty_choices_are_retried() {
     // first answer: valid JSON, wrong shape; second: no choices; third: good
     Mock::given(method("POST"))
         .and(path(CHAT))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion(r#"{"summary": 42, "language": "English"}"#)))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(completion(r#"{"summary": 42, "language": "English"}"#)),
+        )
         .up_to_n_times(1)
         .with_priority(1)
         .mount(&server)
@@ -260,13 +380,21 @@ async fn schema_breaking_json_and_empty_choices_are_retried() {
         .with_priority(2)
         .mount(&server)
         .await;
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Dana flies to Busan in May.")).with_priority(3).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok("Dana flies to Busan in May."))
+        .with_priority(3)
+        .mount(&server)
+        .await;
     let (mut cfg, _dir) = llm_config(&server);
     cfg.llm.max_retries = 2;
     let mem = common::open(cfg).await;
     session(&mem, "trip", TRIP).await;
     mem.wait_idle().await.unwrap();
-    assert_eq!(only_episode(&mem).await.summary, "Dana flies to Busan in May.");
+    assert_eq!(
+        only_episode(&mem).await.summary,
+        "Dana flies to Busan in May."
+    );
     let errors: Vec<String> = mem
         .shared()
         .records
@@ -275,7 +403,11 @@ async fn schema_breaking_json_and_empty_choices_are_retried() {
         .map(|u| vec![u.calls.to_string(), u.failed_calls.to_string()])
         .unwrap();
     assert_eq!(errors, vec!["3", "2"]);
-    let temps: Vec<f64> = requests(&server).await.iter().map(|r| r["temperature"].as_f64().unwrap()).collect();
+    let temps: Vec<f64> = requests(&server)
+        .await
+        .iter()
+        .map(|r| r["temperature"].as_f64().unwrap())
+        .collect();
     assert_eq!(temps, vec![0.0, 0.25, 0.5], "each retry samples hotter");
     mem.shutdown().await.unwrap();
 }
@@ -283,16 +415,29 @@ async fn schema_breaking_json_and_empty_choices_are_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_output_is_clipped_on_a_sentence_boundary() {
     let server = MockServer::start().await;
-    let huge: String = (0..20_000).map(|i| format!("Fact number {i} about Dana. ")).collect(); // ~560 KB
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok(&huge)).mount(&server).await;
+    let huge: String = (0..20_000)
+        .map(|i| format!("Fact number {i} about Dana. "))
+        .collect(); // ~560 KB
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok(&huge))
+        .mount(&server)
+        .await;
     let (cfg, _dir) = llm_config(&server);
     let max = cfg.llm.max_summary_chars;
     let mem = common::open(cfg).await;
     session(&mem, "trip", TRIP).await;
     mem.wait_idle().await.unwrap();
     let ep = only_episode(&mem).await;
-    assert!(strata::text::grapheme_len(&ep.summary) <= max, "{} graphemes", strata::text::grapheme_len(&ep.summary));
-    assert!(ep.summary.starts_with("Fact number 0 about Dana.") && ep.summary.ends_with("about Dana."), "clipped whole sentences");
+    assert!(
+        strata::text::grapheme_len(&ep.summary) <= max,
+        "{} graphemes",
+        strata::text::grapheme_len(&ep.summary)
+    );
+    assert!(
+        ep.summary.starts_with("Fact number 0 about Dana.") && ep.summary.ends_with("about Dana."),
+        "clipped whole sentences"
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -303,23 +448,45 @@ async fn a_korean_session_is_summarised_in_korean() {
     Mock::given(method("POST"))
         .and(path(CHAT))
         .and(body_string_contains("write the summary in Korean"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(completion(&summary_json(korean, "Korean"))))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(completion(&summary_json(korean, "Korean"))),
+        )
         .mount(&server)
         .await;
     // any request that does not ask for Korean is refused (permanent error): the test fails
     Mock::given(method("POST")).and(path(CHAT)).respond_with(ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "expected a Korean prompt", "type": "invalid_request_error", "param": null, "code": null}}))).with_priority(10).mount(&server).await;
     let (cfg, _dir) = llm_config(&server);
     let mem = common::open(cfg).await;
-    session(&mem, "여행", &["지난주에 피클이라는 비글을 입양했어요. 그리고 다나랑 5월에 부산에 가요.", "와, 축하해요! 부산에서 뭐 할 거예요?", "해운대 해변이랑 자갈치 시장에 갈 거예요."]).await;
+    session(
+        &mem,
+        "여행",
+        &[
+            "지난주에 피클이라는 비글을 입양했어요. 그리고 다나랑 5월에 부산에 가요.",
+            "와, 축하해요! 부산에서 뭐 할 거예요?",
+            "해운대 해변이랑 자갈치 시장에 갈 거예요.",
+        ],
+    )
+    .await;
     mem.wait_idle().await.unwrap();
-    assert!(mem.parked_jobs(10).await.unwrap().is_empty(), "{:?}", mem.parked_jobs(10).await.unwrap());
+    assert!(
+        mem.parked_jobs(10).await.unwrap().is_empty(),
+        "{:?}",
+        mem.parked_jobs(10).await.unwrap()
+    );
     let hits = mem.memory_search(&scope(), "부산 여행", 5).await.unwrap();
     assert_eq!(hits.len(), 1);
-    let ep = mem.memory_expand(&scope(), &hits[0].id, false).await.unwrap().episode;
+    let ep = mem
+        .memory_expand(&scope(), &hits[0].id, false)
+        .await
+        .unwrap()
+        .episode;
     assert_eq!(ep.summary, korean, "stored intact, not byte-clipped");
     assert!(ep.abstract_.starts_with("다나는"), "{}", ep.abstract_);
     let sent = &requests(&server).await[0];
-    assert!(sent["messages"][1]["content"].as_str().unwrap().contains("해운대 해변이랑 자갈치 시장"));
+    assert!(sent["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("해운대 해변이랑 자갈치 시장"));
     mem.shutdown().await.unwrap();
 }
 
@@ -329,33 +496,56 @@ async fn a_fifty_thousand_word_session_is_split_and_merged() {
     Mock::given(method("POST"))
         .and(path(CHAT))
         .and(body_string_contains("Part summaries, in order"))
-        .respond_with(ok("Merged: Dana planned the Busan trip across a very long session."))
+        .respond_with(ok(
+            "Merged: Dana planned the Busan trip across a very long session.",
+        ))
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Part: Dana talked about Busan.")).with_priority(2).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok("Part: Dana talked about Busan."))
+        .with_priority(2)
+        .mount(&server)
+        .await;
     let (cfg, _dir) = llm_config(&server);
     let budget_bytes = (cfg.llm.context_tokens - cfg.llm.max_tokens) as usize * 3;
     let mem = common::open(cfg).await;
     // 100 turns x 500 words = 50,000 words (~330 KB)
-    let turn: String = (0..500).map(|i| format!("word{i}")).collect::<Vec<_>>().join(" ");
-    let turns: Vec<String> = (0..100).map(|i| format!("Turn {i} about Busan: {turn}")).collect();
+    let turn: String = (0..500)
+        .map(|i| format!("word{i}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let turns: Vec<String> = (0..100)
+        .map(|i| format!("Turn {i} about Busan: {turn}"))
+        .collect();
     let refs: Vec<&str> = turns.iter().map(|s| s.as_str()).collect();
     session(&mem, "long", &refs).await;
     mem.wait_idle().await.unwrap();
     assert!(mem.parked_jobs(10).await.unwrap().is_empty());
     let ep = only_episode(&mem).await;
-    assert_eq!(ep.summary, "Merged: Dana planned the Busan trip across a very long session.");
+    assert_eq!(
+        ep.summary,
+        "Merged: Dana planned the Busan trip across a very long session."
+    );
     let reqs = requests(&server).await;
-    let merges = reqs.iter().filter(|r| r.to_string().contains("Part summaries, in order")).count();
+    let merges = reqs
+        .iter()
+        .filter(|r| r.to_string().contains("Part summaries, in order"))
+        .count();
     let pieces = reqs.len() - merges;
     assert!(pieces >= 10, "{pieces} pieces");
     assert_eq!(merges, 1);
     for r in &reqs {
         let n = r["messages"][1]["content"].as_str().unwrap().len();
-        assert!(n <= budget_bytes, "a request of {n} bytes does not fit the context");
+        assert!(
+            n <= budget_bytes,
+            "a request of {n} bytes does not fit the context"
+        );
     }
-    assert!(reqs.iter().any(|r| r.to_string().contains(&format!("part {pieces} of {pieces}"))));
+    assert!(reqs.iter().any(|r| r
+        .to_string()
+        .contains(&format!("part {pieces} of {pieces}"))));
     mem.shutdown().await.unwrap();
 }
 
@@ -369,7 +559,10 @@ impl Respond for Embeddings {
         let body: Value = serde_json::from_slice(&req.body).unwrap();
         let inputs: Vec<String> = match &body["input"] {
             Value::String(s) => vec![s.clone()],
-            Value::Array(a) => a.iter().map(|v| v.as_str().unwrap_or_default().to_string()).collect(),
+            Value::Array(a) => a
+                .iter()
+                .map(|v| v.as_str().unwrap_or_default().to_string())
+                .collect(),
             _ => vec![],
         };
         let data: Vec<Value> = inputs
@@ -377,7 +570,9 @@ impl Respond for Embeddings {
             .enumerate()
             .map(|(i, t)| {
                 let h = blake3::hash(t.as_bytes());
-                let v: Vec<f32> = (0..self.dim).map(|k| h.as_bytes()[k % 32] as f32 / 255.0 + 0.01).collect();
+                let v: Vec<f32> = (0..self.dim)
+                    .map(|k| h.as_bytes()[k % 32] as f32 / 255.0 + 0.01)
+                    .collect();
                 json!({"object": "embedding", "index": i, "embedding": v})
             })
             .collect();
@@ -402,13 +597,21 @@ fn remote_embedding_config(server: &MockServer, dir: &std::path::Path) -> Config
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_embeddings_check_dimensions_and_switching_models_needs_reindex() {
     let server = MockServer::start().await;
-    Mock::given(method("POST")).and(path("/v1/embeddings")).respond_with(Embeddings { dim: 8 }).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/v1/embeddings"))
+        .respond_with(Embeddings { dim: 8 })
+        .mount(&server)
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = remote_embedding_config(&server, dir.path());
 
     // configured dimension disagrees with what the server returns: clear start-up error
     cfg.embedding.dimensions = 16;
-    let e = Memory::open(cfg.clone()).await.err().expect("dimension mismatch must fail").to_string();
+    let e = Memory::open(cfg.clone())
+        .await
+        .err()
+        .expect("dimension mismatch must fail")
+        .to_string();
     assert!(e.contains("8-dimensional") && e.contains("16"), "{e}");
 
     // dimension learned from the server: promotion embeds remotely, in batches
@@ -417,29 +620,62 @@ async fn remote_embeddings_check_dimensions_and_switching_models_needs_reindex()
     assert_eq!(mem.shared().embedder.dim(), 8);
     session(&mem, "trip", TRIP).await;
     mem.wait_idle().await.unwrap();
-    assert_eq!(mem.memory_search(&scope(), "Pickle beagle", 5).await.unwrap().len(), 1);
+    assert_eq!(
+        mem.memory_search(&scope(), "Pickle beagle", 5)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     mem.shutdown().await.unwrap();
     drop(mem);
     let reqs = requests(&server).await;
-    assert!(reqs.iter().all(|r| r["input"].as_array().map(|a| a.len() <= 2).unwrap_or(false)), "batches of embedding.batch_size");
+    assert!(
+        reqs.iter()
+            .all(|r| r["input"].as_array().map(|a| a.len() <= 2).unwrap_or(false)),
+        "batches of embedding.batch_size"
+    );
 
     // switching back to the local 384-dim model without a reindex: clear error, nothing mixed
     let mut local = cfg.clone();
     local.embedding.provider = EmbeddingProvider::Local;
-    let e = Memory::open_with(local.clone(), Components { embedder: Some(common::embedder()), ..Default::default() })
-        .await
-        .err()
-        .expect("model switch must fail")
-        .to_string();
-    assert!(e.contains("openai:test-embed (8 dims)") && e.contains("strata reindex"), "{e}");
+    let e = Memory::open_with(
+        local.clone(),
+        Components {
+            embedder: Some(common::embedder()),
+            ..Default::default()
+        },
+    )
+    .await
+    .err()
+    .expect("model switch must fail")
+    .to_string();
+    assert!(
+        e.contains("openai:test-embed (8 dims)") && e.contains("strata reindex"),
+        "{e}"
+    );
 
     // reindex rebuilds both indexes from the system of record with the new model
-    let report = Memory::reindex(local.clone(), Components { embedder: Some(common::embedder()), ..Default::default() }).await.unwrap();
+    let report = Memory::reindex(
+        local.clone(),
+        Components {
+            embedder: Some(common::embedder()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(report.episodes, 1);
-    assert!(report.vector_points >= 2, "summary + turn units: {report:?}");
+    assert!(
+        report.vector_points >= 2,
+        "summary + turn units: {report:?}"
+    );
     let mem = common::open(local).await;
     assert_eq!(mem.shared().vectors.dim(), 384);
-    let hits = mem.memory_search(&scope(), "Pickle beagle", 5).await.unwrap();
+    let hits = mem
+        .memory_search(&scope(), "Pickle beagle", 5)
+        .await
+        .unwrap();
     assert_eq!(hits.len(), 1);
     mem.shutdown().await.unwrap();
 }
@@ -448,8 +684,19 @@ async fn remote_embeddings_check_dimensions_and_switching_models_needs_reindex()
 async fn embeddings_that_change_dimension_at_run_time_park_the_job() {
     let server = MockServer::start().await;
     // the start-up probe sees 8 dims; afterwards the server answers with 4
-    Mock::given(method("POST")).and(path("/v1/embeddings")).respond_with(Embeddings { dim: 8 }).up_to_n_times(1).with_priority(1).mount(&server).await;
-    Mock::given(method("POST")).and(path("/v1/embeddings")).respond_with(Embeddings { dim: 4 }).with_priority(2).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/v1/embeddings"))
+        .respond_with(Embeddings { dim: 8 })
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/embeddings"))
+        .respond_with(Embeddings { dim: 4 })
+        .with_priority(2)
+        .mount(&server)
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = remote_embedding_config(&server, dir.path());
     cfg.workers.max_attempts = 1;
@@ -458,8 +705,17 @@ async fn embeddings_that_change_dimension_at_run_time_park_the_job() {
     mem.wait_idle().await.unwrap();
     let parked = mem.parked_jobs(10).await.unwrap();
     assert_eq!(parked.len(), 1);
-    assert!(parked[0].last_error.contains("4-dimensional") && parked[0].last_error.contains("expected 8"), "{}", parked[0].last_error);
-    assert_eq!(mem.shared().vectors.count(&scope()).await.unwrap(), 0, "nothing of the wrong size was written");
+    assert!(
+        parked[0].last_error.contains("4-dimensional")
+            && parked[0].last_error.contains("expected 8"),
+        "{}",
+        parked[0].last_error
+    );
+    assert_eq!(
+        mem.shared().vectors.count(&scope()).await.unwrap(),
+        0,
+        "nothing of the wrong size was written"
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -475,7 +731,12 @@ impl ChatModel for DiesAfterAnswer {
     fn id(&self) -> String {
         self.inner.id()
     }
-    async fn summarize(&self, transcript: &[TranscriptTurn], started_at: &str, log: &CallLog) -> strata::Result<Summary> {
+    async fn summarize(
+        &self,
+        transcript: &[TranscriptTurn],
+        started_at: &str,
+        log: &CallLog,
+    ) -> strata::Result<Summary> {
         let s = self.inner.summarize(transcript, started_at, log).await?;
         let _ = self.answered.send(s);
         std::future::pending().await
@@ -485,21 +746,46 @@ impl ChatModel for DiesAfterAnswer {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_between_the_answer_and_the_commit_reruns_the_job_once() {
     let server = MockServer::start().await;
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Dana flies to Busan in May.")).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok("Dana flies to Busan in May."))
+        .mount(&server)
+        .await;
     let (cfg, _dir) = llm_config(&server);
     let first = cfg.clone();
     tokio::task::spawn_blocking(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-            let chat = DiesAfterAnswer { inner: OpenAiChat::new(&first.llm, Prompts::builtin()).unwrap(), answered: tx };
-            let mem = Memory::open_with(first, Components { embedder: Some(common::embedder()), chat: Some(Arc::new(chat)), ..Default::default() })
-                .await
-                .unwrap();
+            let chat = DiesAfterAnswer {
+                inner: OpenAiChat::new(&first.llm, Prompts::builtin()).unwrap(),
+                answered: tx,
+            };
+            let mem = Memory::open_with(
+                first,
+                Components {
+                    embedder: Some(common::embedder()),
+                    chat: Some(Arc::new(chat)),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
             session(&mem, "trip", TRIP).await;
-            let s = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await.unwrap().unwrap();
+            let s = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(s.text, "Dana flies to Busan in May.");
-            assert_eq!(mem.shared().records.count_episodes(&scope()).await.unwrap(), 0, "nothing committed yet");
+            assert_eq!(
+                mem.shared().records.count_episodes(&scope()).await.unwrap(),
+                0,
+                "nothing committed yet"
+            );
         });
         // the runtime dies with the worker mid-job: no shutdown, no commit
         rt.shutdown_timeout(Duration::from_millis(200));
@@ -509,10 +795,25 @@ async fn a_crash_between_the_answer_and_the_commit_reruns_the_job_once() {
     assert_eq!(requests(&server).await.len(), 1);
     let mem = common::open(cfg).await;
     mem.wait_idle().await.unwrap();
-    assert_eq!(requests(&server).await.len(), 2, "the job ran again on reopen");
-    assert_eq!(mem.shared().records.count_episodes(&scope()).await.unwrap(), 1, "stored once");
-    assert_eq!(only_episode(&mem).await.summary, "Dana flies to Busan in May.");
-    assert_eq!(mem.run_pending().await.unwrap(), 0, "nothing left to replay");
+    assert_eq!(
+        requests(&server).await.len(),
+        2,
+        "the job ran again on reopen"
+    );
+    assert_eq!(
+        mem.shared().records.count_episodes(&scope()).await.unwrap(),
+        1,
+        "stored once"
+    );
+    assert_eq!(
+        only_episode(&mem).await.summary,
+        "Dana flies to Busan in May."
+    );
+    assert_eq!(
+        mem.run_pending().await.unwrap(),
+        0,
+        "nothing left to replay"
+    );
     assert_eq!(requests(&server).await.len(), 2);
     mem.shutdown().await.unwrap();
 }
@@ -529,7 +830,11 @@ async fn the_system_prompt_comes_from_the_prompt_files() {
     mem.shutdown().await.unwrap();
     drop(mem);
     let prompts = tempfile::tempdir().unwrap();
-    std::fs::write(prompts.path().join("system.md"), "Operator's own memory note.").unwrap();
+    std::fs::write(
+        prompts.path().join("system.md"),
+        "Operator's own memory note.",
+    )
+    .unwrap();
     cfg.llm.prompts_dir = prompts.path().to_path_buf();
     let mem = common::open(cfg).await;
     assert_eq!(mem.system_prompt(), "Operator's own memory note.");
@@ -543,7 +848,10 @@ async fn offline_mode_makes_no_llm_calls() {
     let mem = common::open(cfg).await;
     session(&mem, "trip", TRIP).await;
     mem.wait_idle().await.unwrap();
-    assert_eq!(only_episode(&mem).await.summary_kind, SummaryKind::Extractive);
+    assert_eq!(
+        only_episode(&mem).await.summary_kind,
+        SummaryKind::Extractive
+    );
     assert_eq!(mem.llm_usage(None).await.unwrap().calls, 0);
     mem.shutdown().await.unwrap();
 }
@@ -551,7 +859,11 @@ async fn offline_mode_makes_no_llm_calls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recall_answers_from_bm25_when_the_embedding_server_stalls() {
     let server = MockServer::start().await;
-    Mock::given(method("POST")).and(path("/v1/embeddings")).respond_with(Embeddings { dim: 8 }).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path("/v1/embeddings"))
+        .respond_with(Embeddings { dim: 8 })
+        .mount(&server)
+        .await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = remote_embedding_config(&server, dir.path());
     cfg.embedding.timeout_secs = 1;
@@ -563,16 +875,34 @@ async fn recall_answers_from_bm25_when_the_embedding_server_stalls() {
     server.reset().await;
     Mock::given(method("POST"))
         .and(path("/v1/embeddings"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"data": []})).set_delay(Duration::from_secs(10)))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"data": []}))
+                .set_delay(Duration::from_secs(10)),
+        )
         .mount(&server)
         .await;
-    let hits = mem.memory_search(&scope(), "Pickle the beagle", 5).await.unwrap();
+    let hits = mem
+        .memory_search(&scope(), "Pickle the beagle", 5)
+        .await
+        .unwrap();
     assert_eq!(hits.len(), 1, "keyword half answered");
     let sid = SessionId::new("next").unwrap();
-    let r = mem.inject(&scope(), &sid, "Which hotel did Dana book in Busan?").await.unwrap();
+    let r = mem
+        .inject(&scope(), &sid, "Which hotel did Dana book in Busan?")
+        .await
+        .unwrap();
     assert!(r.top_score > 0.0, "{r:?}");
-    let vector_only = strata::memory::SearchOptions { retrievers: strata::recall::fusion::Retrievers::VectorOnly, ..Default::default() };
-    assert!(mem.memory_search_with(&scope(), "Pickle", 5, vector_only).await.is_err(), "an explicit vector-only search reports the failure");
+    let vector_only = strata::memory::SearchOptions {
+        retrievers: strata::recall::fusion::Retrievers::VectorOnly,
+        ..Default::default()
+    };
+    assert!(
+        mem.memory_search_with(&scope(), "Pickle", 5, vector_only)
+            .await
+            .is_err(),
+        "an explicit vector-only search reports the failure"
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -591,23 +921,68 @@ async fn entities_and_relations_come_from_the_llm_when_one_is_configured() {
         ]
     });
     answer_extraction(&server, &graph).await;
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Dana adopted a beagle named Pickle. Dana flies to Busan in May.")).with_priority(2).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok(
+            "Dana adopted a beagle named Pickle. Dana flies to Busan in May.",
+        ))
+        .with_priority(2)
+        .mount(&server)
+        .await;
     let (mut cfg, _dir) = llm_config(&server);
     cfg.graph.enabled = true;
     let mem = common::open(cfg).await;
     session(&mem, "trip", TRIP).await;
     mem.wait_idle().await.unwrap();
-    let req = strata::memory::GraphSearch { query: Some("Dana K.".into()), hops: 1, ..Default::default() };
+    let req = strata::memory::GraphSearch {
+        query: Some("Dana K.".into()),
+        hops: 1,
+        ..Default::default()
+    };
     let r = mem.knowledge_graph_search(&scope(), &req).await.unwrap();
     assert_eq!(r.seeds.len(), 1, "the alias resolves");
-    let names: Vec<&str> = r.subgraph.entities.iter().map(|e| e.name.as_str()).collect();
-    assert!(names.contains(&"Pickle") && names.contains(&"Busan"), "{names:?}");
-    let visit = r.subgraph.relations.iter().find(|x| x.predicate == "visits").unwrap();
-    assert_eq!(visit.valid_from.unwrap().date_naive().to_string(), "2026-05-10", "dated by the text");
-    let extraction = requests(&server).await.into_iter().find(|b| b.to_string().contains("You build a knowledge graph")).unwrap();
-    assert_eq!(extraction["response_format"]["json_schema"]["name"], "extract_entities_relations");
-    assert!(extraction["messages"][1]["content"].as_str().unwrap().contains("Dana adopted a beagle named Pickle"), "extraction reads the summary");
-    assert_eq!(mem.llm_usage(None).await.unwrap().calls, 2, "one summary call, one extraction call");
+    let names: Vec<&str> = r
+        .subgraph
+        .entities
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
+    assert!(
+        names.contains(&"Pickle") && names.contains(&"Busan"),
+        "{names:?}"
+    );
+    let visit = r
+        .subgraph
+        .relations
+        .iter()
+        .find(|x| x.predicate == "visits")
+        .unwrap();
+    assert_eq!(
+        visit.valid_from.unwrap().date_naive().to_string(),
+        "2026-05-10",
+        "dated by the text"
+    );
+    let extraction = requests(&server)
+        .await
+        .into_iter()
+        .find(|b| b.to_string().contains("You build a knowledge graph"))
+        .unwrap();
+    assert_eq!(
+        extraction["response_format"]["json_schema"]["name"],
+        "extract_entities_relations"
+    );
+    assert!(
+        extraction["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Dana adopted a beagle named Pickle"),
+        "extraction reads the summary"
+    );
+    assert_eq!(
+        mem.llm_usage(None).await.unwrap().calls,
+        2,
+        "one summary call, one extraction call"
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -631,22 +1006,69 @@ async fn the_llm_confirms_ambiguous_dedup_candidates() {
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Christopher Nolan works at Syncopy.")).with_priority(2).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok("Christopher Nolan works at Syncopy."))
+        .with_priority(2)
+        .mount(&server)
+        .await;
     let (mut cfg, _dir) = llm_config(&server);
     cfg.graph.enabled = true;
     let mem = common::open(cfg).await;
-    session(&mem, "film", &["Christopher Nolan works at Syncopy; the incident INC-2024-117 was not INC-2024-118.", "ok"]).await;
+    session(
+        &mem,
+        "film",
+        &[
+            "Christopher Nolan works at Syncopy; the incident INC-2024-117 was not INC-2024-118.",
+            "ok",
+        ],
+    )
+    .await;
     mem.wait_idle().await.unwrap();
     let merges = mem.graph_merges(&scope(), 10).await.unwrap();
-    assert_eq!(merges.len(), 1, "the LLM-confirmed pair merged, and only it: {merges:?}");
-    assert!(merges[0].reason.contains("confirmed by the LLM"), "{}", merges[0].reason);
-    let keys: Vec<String> = mem.shared().graph.entities_of_type(&scope(), None, 100).await.unwrap().into_iter().map(|e| e.identity_key).collect();
-    assert!(keys.contains(&"inc-2024-117".to_string()) && keys.contains(&"inc-2024-118".to_string()), "guards hold even when the LLM says same: {keys:?}");
-    let asked: Vec<Value> = requests(&server).await.into_iter().filter(|b| b.to_string().contains("Candidate pairs")).collect();
+    assert_eq!(
+        merges.len(),
+        1,
+        "the LLM-confirmed pair merged, and only it: {merges:?}"
+    );
+    assert!(
+        merges[0].reason.contains("confirmed by the LLM"),
+        "{}",
+        merges[0].reason
+    );
+    let keys: Vec<String> = mem
+        .shared()
+        .graph
+        .entities_of_type(&scope(), None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.identity_key)
+        .collect();
+    assert!(
+        keys.contains(&"inc-2024-117".to_string()) && keys.contains(&"inc-2024-118".to_string()),
+        "guards hold even when the LLM says same: {keys:?}"
+    );
+    let asked: Vec<Value> = requests(&server)
+        .await
+        .into_iter()
+        .filter(|b| b.to_string().contains("Candidate pairs"))
+        .collect();
     assert!(!asked.is_empty());
-    let pairs: Vec<&str> = asked.iter().map(|b| b["messages"][1]["content"].as_str().unwrap()).collect();
-    assert!(pairs.iter().all(|p| !p.contains("INC-2024")), "guarded pairs are never even asked: {pairs:?}");
-    assert!(pairs.iter().any(|p| p.contains("Christophe Nolan") && p.contains("Christopher Nolan")), "{pairs:?}");
+    let pairs: Vec<&str> = asked
+        .iter()
+        .map(|b| b["messages"][1]["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        pairs.iter().all(|p| !p.contains("INC-2024")),
+        "guarded pairs are never even asked: {pairs:?}"
+    );
+    assert!(
+        pairs
+            .iter()
+            .any(|p| p.contains("Christophe Nolan") && p.contains("Christopher Nolan")),
+        "{pairs:?}"
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -661,7 +1083,12 @@ async fn shutdown_does_not_wait_out_a_failing_jobs_backoff() {
         .with_priority(1)
         .mount(&server)
         .await;
-    Mock::given(method("POST")).and(path(CHAT)).respond_with(ok("Dana flies to Busan in May.")).with_priority(2).mount(&server).await;
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok("Dana flies to Busan in May."))
+        .with_priority(2)
+        .mount(&server)
+        .await;
     let (mut cfg, _dir) = llm_config(&server);
     cfg.graph.enabled = true;
     cfg.workers.max_attempts = 5; // ~15 s of job backoff before it would park
@@ -677,8 +1104,23 @@ async fn shutdown_does_not_wait_out_a_failing_jobs_backoff() {
     }
     assert!(failed().await >= 2);
     mem.shutdown().await.unwrap();
-    assert!(mem.parked_jobs(10).await.unwrap().is_empty(), "shutdown returned before the job ran out of attempts");
-    let pending = mem.shared().records.count_pending(&[strata::store::EventKind::EpisodeCreated]).await.unwrap();
-    assert_eq!(pending, 1, "the job stays queued, durable, for the next open");
-    assert_eq!(only_episode(&mem).await.summary, "Dana flies to Busan in May.", "the promotion before it was not held back");
+    assert!(
+        mem.parked_jobs(10).await.unwrap().is_empty(),
+        "shutdown returned before the job ran out of attempts"
+    );
+    let pending = mem
+        .shared()
+        .records
+        .count_pending(&[strata::store::EventKind::EpisodeCreated])
+        .await
+        .unwrap();
+    assert_eq!(
+        pending, 1,
+        "the job stays queued, durable, for the next open"
+    );
+    assert_eq!(
+        only_episode(&mem).await.summary,
+        "Dana flies to Busan in May.",
+        "the promotion before it was not held back"
+    );
 }

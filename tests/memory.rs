@@ -14,7 +14,11 @@ fn t(day: u32, min: i64) -> chrono::DateTime<Utc> {
 async fn session(mem: &Memory, scope: &Scope, id: &str, day: u32, turns: &[&str]) -> SessionId {
     let sid = SessionId::new(id).unwrap();
     for (i, text) in turns.iter().enumerate() {
-        let msg = if i % 2 == 0 { NewMessage::user(*text, t(day, i as i64)) } else { NewMessage::assistant(*text, t(day, i as i64)) };
+        let msg = if i % 2 == 0 {
+            NewMessage::user(*text, t(day, i as i64))
+        } else {
+            NewMessage::assistant(*text, t(day, i as i64))
+        };
         mem.record(scope, &sid, msg).await.unwrap();
     }
     mem.end_session(scope, &sid).await.unwrap();
@@ -33,17 +37,43 @@ async fn record_promote_inject_search_expand() {
         "Good luck.",
     ])
     .await;
-    session(&mem, &scope, "s2", 9, &["I adopted a grey cat named Miso from the shelter.", "Lovely!", "She sleeps on my keyboard all day.", "Ha."]).await;
+    session(
+        &mem,
+        &scope,
+        "s2",
+        9,
+        &[
+            "I adopted a grey cat named Miso from the shelter.",
+            "Lovely!",
+            "She sleeps on my keyboard all day.",
+            "Ha.",
+        ],
+    )
+    .await;
     mem.wait_idle().await.unwrap();
 
     // L1 search: right episode first, with the session's own date
-    let hits = mem.memory_search(&scope, "when is the ClickHouse cutover deadline?", 5).await.unwrap();
+    let hits = mem
+        .memory_search(&scope, "when is the ClickHouse cutover deadline?", 5)
+        .await
+        .unwrap();
     assert_eq!(hits[0].session_id.as_str(), "s1", "{hits:?}");
-    assert_eq!(hits[0].when, t(2, 0), "caller timestamp, not ingestion time");
+    assert_eq!(
+        hits[0].when,
+        t(2, 0),
+        "caller timestamp, not ingestion time"
+    );
     assert!(hits[0].score > 0.0 && hits[0].score <= 1.0);
     let ex = mem.memory_expand(&scope, &hits[0].id, true).await.unwrap();
-    assert!(ex.episode.summary.contains("April 17") || ex.episode.summary.contains("Atlas"), "{}", ex.episode.summary);
-    assert_eq!(ex.episode.summary_kind, strata::model::SummaryKind::Extractive);
+    assert!(
+        ex.episode.summary.contains("April 17") || ex.episode.summary.contains("Atlas"),
+        "{}",
+        ex.episode.summary
+    );
+    assert_eq!(
+        ex.episode.summary_kind,
+        strata::model::SummaryKind::Extractive
+    );
     assert_eq!(ex.raw.as_ref().unwrap().len(), 4);
     let n = strata::text::grapheme_len(&ex.episode.abstract_);
     assert!((1..=200).contains(&n));
@@ -52,7 +82,10 @@ async fn record_promote_inject_search_expand() {
     let s3 = SessionId::new("s3").unwrap();
     // scores are calibrated on LoCoMo (see ARCHITECTURE.md): a question that shares its
     // key terms with a memory clears min_score 0.3; a vague one may not
-    let r = mem.inject(&scope, &s3, "what was the name of the grey cat I adopted?").await.unwrap();
+    let r = mem
+        .inject(&scope, &s3, "what was the name of the grey cat I adopted?")
+        .await
+        .unwrap();
     assert!(r.injected >= 1, "{r:?}");
     assert!(r.section.starts_with("## Memory Context"));
     assert!(r.section.contains("Miso"), "{}", r.section);
@@ -64,8 +97,17 @@ async fn record_promote_inject_search_expand() {
     assert!(r.top_score < mem.config().recall.min_score);
 
     // pronoun resolution through recent turns: "she" alone is weak, the context carries "Miso"
-    mem.record(&scope, &s3, NewMessage::user("tell me about Miso", t(20, 0))).await.unwrap();
-    let r = mem.inject(&scope, &s3, "does she still sleep on it?").await.unwrap();
+    mem.record(
+        &scope,
+        &s3,
+        NewMessage::user("tell me about Miso", t(20, 0)),
+    )
+    .await
+    .unwrap();
+    let r = mem
+        .inject(&scope, &s3, "does she still sleep on it?")
+        .await
+        .unwrap();
     assert!(r.query.contains("Miso") && r.query.ends_with("does she still sleep on it?"));
     mem.shutdown().await.unwrap();
 }
@@ -77,15 +119,38 @@ async fn bad_input_gets_clear_errors() {
     let scope = Scope::new("u", "a").unwrap();
     let sid = SessionId::new("s").unwrap();
     for bad in ["", "   ", "\n\t"] {
-        assert!(matches!(mem.record(&scope, &sid, NewMessage::user(bad, t(1, 0))).await, Err(Error::InvalidInput(_))));
-        assert!(matches!(mem.memory_search(&scope, bad, 5).await, Err(Error::InvalidInput(_))));
-        assert!(matches!(mem.inject(&scope, &sid, bad).await, Err(Error::InvalidInput(_))));
+        assert!(matches!(
+            mem.record(&scope, &sid, NewMessage::user(bad, t(1, 0)))
+                .await,
+            Err(Error::InvalidInput(_))
+        ));
+        assert!(matches!(
+            mem.memory_search(&scope, bad, 5).await,
+            Err(Error::InvalidInput(_))
+        ));
+        assert!(matches!(
+            mem.inject(&scope, &sid, bad).await,
+            Err(Error::InvalidInput(_))
+        ));
     }
-    assert!(matches!(mem.memory_search(&scope, "x", 0).await, Err(Error::InvalidInput(_))));
-    assert!(matches!(mem.memory_search(&scope, "x", 1000).await, Err(Error::InvalidInput(_))));
-    assert!(matches!(mem.end_session(&scope, &SessionId::new("nope").unwrap()).await, Err(Error::NotFound(_))));
+    assert!(matches!(
+        mem.memory_search(&scope, "x", 0).await,
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        mem.memory_search(&scope, "x", 1000).await,
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        mem.end_session(&scope, &SessionId::new("nope").unwrap())
+            .await,
+        Err(Error::NotFound(_))
+    ));
     let unknown = strata::EpisodeId::for_session(&scope, &SessionId::new("nope").unwrap());
-    assert!(matches!(mem.memory_expand(&scope, &unknown, false).await, Err(Error::NotFound(_))));
+    assert!(matches!(
+        mem.memory_expand(&scope, &unknown, false).await,
+        Err(Error::NotFound(_))
+    ));
     assert!(strata::EpisodeId::parse("not-an-id").is_err());
     assert!(SessionId::new("").is_err());
     mem.shutdown().await.unwrap();
@@ -98,27 +163,52 @@ async fn huge_and_unicode_messages_are_stored_whole_and_searchable() {
     let scope = Scope::new("유저", "봇").unwrap();
     let mut big = String::with_capacity(1 << 20);
     while big.len() < (1 << 20) {
-        big.push_str("The quarterly report mentions zanzibar logistics and 물류 센터 👩‍👩‍👧 e\u{301}. ");
+        big.push_str(
+            "The quarterly report mentions zanzibar logistics and 물류 센터 👩‍👩‍👧 e\u{301}. ",
+        );
     }
     big.push_str("Final marker: quokkaproject.");
     let sid = SessionId::new("big").unwrap();
-    mem.record(&scope, &sid, NewMessage::user(big.clone(), t(3, 0))).await.unwrap();
+    mem.record(&scope, &sid, NewMessage::user(big.clone(), t(3, 0)))
+        .await
+        .unwrap();
     let ks = SessionId::new("ko").unwrap();
-    mem.record(&scope, &ks, NewMessage::user("제 동생 유나가 10월에 부산에서 결혼해요 💍", t(4, 0))).await.unwrap();
-    mem.record(&scope, &ks, NewMessage::assistant("축하해요! 🎉", t(4, 1))).await.unwrap();
+    mem.record(
+        &scope,
+        &ks,
+        NewMessage::user("제 동생 유나가 10월에 부산에서 결혼해요 💍", t(4, 0)),
+    )
+    .await
+    .unwrap();
+    mem.record(&scope, &ks, NewMessage::assistant("축하해요! 🎉", t(4, 1)))
+        .await
+        .unwrap();
     mem.end_session(&scope, &sid).await.unwrap();
     mem.end_session(&scope, &ks).await.unwrap();
     mem.wait_idle().await.unwrap();
     let ex = mem.memory_search(&scope, "quokkaproject", 3).await.unwrap();
-    assert_eq!(ex[0].session_id.as_str(), "big", "raw text of a 1 MB message is searchable");
+    assert_eq!(
+        ex[0].session_id.as_str(),
+        "big",
+        "raw text of a 1 MB message is searchable"
+    );
     let full = mem.memory_expand(&scope, &ex[0].id, true).await.unwrap();
     assert_eq!(full.raw.unwrap()[0].message.content, big, "stored whole");
-    let ko = mem.memory_search(&scope, "동생 결혼식 어디서 해?", 3).await.unwrap();
+    let ko = mem
+        .memory_search(&scope, "동생 결혼식 어디서 해?", 3)
+        .await
+        .unwrap();
     assert_eq!(ko[0].session_id.as_str(), "ko", "{ko:?}");
     // clipping points with emoji/combining marks: recent-context query
     let s = SessionId::new("clip").unwrap();
     for _ in 0..3 {
-        mem.record(&scope, &s, NewMessage::user("👩‍👩‍👧e\u{301}한".repeat(150), t(5, 0))).await.unwrap();
+        mem.record(
+            &scope,
+            &s,
+            NewMessage::user("👩‍👩‍👧e\u{301}한".repeat(150), t(5, 0)),
+        )
+        .await
+        .unwrap();
     }
     let r = mem.inject(&scope, &s, "👩‍👩‍👧 결혼식?").await.unwrap();
     assert!(strata::text::grapheme_len(&r.query) <= 300);
@@ -137,7 +227,13 @@ async fn concurrent_records_lose_nothing() {
         tasks.push(tokio::spawn(async move {
             let sid = SessionId::new(format!("s{s}")).unwrap();
             for i in 0..25 {
-                mem.record(&scope, &sid, NewMessage::user(format!("session {s} message {i}"), t(1, i))).await.unwrap();
+                mem.record(
+                    &scope,
+                    &sid,
+                    NewMessage::user(format!("session {s} message {i}"), t(1, i)),
+                )
+                .await
+                .unwrap();
             }
         }));
     }
@@ -148,9 +244,21 @@ async fn concurrent_records_lose_nothing() {
         let sid = SessionId::new(format!("s{s}")).unwrap();
         let sess = mem.session(&scope, &sid).await.unwrap();
         assert_eq!(sess.message_count, 25);
-        let msgs: Vec<String> = mem.shared().records.messages(&scope, &sid).await.unwrap().into_iter().map(|m| m.message.content).collect();
+        let msgs: Vec<String> = mem
+            .shared()
+            .records
+            .messages(&scope, &sid)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.message.content)
+            .collect();
         for (i, m) in msgs.iter().enumerate() {
-            assert_eq!(m, &format!("session {s} message {i}"), "nothing lost or swapped");
+            assert_eq!(
+                m,
+                &format!("session {s} message {i}"),
+                "nothing lost or swapped"
+            );
         }
     }
     mem.shutdown().await.unwrap();
@@ -162,11 +270,29 @@ async fn pending_promotion_survives_a_crash() {
     let scope = Scope::new("u", "a").unwrap();
     {
         // no workers: the session is completed and its event is in the outbox, nothing more
-        let mem = Memory::open_with(cfg.clone(), Components { embedder: Some(common::embedder()), no_workers: true, ..Default::default() })
+        let mem = Memory::open_with(
+            cfg.clone(),
+            Components {
+                embedder: Some(common::embedder()),
+                no_workers: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        session(
+            &mem,
+            &scope,
+            "s1",
+            2,
+            &["I started learning the cello in January.", "Nice!"],
+        )
+        .await;
+        assert!(mem
+            .memory_search(&scope, "cello", 5)
             .await
-            .unwrap();
-        session(&mem, &scope, "s1", 2, &["I started learning the cello in January.", "Nice!"]).await;
-        assert!(mem.memory_search(&scope, "cello", 5).await.unwrap().is_empty());
+            .unwrap()
+            .is_empty());
         // dropped without shutdown: simulated crash
     }
     let mem = common::open(cfg).await;
@@ -186,18 +312,43 @@ async fn pruner_expires_episodes_but_keeps_raw_sessions() {
     cfg.episodes.ttl_days = 1;
     let mem = common::open(cfg).await;
     let scope = Scope::new("u", "a").unwrap();
-    let sid = session(&mem, &scope, "s1", 2, &["My locker code at the gym is 4471.", "Noted."]).await;
+    let sid = session(
+        &mem,
+        &scope,
+        "s1",
+        2,
+        &["My locker code at the gym is 4471.", "Noted."],
+    )
+    .await;
     mem.wait_idle().await.unwrap();
-    assert_eq!(mem.memory_search(&scope, "locker code", 5).await.unwrap().len(), 1);
-    assert_eq!(mem.prune().await.unwrap().episodes_removed, 0, "not expired yet");
+    assert_eq!(
+        mem.memory_search(&scope, "locker code", 5)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        mem.prune().await.unwrap().episodes_removed,
+        0,
+        "not expired yet"
+    );
     let report = mem.prune_at(Utc::now() + Duration::days(2)).await.unwrap();
     assert_eq!(report.episodes_removed, 1);
     let s = mem.shared();
     assert_eq!(s.keyword.count(&scope).await.unwrap(), 0);
     assert_eq!(s.vectors.count(&scope).await.unwrap(), 0);
     assert_eq!(s.records.count_episodes(&scope).await.unwrap(), 0);
-    assert!(mem.memory_search(&scope, "locker code", 5).await.unwrap().is_empty());
-    assert_eq!(mem.session(&scope, &sid).await.unwrap().message_count, 2, "raw session stays");
+    assert!(mem
+        .memory_search(&scope, "locker code", 5)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        mem.session(&scope, &sid).await.unwrap().message_count,
+        2,
+        "raw session stays"
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -208,11 +359,32 @@ async fn idle_sessions_are_ended_and_promoted() {
     let mem = common::open(cfg).await;
     let scope = Scope::new("u", "a").unwrap();
     let sid = SessionId::new("idle").unwrap();
-    mem.record(&scope, &sid, NewMessage::user("Remember that my passport expires in 2029.", t(1, 0))).await.unwrap();
-    assert_eq!(mem.sweep_idle_at(Utc::now()).await.unwrap(), 0, "not idle yet");
-    assert_eq!(mem.sweep_idle_at(Utc::now() + Duration::seconds(61)).await.unwrap(), 1);
+    mem.record(
+        &scope,
+        &sid,
+        NewMessage::user("Remember that my passport expires in 2029.", t(1, 0)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        mem.sweep_idle_at(Utc::now()).await.unwrap(),
+        0,
+        "not idle yet"
+    );
+    assert_eq!(
+        mem.sweep_idle_at(Utc::now() + Duration::seconds(61))
+            .await
+            .unwrap(),
+        1
+    );
     mem.wait_idle().await.unwrap();
-    assert_eq!(mem.memory_search(&scope, "passport", 5).await.unwrap().len(), 1);
+    assert_eq!(
+        mem.memory_search(&scope, "passport", 5)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -223,15 +395,32 @@ async fn cron_pruner_fires_on_schedule() {
     cfg.pruner.cron = "*/1 * * * * *".into(); // every second
     let mem = common::open(cfg).await;
     let scope = Scope::new("u", "a").unwrap();
-    let sid = session(&mem, &scope, "s1", 2, &["The spare key is under the blue flower pot.", "Got it."]).await;
+    let sid = session(
+        &mem,
+        &scope,
+        "s1",
+        2,
+        &["The spare key is under the blue flower pot.", "Got it."],
+    )
+    .await;
     mem.wait_idle().await.unwrap();
-    let hits = mem.memory_search(&scope, "spare key flower pot", 5).await.unwrap();
+    let hits = mem
+        .memory_search(&scope, "spare key flower pot", 5)
+        .await
+        .unwrap();
     assert_eq!(hits.len(), 1);
     // age the episode: rewrite its row with an expiry in the past (ttl is counted in days)
     let s = mem.shared();
-    let mut ep = s.records.episode(&scope, &hits[0].id, Utc::now()).await.unwrap();
+    let mut ep = s
+        .records
+        .episode(&scope, &hits[0].id, Utc::now())
+        .await
+        .unwrap();
     ep.expires_at = Some(Utc::now() - Duration::seconds(1));
-    s.records.put_episode(&scope, &ep, strata::model::EventId(0)).await.unwrap();
+    s.records
+        .put_episode(&scope, &ep, strata::model::EventId(0))
+        .await
+        .unwrap();
     // the scheduled job (not a manual prune) removes it from every store within a few ticks
     let mut gone = false;
     for _ in 0..50 {
@@ -244,7 +433,11 @@ async fn cron_pruner_fires_on_schedule() {
     assert!(gone, "cron pruner did not run");
     assert_eq!(s.keyword.count(&scope).await.unwrap(), 0);
     assert_eq!(s.vectors.count(&scope).await.unwrap(), 0);
-    assert_eq!(mem.session(&scope, &sid).await.unwrap().message_count, 2, "raw session stays");
+    assert_eq!(
+        mem.session(&scope, &sid).await.unwrap().message_count,
+        2,
+        "raw session stays"
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -255,21 +448,59 @@ async fn a_question_naming_a_date_finds_that_days_session() {
     let scope = Scope::new("joanna", "assistant").unwrap();
     // neither session's text says when; only the dates they were held (March 2 and 9, 2026) do
     // (s1 says "film" twice, so without its date s2 would not come first)
-    session(&mem, &scope, "s1", 2, &["I watched a great film last night, my favourite film.", "Which one?", "The Lord of the Rings, all three.", "Classic."]).await;
-    session(&mem, &scope, "s2", 9, &["I watched a film yesterday too.", "Which one?", "Dune, the new one.", "Nice."]).await;
+    session(
+        &mem,
+        &scope,
+        "s1",
+        2,
+        &[
+            "I watched a great film last night, my favourite film.",
+            "Which one?",
+            "The Lord of the Rings, all three.",
+            "Classic.",
+        ],
+    )
+    .await;
+    session(
+        &mem,
+        &scope,
+        "s2",
+        9,
+        &[
+            "I watched a film yesterday too.",
+            "Which one?",
+            "Dune, the new one.",
+            "Nice.",
+        ],
+    )
+    .await;
     mem.wait_idle().await.unwrap();
-    let hits = mem.memory_search_with(&scope, "What film did I watch on 9 March 2026?", 2, strata::memory::SearchOptions {
-        retrievers: strata::recall::fusion::Retrievers::KeywordOnly,
-        fusion: None,
-        apply_threshold: false,
-        as_of: None,
-    })
-    .await
-    .unwrap();
-    assert_eq!(hits[0].session_id.as_str(), "s2", "the session's date is a keyword term: {hits:?}");
+    let hits = mem
+        .memory_search_with(
+            &scope,
+            "What film did I watch on 9 March 2026?",
+            2,
+            strata::memory::SearchOptions {
+                retrievers: strata::recall::fusion::Retrievers::KeywordOnly,
+                fusion: None,
+                apply_threshold: false,
+                as_of: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        hits[0].session_id.as_str(),
+        "s2",
+        "the session's date is a keyword term: {hits:?}"
+    );
     // the date is in the index only, never in the summary shown to the model
     let ex = mem.memory_expand(&scope, &hits[0].id, false).await.unwrap();
-    assert!(!ex.episode.summary.contains("March"), "{}", ex.episode.summary);
+    assert!(
+        !ex.episode.summary.contains("March"),
+        "{}",
+        ex.episode.summary
+    );
     mem.shutdown().await.unwrap();
 }
 
@@ -281,8 +512,32 @@ async fn a_question_naming_a_relative_date_resolves_it_against_its_own_time() {
         cfg.recall.relative_date_boost = relative_date_boost;
         let mem = common::open(cfg).await;
         let scope = Scope::new("joanna", "assistant").unwrap();
-        session(&mem, &scope, "s1", 2, &["I watched a great film, my favourite film.", "Which one?", "The Lord of the Rings, all three.", "Classic."]).await;
-        session(&mem, &scope, "s2", 9, &["I watched a film too.", "Which one?", "Dune, the new one.", "Nice."]).await;
+        session(
+            &mem,
+            &scope,
+            "s1",
+            2,
+            &[
+                "I watched a great film, my favourite film.",
+                "Which one?",
+                "The Lord of the Rings, all three.",
+                "Classic.",
+            ],
+        )
+        .await;
+        session(
+            &mem,
+            &scope,
+            "s2",
+            9,
+            &[
+                "I watched a film too.",
+                "Which one?",
+                "Dune, the new one.",
+                "Nice.",
+            ],
+        )
+        .await;
         mem.wait_idle().await.unwrap();
         (mem, scope, dir)
     }
@@ -294,18 +549,51 @@ async fn a_question_naming_a_relative_date_resolves_it_against_its_own_time() {
     let first = |hits: Vec<strata::memory::SearchHit>| hits[0].session_id.as_str().to_string();
     let (mem, scope, _dir) = setup(1.0).await;
     // asked on Monday 16 March: "a week ago" is 8-10 March, "last Monday" is the 9th
-    for q in ["What film did I watch a week ago?", "Which film did I see last Monday?"] {
-        assert_eq!(first(mem.memory_search_with(&scope, q, 2, asked(16)).await.unwrap()), "s2", "{q}");
+    for q in [
+        "What film did I watch a week ago?",
+        "Which film did I see last Monday?",
+    ] {
+        assert_eq!(
+            first(
+                mem.memory_search_with(&scope, q, 2, asked(16))
+                    .await
+                    .unwrap()
+            ),
+            "s2",
+            "{q}"
+        );
     }
     // "two weeks ago" from the same day is 1-3 March: s1, though the words are the same
-    assert_eq!(first(mem.memory_search_with(&scope, "What film did I watch two weeks ago?", 2, asked(16)).await.unwrap()), "s1");
+    assert_eq!(
+        first(
+            mem.memory_search_with(&scope, "What film did I watch two weeks ago?", 2, asked(16))
+                .await
+                .unwrap()
+        ),
+        "s1"
+    );
     // and asked a week later, "two weeks ago" is s2's week
-    assert_eq!(first(mem.memory_search_with(&scope, "What film did I watch two weeks ago?", 2, asked(23)).await.unwrap()), "s2");
+    assert_eq!(
+        first(
+            mem.memory_search_with(&scope, "What film did I watch two weeks ago?", 2, asked(23))
+                .await
+                .unwrap()
+        ),
+        "s2"
+    );
     mem.shutdown().await.unwrap();
     // with resolution off, both questions are the same words and get the same answer
     let (mem, scope, _dir) = setup(0.0).await;
-    let a = first(mem.memory_search_with(&scope, "What film did I watch a week ago?", 2, asked(16)).await.unwrap());
-    let b = first(mem.memory_search_with(&scope, "What film did I watch two weeks ago?", 2, asked(16)).await.unwrap());
+    let a = first(
+        mem.memory_search_with(&scope, "What film did I watch a week ago?", 2, asked(16))
+            .await
+            .unwrap(),
+    );
+    let b = first(
+        mem.memory_search_with(&scope, "What film did I watch two weeks ago?", 2, asked(16))
+            .await
+            .unwrap(),
+    );
     assert_eq!(a, b);
     mem.shutdown().await.unwrap();
 }
@@ -318,10 +606,26 @@ async fn only_user_turns_become_vector_units_unless_asked() {
         cfg.episodes.embed_assistant_turns = assistants;
         let mem = common::open(cfg).await;
         let scope = Scope::new("u", "a").unwrap();
-        session(&mem, &scope, "s1", 2, &["I adopted a hamster named Biscuit.", "Hamsters like a deep bedding layer.", "She loves carrots.", "Carrots in small amounts are fine."]).await;
+        session(
+            &mem,
+            &scope,
+            "s1",
+            2,
+            &[
+                "I adopted a hamster named Biscuit.",
+                "Hamsters like a deep bedding layer.",
+                "She loves carrots.",
+                "Carrots in small amounts are fine.",
+            ],
+        )
+        .await;
         mem.wait_idle().await.unwrap();
         // unit 0 is the summary; then the turns
-        assert_eq!(mem.shared().vectors.count(&scope).await.unwrap(), units, "embed_assistant_turns = {assistants}");
+        assert_eq!(
+            mem.shared().vectors.count(&scope).await.unwrap(),
+            units,
+            "embed_assistant_turns = {assistants}"
+        );
         mem.shutdown().await.unwrap();
     }
 }

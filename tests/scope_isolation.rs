@@ -11,15 +11,38 @@ use strata::{NewMessage, Scope, SessionId};
 
 #[derive(Debug, Clone)]
 enum Op {
-    Record { scope: usize, session: u8, word: usize },
-    End { scope: usize, session: u8 },
-    Search { scope: usize, word: usize },
+    Record {
+        scope: usize,
+        session: u8,
+        word: usize,
+    },
+    End {
+        scope: usize,
+        session: u8,
+    },
+    Search {
+        scope: usize,
+        word: usize,
+    },
 }
 
-const WORDS: &[&str] = &["kayak", "violin", "Lisbon", "sourdough", "marathon", "Kafka", "orchid", "chess"];
+const WORDS: &[&str] = &[
+    "kayak",
+    "violin",
+    "Lisbon",
+    "sourdough",
+    "marathon",
+    "Kafka",
+    "orchid",
+    "chess",
+];
 
 fn scopes() -> Vec<Scope> {
-    vec![Scope::new("ann", "bot").unwrap(), Scope::new("ann", "other-bot").unwrap(), Scope::new("ben", "bot").unwrap()]
+    vec![
+        Scope::new("ann", "bot").unwrap(),
+        Scope::new("ann", "other-bot").unwrap(),
+        Scope::new("ben", "bot").unwrap(),
+    ]
 }
 
 fn tag(s: &Scope) -> String {

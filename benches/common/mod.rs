@@ -10,7 +10,8 @@ pub fn report(name: &str, samples: &mut [StdDuration]) {
         return; // filtered out on the command line
     }
     samples.sort();
-    let pick = |p: f64| samples[((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1];
+    let pick =
+        |p: f64| samples[((samples.len() as f64 * p).ceil() as usize).clamp(1, samples.len()) - 1];
     eprintln!(
         "{name}: n={} p50={:.3} ms p99={:.3} ms",
         samples.len(),
@@ -21,7 +22,12 @@ pub fn report(name: &str, samples: &mut [StdDuration]) {
 
 /// Runs `op` `iters` times on fresh inputs from `setup`, timing each call
 /// alone (setup excluded) and keeping every sample for the percentiles.
-pub fn timed<T>(iters: u64, samples: &mut Vec<StdDuration>, mut setup: impl FnMut() -> T, mut op: impl FnMut(T)) -> StdDuration {
+pub fn timed<T>(
+    iters: u64,
+    samples: &mut Vec<StdDuration>,
+    mut setup: impl FnMut() -> T,
+    mut op: impl FnMut(T),
+) -> StdDuration {
     let mut total = StdDuration::ZERO;
     for _ in 0..iters {
         let input = setup();
@@ -33,4 +39,3 @@ pub fn timed<T>(iters: u64, samples: &mut Vec<StdDuration>, mut setup: impl FnMu
     }
     total
 }
-

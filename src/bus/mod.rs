@@ -29,13 +29,23 @@ impl Bus {
     /// into one wake-up, which is enough because the worker drains the outbox).
     pub fn subscribe(&self, kind: EventKind) -> flume::Receiver<()> {
         let (tx, rx) = flume::bounded(1);
-        self.subscribers.lock().expect("bus mutex").entry(kind.as_str()).or_default().push(tx);
+        self.subscribers
+            .lock()
+            .expect("bus mutex")
+            .entry(kind.as_str())
+            .or_default()
+            .push(tx);
         rx
     }
 
     /// Wakes every subscriber of `kind`. Never blocks.
     pub fn publish(&self, kind: EventKind) {
-        if let Some(subs) = self.subscribers.lock().expect("bus mutex").get(kind.as_str()) {
+        if let Some(subs) = self
+            .subscribers
+            .lock()
+            .expect("bus mutex")
+            .get(kind.as_str())
+        {
             for s in subs {
                 let _ = s.try_send(());
             }

@@ -2,7 +2,10 @@
 //! chatbot backend uses Strata — `inject` then `record` on every user turn,
 //! `record` for the assistant's reply, `end_session` after each session —
 //! and prints each non-empty Memory Context and a few `memory_search` answers.
-//! It runs in a fresh temporary data directory (printed), so it can be re-run.
+//! It runs in a fresh temporary data directory (printed, removed at the end),
+//! so it can be re-run; with `--data-dir DIR` it writes into DIR instead and
+//! keeps the data, so `strata --data-dir DIR search ...` can look at it (DIR
+//! must not hold the demo's sessions already).
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -40,23 +43,62 @@ struct DemoMessage {
     timestamp: DateTime<Utc>,
 }
 
-/// Runs the demo.
-pub async fn run(mut config: Config, file: &Path, json: bool) -> Result<()> {
-    let text = std::fs::read_to_string(file).map_err(|e| Error::Data(format!("cannot read {}: {e}", file.display())))?;
-    let demo: DemoFile = serde_json::from_str(&text).map_err(|e| Error::Data(format!("{}: {e}", file.display())))?;
-    let dir = tempfile::Builder::new().prefix("strata-demo-").tempdir()?;
-    config.data_dir = dir.path().to_path_buf();
+/// Runs the demo: in a temporary data directory, or in `config.data_dir`
+/// when `keep` (the user gave `--data-dir`).
+///
+/// # Errors
+/// [`Error::Data`] for an unreadable or malformed file;
+/// [`Error::InvalidInput`] when the kept data directory already holds one of
+/// the demo's sessions.
+pub async fn run(mut config: Config, file: &Path, json: bool, keep: bool) -> Result<()> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Error::Data(format!("cannot read {}: {e}", file.display())))?;
+    let demo: DemoFile =
+        serde_json::from_str(&text).map_err(|e| Error::Data(format!("{}: {e}", file.display())))?;
+    let temp = if keep {
+        None
+    } else {
+        Some(tempfile::Builder::new().prefix("strata-demo-").tempdir()?)
+    };
+    if let Some(t) = &temp {
+        config.data_dir = t.path().to_path_buf();
+    }
+    let data_dir = config.data_dir.clone();
     let mem = Memory::open(config).await?;
     let scope = Scope::new(demo.user_id, demo.agent_id)?;
+    for s in &demo.sessions {
+        if mem
+            .session(&scope, &SessionId::new(s.session_id.clone())?)
+            .await
+            .is_ok()
+        {
+            mem.shutdown().await?;
+            return Err(Error::InvalidInput(format!(
+                "{} already holds the demo's session {} of {scope}; give an empty --data-dir (or none, for a temporary one)",
+                data_dir.display(),
+                s.session_id
+            )));
+        }
+    }
     let mut out = serde_json::Map::new();
     let mut injections = Vec::new();
     if !json {
-        println!("Strata demo: {} sessions for {scope} (data in {})\n", demo.sessions.len(), dir.path().display());
+        println!(
+            "Strata demo: {} sessions for {scope} (data in {})\n",
+            demo.sessions.len(),
+            data_dir.display()
+        );
     }
     for s in &demo.sessions {
         let sid = SessionId::new(s.session_id.clone())?;
         if !json {
-            println!("=== session {sid} ({}) ===", s.messages.first().map(|m| m.timestamp.format("%Y-%m-%d").to_string()).unwrap_or_default());
+            println!(
+                "=== session {sid} ({}) ===",
+                s.messages
+                    .first()
+                    .map(|m| m.timestamp.format("%Y-%m-%d").to_string())
+                    .unwrap_or_default()
+            );
         }
         for m in &s.messages {
             if m.role == Role::User {
@@ -68,20 +110,39 @@ pub async fn run(mut config: Config, file: &Path, json: bool) -> Result<()> {
                     } else if r.injected > 0 {
                         println!("{}", indent(&r.section));
                     } else {
-                        println!("  (no memory above threshold; top score {:.2})", r.top_score);
+                        println!(
+                            "  (no memory above threshold; top score {:.2})",
+                            r.top_score
+                        );
                     }
                 }
                 injections.push(serde_json::json!({"session": sid, "message": m.content, "injected": r.injected, "top_score": r.top_score, "section": r.section}));
             }
-            let msg = NewMessage { role: m.role, name: m.name.clone(), content: m.content.clone(), timestamp: m.timestamp };
+            let msg = NewMessage {
+                role: m.role,
+                name: m.name.clone(),
+                content: m.content.clone(),
+                timestamp: m.timestamp,
+            };
             mem.record(&scope, &sid, msg).await?;
         }
         mem.end_session(&scope, &sid).await?;
         // let promotion finish before the next session so its memories can be recalled
         mem.wait_idle().await?;
         if !json {
-            match mem.memory_expand(&scope, &crate::model::EpisodeId::for_session(&scope, &sid), false).await {
-                Ok(ex) => println!("  -> episode ({} summary): {}", ex.episode.summary_kind.as_str(), ex.episode.summary.replace('\n', " ")),
+            match mem
+                .memory_expand(
+                    &scope,
+                    &crate::model::EpisodeId::for_session(&scope, &sid),
+                    false,
+                )
+                .await
+            {
+                Ok(ex) => println!(
+                    "  -> episode ({} summary): {}",
+                    ex.episode.summary_kind.as_str(),
+                    ex.episode.summary.replace('\n', " ")
+                ),
                 Err(_) => println!("  -> not promoted (see `strata jobs list`)"),
             }
             println!();
@@ -96,13 +157,23 @@ pub async fn run(mut config: Config, file: &Path, json: bool) -> Result<()> {
         if !json {
             println!("? {q}");
             for h in &hits {
-                println!("  {:.2} [{}] {}", h.score, h.when.format("%Y-%m-%d"), h.abstract_);
+                println!(
+                    "  {:.2} [{}] {}",
+                    h.score,
+                    h.when.format("%Y-%m-%d"),
+                    h.abstract_
+                );
             }
         }
         answers.push(serde_json::json!({"query": q, "hits": hits}));
     }
-    if let Some(top) = answers.first().and_then(|a| a["hits"][0]["id"].as_str().map(str::to_string)) {
-        let ex = mem.memory_expand(&scope, &crate::model::EpisodeId::parse(&top)?, false).await?;
+    if let Some(top) = answers
+        .first()
+        .and_then(|a| a["hits"][0]["id"].as_str().map(str::to_string))
+    {
+        let ex = mem
+            .memory_expand(&scope, &crate::model::EpisodeId::parse(&top)?, false)
+            .await?;
         if !json {
             println!("\n=== memory_expand {top} ===\n{}", ex.episode.summary);
         }
@@ -110,14 +181,39 @@ pub async fn run(mut config: Config, file: &Path, json: bool) -> Result<()> {
     }
     let mut graph = Vec::new();
     for q in &demo.graph_queries {
-        let req = crate::memory::GraphSearch { query: Some(q.clone()), hops: 1, ..Default::default() };
+        let req = crate::memory::GraphSearch {
+            query: Some(q.clone()),
+            hops: 1,
+            ..Default::default()
+        };
         let r = mem.knowledge_graph_search(&scope, &req).await?;
         if !json {
             println!("\n=== knowledge_graph_search {q:?} ===");
-            let name = |id: &crate::graph::EntityId| r.subgraph.entities.iter().find(|e| &e.id == id).map(|e| e.name.as_str()).unwrap_or("?");
-            for rel in r.subgraph.relations.iter().filter(|x| x.predicate != "mentioned_with" && x.predicate != "mentions").take(8) {
-                let since = rel.valid_from.map(|t| t.format("%Y-%m-%d").to_string()).unwrap_or_default();
-                println!("  {} -[{}]-> {} (since {since})", name(&rel.source), rel.predicate, name(&rel.target));
+            let name = |id: &crate::graph::EntityId| {
+                r.subgraph
+                    .entities
+                    .iter()
+                    .find(|e| &e.id == id)
+                    .map(|e| e.name.as_str())
+                    .unwrap_or("?")
+            };
+            for rel in r
+                .subgraph
+                .relations
+                .iter()
+                .filter(|x| x.predicate != "mentioned_with" && x.predicate != "mentions")
+                .take(8)
+            {
+                let since = rel
+                    .valid_from
+                    .map(|t| t.format("%Y-%m-%d").to_string())
+                    .unwrap_or_default();
+                println!(
+                    "  {} -[{}]-> {} (since {since})",
+                    name(&rel.source),
+                    rel.predicate,
+                    name(&rel.target)
+                );
             }
             if r.subgraph.entities.is_empty() {
                 println!("  (no entity found)");
@@ -139,7 +235,10 @@ pub async fn run(mut config: Config, file: &Path, json: bool) -> Result<()> {
             parked.len()
         );
         for p in &parked {
-            println!("  parked job {} after {} attempts: {}", p.id, p.attempts, p.last_error);
+            println!(
+                "  parked job {} after {} attempts: {}",
+                p.id, p.attempts, p.last_error
+            );
         }
     }
     mem.shutdown().await?;
@@ -155,5 +254,8 @@ pub async fn run(mut config: Config, file: &Path, json: bool) -> Result<()> {
 }
 
 fn indent(s: &str) -> String {
-    s.lines().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n")
+    s.lines()
+        .map(|l| format!("  | {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

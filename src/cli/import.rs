@@ -29,20 +29,36 @@ struct Line {
 }
 
 /// Runs the import.
-pub async fn run(config: Config, file: &Path, end_sessions: bool, wait: bool, json: bool) -> Result<ExitCode> {
+pub async fn run(
+    config: Config,
+    file: &Path,
+    end_sessions: bool,
+    wait: bool,
+    json: bool,
+) -> Result<ExitCode> {
     if !file.is_file() {
-        return Err(Error::Data(format!("{} is not a readable file", file.display())));
+        return Err(Error::Data(format!(
+            "{} is not a readable file",
+            file.display()
+        )));
     }
-    let f = std::fs::File::open(file).map_err(|e| Error::Data(format!("cannot open {}: {e}", file.display())))?;
+    let f = std::fs::File::open(file)
+        .map_err(|e| Error::Data(format!("cannot open {}: {e}", file.display())))?;
     let mem = Memory::open(config).await?;
-    let parked_before: std::collections::HashSet<i64> = mem.parked_jobs(100_000).await?.iter().map(|j| j.id.0).collect();
+    let parked_before: std::collections::HashSet<i64> = mem
+        .parked_jobs(100_000)
+        .await?
+        .iter()
+        .map(|j| j.id.0)
+        .collect();
     let mut imported = 0usize;
     let mut errors: Vec<(usize, String)> = Vec::new();
     let mut sessions: BTreeSet<(Scope, SessionId)> = BTreeSet::new();
     for (i, raw) in std::io::BufReader::new(f).split(b'\n').enumerate() {
         let n = i + 1;
         // an I/O error is not a bad line: stop (it would repeat forever)
-        let mut raw = raw.map_err(|e| Error::Data(format!("{}:{n}: read failed: {e}", file.display())))?;
+        let mut raw =
+            raw.map_err(|e| Error::Data(format!("{}:{n}: read failed: {e}", file.display())))?;
         if raw.last() == Some(&b'\r') {
             raw.pop();
         }
@@ -89,21 +105,41 @@ pub async fn run(config: Config, file: &Path, end_sessions: bool, wait: bool, js
     let mut parked = Vec::new();
     if wait {
         mem.wait_idle().await?;
-        parked = mem.parked_jobs(100_000).await?.into_iter().filter(|j| !parked_before.contains(&j.id.0)).collect();
+        parked = mem
+            .parked_jobs(100_000)
+            .await?
+            .into_iter()
+            .filter(|j| !parked_before.contains(&j.id.0))
+            .collect();
     }
     mem.shutdown().await?;
     for j in &parked {
-        eprintln!("job {} parked after {} attempts: {} (see `strata jobs list`)", j.id, j.attempts, j.last_error);
+        eprintln!(
+            "job {} parked after {} attempts: {} (see `strata jobs list`)",
+            j.id, j.attempts, j.last_error
+        );
     }
     for (n, e) in &errors {
         eprintln!("{}:{n}: {e}", file.display());
     }
     if json {
-        let errs: Vec<_> = errors.iter().map(|(n, e)| serde_json::json!({"line": n, "error": e})).collect();
-        println!("{}", serde_json::json!({"imported": imported, "sessions": sessions.len(), "ended": ended, "errors": errs, "parked_jobs": parked.len()}));
+        let errs: Vec<_> = errors
+            .iter()
+            .map(|(n, e)| serde_json::json!({"line": n, "error": e}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"imported": imported, "sessions": sessions.len(), "ended": ended, "errors": errs, "parked_jobs": parked.len()})
+        );
     } else {
         println!("imported {imported} messages in {} sessions ({ended} ended); {} bad lines; {} jobs parked", sessions.len(), errors.len(), parked.len());
     }
     // bad lines: 1; everything imported but some promotion parked: 2
-    Ok(if !errors.is_empty() { ExitCode::FAILURE } else if !parked.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS })
+    Ok(if !errors.is_empty() {
+        ExitCode::FAILURE
+    } else if !parked.is_empty() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

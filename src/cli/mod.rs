@@ -282,10 +282,16 @@ pub enum EvalCommand {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG").unwrap_or_else(|_| "warn,qdrant_edge=error".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
+                .unwrap_or_else(|_| "warn,qdrant_edge=error".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start runtime: {e}");
@@ -305,10 +311,15 @@ pub fn main() -> ExitCode {
 pub fn load_config(cli: &Cli) -> Result<Config> {
     let mut overrides = Vec::new();
     if let Some(d) = &cli.data_dir {
-        overrides.push(("data_dir".to_string(), format!("{:?}", d.display().to_string())));
+        overrides.push((
+            "data_dir".to_string(),
+            format!("{:?}", d.display().to_string()),
+        ));
     }
     for kv in &cli.set {
-        let (k, v) = kv.split_once('=').ok_or_else(|| Error::Config(format!("--set {kv:?}: expected KEY=VALUE")))?;
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| Error::Config(format!("--set {kv:?}: expected KEY=VALUE")))?;
         overrides.push((k.trim().to_string(), v.trim().to_string()));
     }
     Config::load(cli.config.as_deref(), &overrides)
@@ -320,24 +331,49 @@ fn print_subgraph(r: &crate::memory::GraphSearchResult) {
         println!("no entity found");
         return;
     }
-    let names: HashMap<&str, &str> = r.subgraph.entities.iter().map(|e| (e.id.as_str(), e.name.as_str())).collect();
+    let names: HashMap<&str, &str> = r
+        .subgraph
+        .entities
+        .iter()
+        .map(|e| (e.id.as_str(), e.name.as_str()))
+        .collect();
     println!("entities:");
     for e in &r.subgraph.entities {
         let seed = if r.seeds.contains(&e.id) { "*" } else { " " };
-        let aliases = if e.aliases.is_empty() { String::new() } else { format!(" (aka {})", e.aliases.join(", ")) };
-        println!("{seed} {} [{}]{aliases}  {}  from {} episode(s)", e.name, e.kind, e.id, e.episodes.len());
+        let aliases = if e.aliases.is_empty() {
+            String::new()
+        } else {
+            format!(" (aka {})", e.aliases.join(", "))
+        };
+        println!(
+            "{seed} {} [{}]{aliases}  {}  from {} episode(s)",
+            e.name,
+            e.kind,
+            e.id,
+            e.episodes.len()
+        );
     }
     if !r.subgraph.relations.is_empty() {
         println!("relations:");
     }
     for rel in &r.subgraph.relations {
-        let from = rel.valid_from.map(|t| t.format("%Y-%m-%d").to_string()).unwrap_or_else(|| "?".into());
-        let until = rel.invalid_at.map(|t| format!(" until {}", t.format("%Y-%m-%d"))).unwrap_or_default();
+        let from = rel
+            .valid_from
+            .map(|t| t.format("%Y-%m-%d").to_string())
+            .unwrap_or_else(|| "?".into());
+        let until = rel
+            .invalid_at
+            .map(|t| format!(" until {}", t.format("%Y-%m-%d")))
+            .unwrap_or_default();
         println!(
             "  {} -[{}]-> {}  (since {from}{until}; episode {})",
-            names.get(rel.source.as_str()).unwrap_or(&rel.source.as_str()),
+            names
+                .get(rel.source.as_str())
+                .unwrap_or(&rel.source.as_str()),
             rel.predicate,
-            names.get(rel.target.as_str()).unwrap_or(&rel.target.as_str()),
+            names
+                .get(rel.target.as_str())
+                .unwrap_or(&rel.target.as_str()),
             rel.episode_id
         );
     }
@@ -353,18 +389,49 @@ async fn graph_command(config: Config, action: GraphCommand) -> Result<ExitCode>
 async fn graph_action(mem: &Memory, action: GraphCommand) -> Result<ExitCode> {
     use crate::memory::GraphSearch;
     match action {
-        GraphCommand::Search { scope, query, hops, predicate, include_invalid, json } => {
-            let req = GraphSearch { query: Some(query), hops, predicate, include_invalid, ..Default::default() };
+        GraphCommand::Search {
+            scope,
+            query,
+            hops,
+            predicate,
+            include_invalid,
+            json,
+        } => {
+            let req = GraphSearch {
+                query: Some(query),
+                hops,
+                predicate,
+                include_invalid,
+                ..Default::default()
+            };
             let r = mem.knowledge_graph_search(&scope.scope()?, &req).await?;
-            if json { print_json(&r)? } else { print_subgraph(&r) }
+            if json {
+                print_json(&r)?
+            } else {
+                print_subgraph(&r)
+            }
         }
-        GraphCommand::Show { scope, entity, hops, json } => {
-            let req = GraphSearch { entity: Some(entity), hops, include_invalid: true, ..Default::default() };
+        GraphCommand::Show {
+            scope,
+            entity,
+            hops,
+            json,
+        } => {
+            let req = GraphSearch {
+                entity: Some(entity),
+                hops,
+                include_invalid: true,
+                ..Default::default()
+            };
             let r = mem.knowledge_graph_search(&scope.scope()?, &req).await?;
             if r.seeds.is_empty() {
                 return Err(Error::NotFound("entity".into()));
             }
-            if json { print_json(&r)? } else { print_subgraph(&r) }
+            if json {
+                print_json(&r)?
+            } else {
+                print_subgraph(&r)
+            }
         }
         GraphCommand::Merges { scope, json } => {
             let merges = mem.graph_merges(&scope.scope()?, 1000).await?;
@@ -374,14 +441,23 @@ async fn graph_action(mem: &Memory, action: GraphCommand) -> Result<ExitCode> {
                 println!("no merges");
             } else {
                 for m in merges {
-                    let undone = m.undone_at.map(|t| format!(" (undone {})", t.format("%Y-%m-%d %H:%M"))).unwrap_or_default();
-                    println!("{:>6}  {} <- {}  ({} <- {}; {}){undone}", m.id, m.survivor_name, m.merged_name, m.survivor, m.merged, m.reason);
+                    let undone = m
+                        .undone_at
+                        .map(|t| format!(" (undone {})", t.format("%Y-%m-%d %H:%M")))
+                        .unwrap_or_default();
+                    println!(
+                        "{:>6}  {} <- {}  ({} <- {}; {}){undone}",
+                        m.id, m.survivor_name, m.merged_name, m.survivor, m.merged, m.reason
+                    );
                 }
             }
         }
         GraphCommand::Unmerge { scope, id } => {
             let m = mem.graph_unmerge(&scope.scope()?, id).await?;
-            println!("merge {} undone: {} and {} are separate again", m.id, m.survivor_name, m.merged_name);
+            println!(
+                "merge {} undone: {} and {} are separate again",
+                m.id, m.survivor_name, m.merged_name
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -392,7 +468,14 @@ async fn graph_action(mem: &Memory, action: GraphCommand) -> Result<ExitCode> {
 /// configured that could take minutes); `strata import`, `demo` and
 /// `jobs retry` run the workers.
 async fn open_for_reads(config: Config) -> Result<Memory> {
-    Memory::open_with(config, Components { no_workers: true, ..Default::default() }).await
+    Memory::open_with(
+        config,
+        Components {
+            no_workers: true,
+            ..Default::default()
+        },
+    )
+    .await
 }
 
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
@@ -404,12 +487,36 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let config = load_config(&cli)?;
     match cli.command {
-        Command::Demo { file, json } => demo::run(config, &file, json).await.map(|_| ExitCode::SUCCESS),
-        Command::Eval { bench: EvalCommand::Locomo(args) } => crate::eval::runner::run_locomo(config, args).await.map(|_| ExitCode::SUCCESS),
-        Command::Eval { bench: EvalCommand::Longmemeval(args) } => crate::eval::longmemeval::run(config, args).await.map(|_| ExitCode::SUCCESS),
-        Command::Eval { bench: EvalCommand::Calibrate(args) } => crate::eval::runner::run_calibrate(config, args).await.map(|_| ExitCode::SUCCESS),
-        Command::Import { file, end_sessions, wait, json } => import::run(config, &file, end_sessions, wait, json).await,
-        Command::Search { scope, query, top_k, json } => {
+        Command::Demo { file, json } => demo::run(config, &file, json, cli.data_dir.is_some())
+            .await
+            .map(|_| ExitCode::SUCCESS),
+        Command::Eval {
+            bench: EvalCommand::Locomo(args),
+        } => crate::eval::runner::run_locomo(config, args)
+            .await
+            .map(|_| ExitCode::SUCCESS),
+        Command::Eval {
+            bench: EvalCommand::Longmemeval(args),
+        } => crate::eval::longmemeval::run(config, args)
+            .await
+            .map(|_| ExitCode::SUCCESS),
+        Command::Eval {
+            bench: EvalCommand::Calibrate(args),
+        } => crate::eval::runner::run_calibrate(config, args)
+            .await
+            .map(|_| ExitCode::SUCCESS),
+        Command::Import {
+            file,
+            end_sessions,
+            wait,
+            json,
+        } => import::run(config, &file, end_sessions, wait, json).await,
+        Command::Search {
+            scope,
+            query,
+            top_k,
+            json,
+        } => {
             let scope = scope.scope()?;
             let mem = open_for_reads(config).await?;
             let hits = mem.memory_search(&scope, &query, top_k).await;
@@ -421,12 +528,23 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 println!("no episodes found");
             } else {
                 for h in hits {
-                    println!("{:.3}  {}  [{}]  {}", h.score, h.id, h.when.format("%Y-%m-%d"), h.abstract_);
+                    println!(
+                        "{:.3}  {}  [{}]  {}",
+                        h.score,
+                        h.id,
+                        h.when.format("%Y-%m-%d"),
+                        h.abstract_
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Expand { scope, id, raw, json } => {
+        Command::Expand {
+            scope,
+            id,
+            raw,
+            json,
+        } => {
             let scope = scope.scope()?;
             let id = EpisodeId::parse(&id)?;
             let mem = open_for_reads(config).await?;
@@ -437,18 +555,35 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 print_json(&ex)?;
             } else {
                 let e = &ex.episode;
-                println!("episode {} (session {}, {} to {}, {} summary)", e.id, e.session_id, e.started_at, e.ended_at, e.summary_kind.as_str());
+                println!(
+                    "episode {} (session {}, {} to {}, {} summary)",
+                    e.id,
+                    e.session_id,
+                    e.started_at,
+                    e.ended_at,
+                    e.summary_kind.as_str()
+                );
                 println!("abstract: {}\n\n{}", e.abstract_, e.summary);
                 if let Some(msgs) = &ex.raw {
                     println!("\n--- raw session ({} messages) ---", msgs.len());
                     for m in msgs {
-                        println!("[{}] {}: {}", m.message.timestamp.format("%Y-%m-%d %H:%M"), m.message.speaker(), m.message.content);
+                        println!(
+                            "[{}] {}: {}",
+                            m.message.timestamp.format("%Y-%m-%d %H:%M"),
+                            m.message.speaker(),
+                            m.message.content
+                        );
                     }
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Inject { scope, session, message, json } => {
+        Command::Inject {
+            scope,
+            session,
+            message,
+            json,
+        } => {
             let scope = scope.scope()?;
             let session = SessionId::new(session)?;
             let mem = open_for_reads(config).await?;
@@ -477,9 +612,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 println!(
                     "erased user {user:?}: {} scopes, {} keyword documents, {} vector points",
-                    r.scopes,
-                    r.keyword_docs,
-                    r.vector_points
+                    r.scopes, r.keyword_docs, r.vector_points
                 );
                 for (table, n) in r.records.rows.iter().chain(r.graph.rows.iter()) {
                     println!("  {table}: {n} rows");
@@ -487,7 +620,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Jobs { action: JobsCommand::List { limit, json } } => {
+        Command::Jobs {
+            action: JobsCommand::List { limit, json },
+        } => {
             let mem = open_for_reads(config).await?;
             let jobs = mem.parked_jobs(limit).await;
             mem.shutdown().await?;
@@ -497,7 +632,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             } else if jobs.is_empty() {
                 println!("no parked jobs");
             } else {
-                println!("{:>6}  {:<18}  {:<24}  {:>8}  {:<20}  last error", "id", "kind", "user/agent/session", "attempts", "parked at");
+                println!(
+                    "{:>6}  {:<18}  {:<24}  {:>8}  {:<20}  last error",
+                    "id", "kind", "user/agent/session", "attempts", "parked at"
+                );
                 for j in jobs {
                     let kind = j.event.kind().as_str();
                     let scope = j.event.scope();
@@ -507,25 +645,42 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                         Event::EntityUpserted { entity_id, .. } => entity_id.to_string(),
                     };
                     let target = format!("{}/{}/{item}", scope.user_id(), scope.agent_id());
-                    let parked = j.parked_at.map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string()).unwrap_or_default();
-                    println!("{:>6}  {kind:<18}  {target:<24}  {:>8}  {parked:<20}  {}", j.id.0, j.attempts, j.last_error);
+                    let parked = j
+                        .parked_at
+                        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+                        .unwrap_or_default();
+                    println!(
+                        "{:>6}  {kind:<18}  {target:<24}  {:>8}  {parked:<20}  {}",
+                        j.id.0, j.attempts, j.last_error
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Jobs { action: JobsCommand::Retry { id, all: _ } } => {
+        Command::Jobs {
+            action: JobsCommand::Retry { id, all: _ },
+        } => {
             let mem = Memory::open(config).await?;
             // only the jobs retried now count as "parked again"
             let retried: Vec<i64> = match id {
                 Some(i) => vec![i],
-                None => mem.parked_jobs(100_000).await?.iter().map(|j| j.id.0).collect(),
+                None => mem
+                    .parked_jobs(100_000)
+                    .await?
+                    .iter()
+                    .map(|j| j.id.0)
+                    .collect(),
             };
             let r = mem.retry_jobs(id.map(EventId)).await;
             let outcome = match r {
                 Ok(n) => {
                     println!("re-queued {n} job(s); running them now");
                     let waited = mem.wait_idle().await;
-                    let still = mem.parked_jobs(100_000).await.map(|j| j.iter().filter(|j| retried.contains(&j.id.0)).count()).unwrap_or(0);
+                    let still = mem
+                        .parked_jobs(100_000)
+                        .await
+                        .map(|j| j.iter().filter(|j| retried.contains(&j.id.0)).count())
+                        .unwrap_or(0);
                     waited.map(|_| still)
                 }
                 Err(e) => Err(e),
@@ -539,9 +694,13 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             println!("all re-queued jobs done");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Prompt { which: PromptCommand::System } => {
+        Command::Prompt {
+            which: PromptCommand::System,
+        } => {
             let dir = &config.llm.prompts_dir;
-            let prompts = crate::llm::prompts::Prompts::load((!dir.as_os_str().is_empty()).then_some(dir.as_path()))?;
+            let prompts = crate::llm::prompts::Prompts::load(
+                (!dir.as_os_str().is_empty()).then_some(dir.as_path()),
+            )?;
             println!("{}", prompts.system_prompt());
             Ok(ExitCode::SUCCESS)
         }
@@ -557,7 +716,13 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             if json {
                 print_json(&u)?;
             } else {
-                let per = |x: u64| if u.sessions == 0 { 0.0 } else { x as f64 / u.sessions as f64 };
+                let per = |x: u64| {
+                    if u.sessions == 0 {
+                        0.0
+                    } else {
+                        x as f64 / u.sessions as f64
+                    }
+                };
                 println!(
                     "{} LLM calls ({} failed) for {} sessions: {:.2} calls/session, {:.0} input + {:.0} output tokens/session ({} + {} in all)",
                     u.calls, u.failed_calls, u.sessions, per(u.calls), per(u.input_tokens), per(u.output_tokens), u.input_tokens, u.output_tokens
@@ -570,7 +735,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             if json {
                 print_json(&r)?;
             } else {
-                println!("reindexed {} episodes ({} vector points) with {} in {:.1}s", r.episodes, r.vector_points, r.embedder, r.seconds);
+                println!(
+                    "reindexed {} episodes ({} vector points) with {} in {:.1}s",
+                    r.episodes, r.vector_points, r.embedder, r.seconds
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -582,7 +750,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             if json {
                 print_json(&r)?;
             } else {
-                println!("removed {} expired episodes in {} scopes", r.episodes_removed, r.scopes);
+                println!(
+                    "removed {} expired episodes in {} scopes",
+                    r.episodes_removed, r.scopes
+                );
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -63,6 +63,10 @@ pub struct LongMemEvalArgs {
     /// Write a markdown summary and a recall@k chart (PNG) into this directory.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Write every question's candidates with their raw retriever scores
+    /// (JSON lines, see [`super::runner::candidate_features`]) to this file.
+    #[arg(long)]
+    pub features: Option<PathBuf>,
 }
 
 /// One turn of a haystack session.
@@ -110,7 +114,11 @@ impl Question {
 pub fn parse_date(s: &str) -> Result<chrono::DateTime<Utc>> {
     NaiveDateTime::parse_from_str(s.trim(), "%Y/%m/%d (%a) %H:%M")
         .map(|d| Utc.from_utc_datetime(&d))
-        .map_err(|e| Error::Data(format!("date {s:?} is not like \"2023/05/30 (Tue) 10:18\" ({e})")))
+        .map_err(|e| {
+            Error::Data(format!(
+                "date {s:?} is not like \"2023/05/30 (Tue) 10:18\" ({e})"
+            ))
+        })
 }
 
 /// Loads the question list, plain JSON or gzip'd.
@@ -118,7 +126,8 @@ pub fn parse_date(s: &str) -> Result<chrono::DateTime<Utc>> {
 /// # Errors
 /// [`Error::Data`] for an unreadable file, bad gzip or JSON of another shape.
 pub fn load(path: &Path) -> Result<Vec<Question>> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Data(format!("cannot read {}: {e}", path.display())))?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::Data(format!("cannot read {}: {e}", path.display())))?;
     let text = if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut s = String::new();
         flate2::read::GzDecoder::new(&bytes[..])
@@ -126,12 +135,19 @@ pub fn load(path: &Path) -> Result<Vec<Question>> {
             .map_err(|e| Error::Data(format!("{}: bad gzip: {e}", path.display())))?;
         s
     } else {
-        String::from_utf8(bytes).map_err(|_| Error::Data(format!("{} is not UTF-8", path.display())))?
+        String::from_utf8(bytes)
+            .map_err(|_| Error::Data(format!("{} is not UTF-8", path.display())))?
     };
-    let qs: Vec<Question> = serde_json::from_str(&text).map_err(|e| Error::Data(format!("{}: {e}", path.display())))?;
+    let qs: Vec<Question> =
+        serde_json::from_str(&text).map_err(|e| Error::Data(format!("{}: {e}", path.display())))?;
     for q in &qs {
-        if q.haystack_session_ids.len() != q.haystack_sessions.len() || q.haystack_dates.len() != q.haystack_sessions.len() {
-            return Err(Error::Data(format!("question {}: haystack ids, dates and sessions differ in length", q.question_id)));
+        if q.haystack_session_ids.len() != q.haystack_sessions.len()
+            || q.haystack_dates.len() != q.haystack_sessions.len()
+        {
+            return Err(Error::Data(format!(
+                "question {}: haystack ids, dates and sessions differ in length",
+                q.question_id
+            )));
         }
     }
     Ok(qs)
@@ -141,19 +157,37 @@ pub fn load(path: &Path) -> Result<Vec<Question>> {
 async fn replay(mem: &Memory, q: &Question) -> Result<Scope> {
     let scope = Scope::new(q.question_id.clone(), "longmemeval")?;
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for ((sid, date), turns) in q.haystack_session_ids.iter().zip(&q.haystack_dates).zip(&q.haystack_sessions) {
+    for ((sid, date), turns) in q
+        .haystack_session_ids
+        .iter()
+        .zip(&q.haystack_dates)
+        .zip(&q.haystack_sessions)
+    {
         // a haystack may hold the same session id twice: the repeat is recorded as "id#2"
         let n = seen.entry(sid.as_str()).or_default();
         *n += 1;
-        let session = SessionId::new(if *n == 1 { sid.clone() } else { format!("{sid}#{n}") })?;
+        let session = SessionId::new(if *n == 1 {
+            sid.clone()
+        } else {
+            format!("{sid}#{n}")
+        })?;
         let start = parse_date(date)?;
         let mut recorded = 0;
         for (i, t) in turns.iter().enumerate() {
             if t.content.trim().is_empty() {
                 continue;
             }
-            let role = if t.role == "assistant" { Role::Assistant } else { Role::User };
-            let msg = NewMessage { role, name: None, content: t.content.clone(), timestamp: start + Duration::seconds(i as i64) };
+            let role = if t.role == "assistant" {
+                Role::Assistant
+            } else {
+                Role::User
+            };
+            let msg = NewMessage {
+                role,
+                name: None,
+                content: t.content.clone(),
+                timestamp: start + Duration::seconds(i as i64),
+            };
             mem.record(&scope, &session, msg).await?;
             recorded += 1;
         }
@@ -186,45 +220,99 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
     cfg.pruner.enabled = false;
     // the graph is not measured here; extraction would only add replay time
     cfg.graph.enabled = false;
-    let mem = Memory::open_with(cfg, Components { ephemeral: true, ..Default::default() }).await?;
+    let mem = Memory::open_with(
+        cfg,
+        Components {
+            ephemeral: true,
+            ..Default::default()
+        },
+    )
+    .await?;
     let bar = indicatif::ProgressBar::new(qs.len() as u64);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} questions, eta {eta} {msg}")
-            .map_err(|e| Error::Task(e.to_string()))?
-            .progress_chars("=> "),
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} questions, eta {eta} {msg}",
+        )
+        .map_err(|e| Error::Task(e.to_string()))?
+        .progress_chars("=> "),
     );
     let started = Instant::now();
     let systems: Vec<&str> = CONFIGS.iter().map(|c| c.0).chain(["bm25_raw"]).collect();
     let mut acc = MeanByKey::new();
     let mut n_by_type: BTreeMap<String, usize> = BTreeMap::new();
     let mut per_question: Vec<serde_json::Value> = Vec::with_capacity(qs.len());
+    let mut features = args
+        .features
+        .as_ref()
+        .map(|p| std::fs::File::create(p).map(std::io::BufWriter::new))
+        .transpose()?;
     for q in &qs {
         let scope = replay(&mem, q).await?;
-        let group = if q.abstention() { "_abs".to_string() } else { q.question_type.clone() };
+        let group = if q.abstention() {
+            "_abs".to_string()
+        } else {
+            q.question_type.clone()
+        };
         *n_by_type.entry(group.clone()).or_default() += 1;
         let mut bm25 = Bm25Index::new(1.5, 0.75);
         for (i, turns) in q.haystack_sessions.iter().enumerate() {
-            let text: Vec<String> = turns.iter().map(|t| format!("{}: {}", t.role, t.content)).collect();
+            let text: Vec<String> = turns
+                .iter()
+                .map(|t| format!("{}: {}", t.role, t.content))
+                .collect();
             bm25.add(i, &text.join("\n"));
         }
         let gold: Vec<String> = q.answer_session_ids.clone();
         // relative dates in the question ("a week ago") resolve against its date
         let as_of = q.question_date.as_deref().map(parse_date).transpose()?;
+        if let Some(f) = features.as_mut() {
+            let mut row =
+                super::runner::candidate_features(&mem, &scope, &q.question, as_of).await?;
+            row["bench"] = json!("longmemeval");
+            row["question_id"] = json!(q.question_id);
+            row["question_type"] = json!(group);
+            row["gold"] = json!(gold);
+            use std::io::Write;
+            writeln!(f, "{row}")?;
+            f.flush()?;
+        }
         let mut rankings = serde_json::Map::new();
         for system in &systems {
             let ranked: Vec<String> = if *system == "bm25_raw" {
-                bm25.search(&q.question, 10).into_iter().map(|(i, _)| q.haystack_session_ids[i].clone()).collect()
+                bm25.search(&q.question, 10)
+                    .into_iter()
+                    .map(|(i, _)| q.haystack_session_ids[i].clone())
+                    .collect()
             } else {
-                let (_, retrievers, fusion) = CONFIGS.iter().find(|c| c.0 == *system).expect("known config");
-                let opts = SearchOptions { retrievers: *retrievers, fusion: *fusion, apply_threshold: false, as_of };
+                let (_, retrievers, fusion) = CONFIGS
+                    .iter()
+                    .find(|c| c.0 == *system)
+                    .expect("known config");
+                let opts = SearchOptions {
+                    retrievers: *retrievers,
+                    fusion: *fusion,
+                    apply_threshold: false,
+                    as_of,
+                };
                 mem.memory_search_with(&scope, &q.question, 10, opts)
                     .await?
                     .into_iter()
-                    .map(|h| h.session_id.as_str().split('#').next().unwrap_or_default().to_string())
+                    .map(|h| {
+                        h.session_id
+                            .as_str()
+                            .split('#')
+                            .next()
+                            .unwrap_or_default()
+                            .to_string()
+                    })
                     .collect()
             };
             rankings.insert(system.to_string(), json!(ranked));
-            let scopes: Vec<&str> = if q.abstention() { vec!["_abs"] } else { vec!["answerable", group.as_str()] };
+            let scopes: Vec<&str> = if q.abstention() {
+                vec!["_abs"]
+            } else {
+                vec!["answerable", group.as_str()]
+            };
             for key in scopes {
                 for k in 1..=MAX_K {
                     if let Some(r) = recall_at_k(&ranked, &gold, k) {
@@ -240,7 +328,10 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             "question_id": q.question_id, "question_type": q.question_type, "question": q.question,
             "question_date": q.question_date, "gold": gold, "top10": rankings,
         }));
-        bar.set_message(format!("strata R@5 {:.3}", acc.mean("strata|answerable|r@5").unwrap_or(f64::NAN)));
+        bar.set_message(format!(
+            "strata R@5 {:.3}",
+            acc.mean("strata|answerable|r@5").unwrap_or(f64::NAN)
+        ));
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -253,9 +344,19 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     let get = |s: &str, key: &str, m: &str| acc.mean(&format!("{s}|{key}|{m}")).unwrap_or(f64::NAN);
-    println!("{:<14} {:>6} {:>6} {:>6} {:>7}", "system", "R@1", "R@5", "R@10", "all@5");
+    println!(
+        "{:<14} {:>6} {:>6} {:>6} {:>7}",
+        "system", "R@1", "R@5", "R@10", "all@5"
+    );
     for s in &systems {
-        println!("{:<14} {:>6.3} {:>6.3} {:>6.3} {:>7.3}", s, get(s, "answerable", "r@1"), get(s, "answerable", "r@5"), get(s, "answerable", "r@10"), get(s, "answerable", "all@5"));
+        println!(
+            "{:<14} {:>6.3} {:>6.3} {:>6.3} {:>7.3}",
+            s,
+            get(s, "answerable", "r@1"),
+            get(s, "answerable", "r@5"),
+            get(s, "answerable", "r@10"),
+            get(s, "answerable", "all@5")
+        );
     }
     println!("\nR@5 by question type (n):");
     print!("{:<14}", "system");
@@ -271,8 +372,15 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         println!();
     }
     if let Some(dir) = &args.report {
-        let curves: Vec<Curve> =
-            systems.iter().map(|s| Curve { name: s.to_string(), recall: (1..=MAX_K).map(|k| get(s, "answerable", &format!("r@{k}"))).collect() }).collect();
+        let curves: Vec<Curve> = systems
+            .iter()
+            .map(|s| Curve {
+                name: s.to_string(),
+                recall: (1..=MAX_K)
+                    .map(|k| get(s, "answerable", &format!("r@{k}")))
+                    .collect(),
+            })
+            .collect();
         let mut body = format!(
             "Data `{}`: {} questions, {answerable} answerable ({} `_abs` reported apart). Run of {}, {:.0} s, `episodes.embed_turns` = {}.\n\n\
              recall@k is the share of a question's gold sessions among the first k distinct sessions returned by `memory_search`, over answerable questions.\n\n",
@@ -284,16 +392,43 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             config.episodes.embed_turns,
         );
         body.push_str("## R@5 by question type\n\n");
-        let header: Vec<String> = std::iter::once("system".to_string()).chain(n_by_type.iter().map(|(t, n)| format!("{} (n={n})", short(t)))).collect();
-        let rows: Vec<Vec<String>> =
-            systems.iter().map(|s| std::iter::once(format!("`{s}`")).chain(n_by_type.keys().map(|t| fmt3(get(s, t, "r@5")))).collect()).collect();
-        body.push_str(&md_table(&header.iter().map(|h| h.as_str()).collect::<Vec<_>>(), &rows));
+        let header: Vec<String> = std::iter::once("system".to_string())
+            .chain(
+                n_by_type
+                    .iter()
+                    .map(|(t, n)| format!("{} (n={n})", short(t))),
+            )
+            .collect();
+        let rows: Vec<Vec<String>> = systems
+            .iter()
+            .map(|s| {
+                std::iter::once(format!("`{s}`"))
+                    .chain(n_by_type.keys().map(|t| fmt3(get(s, t, "r@5"))))
+                    .collect()
+            })
+            .collect();
+        body.push_str(&md_table(
+            &header.iter().map(|h| h.as_str()).collect::<Vec<_>>(),
+            &rows,
+        ));
         body.push_str("\n## all@5 (every gold session in the top 5)\n\n");
-        let rows: Vec<Vec<String>> = systems.iter().map(|s| vec![format!("`{s}`"), fmt3(get(s, "answerable", "all@5"))]).collect();
+        let rows: Vec<Vec<String>> = systems
+            .iter()
+            .map(|s| vec![format!("`{s}`"), fmt3(get(s, "answerable", "all@5"))])
+            .collect();
         body.push_str(&md_table(&["system", "all@5"], &rows));
-        let report = Report { title: "Strata on LongMemEval: session recall@k".into(), baseline: "bm25_raw".into(), curves, body };
+        let report = Report {
+            title: "Strata on LongMemEval: session recall@k".into(),
+            baseline: "bm25_raw".into(),
+            curves,
+            body,
+        };
         let md = super::report::write(dir, &report)?;
-        eprintln!("wrote {} and {}", md.display(), dir.join(super::report::CHART_FILE).display());
+        eprintln!(
+            "wrote {} and {}",
+            md.display(),
+            dir.join(super::report::CHART_FILE).display()
+        );
     }
     if let Some(out) = args.out {
         let mut root = serde_json::Map::new();
@@ -312,14 +447,19 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             root.insert(s.to_string(), serde_json::Value::Object(by));
         }
         root.insert("per_question".into(), json!(per_question));
-        std::fs::write(&out, serde_json::to_string_pretty(&serde_json::Value::Object(root))?)?;
+        std::fs::write(
+            &out,
+            serde_json::to_string_pretty(&serde_json::Value::Object(root))?,
+        )?;
         eprintln!("wrote {}", out.display());
     }
     Ok(())
 }
 
 fn short(t: &str) -> String {
-    t.replace("single-session-", "ss-").replace("temporal-reasoning", "temporal").replace("knowledge-update", "k-update")
+    t.replace("single-session-", "ss-")
+        .replace("temporal-reasoning", "temporal")
+        .replace("knowledge-update", "k-update")
 }
 
 #[cfg(test)]
@@ -359,6 +499,9 @@ mod tests {
         let mut bad = q.clone();
         bad[0]["haystack_dates"] = json!(["2023/05/01 (Mon) 09:00"]);
         std::fs::write(&plain, bad.to_string()).unwrap();
-        assert!(load(&plain).unwrap_err().to_string().contains("differ in length"));
+        assert!(load(&plain)
+            .unwrap_err()
+            .to_string()
+            .contains("differ in length"));
     }
 }

@@ -56,17 +56,25 @@ pub struct LocomoArgs {
     /// Write a markdown summary and a recall@k chart (PNG) into this directory.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Write every question's candidates with their raw retriever scores
+    /// (JSON lines, see [`candidate_features`]) to this file.
+    #[arg(long)]
+    pub features: Option<PathBuf>,
 }
 
 /// Arguments of `strata eval calibrate`.
 #[derive(Debug, Clone, Args)]
 pub struct CalibrateArgs {
-    /// Path to a LoCoMo JSON file.
+    /// A LoCoMo JSON file to replay and label (one source).
     #[arg(long)]
-    pub data: PathBuf,
-    /// Comma-separated sample ids (default: all).
+    pub data: Option<PathBuf>,
+    /// Comma-separated sample ids of `--data` (default: all).
     #[arg(long, value_delimiter = ',')]
     pub conversations: Vec<String>,
+    /// Comma-separated `--features` files of earlier `strata eval` runs (one
+    /// source each).
+    #[arg(long, value_delimiter = ',')]
+    pub features: Vec<PathBuf>,
 }
 
 /// The configurations compared in one run.
@@ -98,14 +106,25 @@ impl Acc {
         }
     }
     fn get(&self, system: &str, cat: &str, k: usize) -> f64 {
-        let n = self.n.get(&(system.to_string(), cat.to_string())).copied().unwrap_or(0);
+        let n = self
+            .n
+            .get(&(system.to_string(), cat.to_string()))
+            .copied()
+            .unwrap_or(0);
         if n == 0 {
             return f64::NAN;
         }
-        self.sum.get(&(system.to_string(), cat.to_string(), k)).copied().unwrap_or(0.0) / n as f64
+        self.sum
+            .get(&(system.to_string(), cat.to_string(), k))
+            .copied()
+            .unwrap_or(0.0)
+            / n as f64
     }
     fn count(&self, system: &str, cat: &str) -> usize {
-        self.n.get(&(system.to_string(), cat.to_string())).copied().unwrap_or(0)
+        self.n
+            .get(&(system.to_string(), cat.to_string()))
+            .copied()
+            .unwrap_or(0)
     }
 }
 
@@ -144,7 +163,13 @@ impl TurnAcc {
     fn get(&self, system: &str, k: usize) -> f64 {
         match self.n(system) {
             0 => f64::NAN,
-            n => self.sum.get(&(system.to_string(), k)).copied().unwrap_or(0.0) / n as f64,
+            n => {
+                self.sum
+                    .get(&(system.to_string(), k))
+                    .copied()
+                    .unwrap_or(0.0)
+                    / n as f64
+            }
         }
     }
     fn n(&self, system: &str) -> usize {
@@ -156,9 +181,14 @@ fn select(convs: Vec<LocomoConversation>, only: &[String]) -> Result<Vec<LocomoC
     if only.is_empty() {
         return Ok(convs);
     }
-    let picked: Vec<_> = convs.into_iter().filter(|c| only.iter().any(|o| o == &c.sample_id)).collect();
+    let picked: Vec<_> = convs
+        .into_iter()
+        .filter(|c| only.iter().any(|o| o == &c.sample_id))
+        .collect();
     if picked.len() != only.len() {
-        return Err(Error::Data(format!("unknown conversation id among {only:?}")));
+        return Err(Error::Data(format!(
+            "unknown conversation id among {only:?}"
+        )));
     }
     Ok(picked)
 }
@@ -185,7 +215,12 @@ async fn replay(mem: &Memory, conv: &LocomoConversation, measure_inject: bool) -
                 mem.inject(&scope, &sid, &t.text).await?;
                 lat.push(start.elapsed().as_secs_f64() * 1000.0);
             }
-            let msg = NewMessage { role, name: Some(t.speaker.clone()), content: t.text.clone(), timestamp: s.date + Duration::seconds(i as i64) };
+            let msg = NewMessage {
+                role,
+                name: Some(t.speaker.clone()),
+                content: t.text.clone(),
+                timestamp: s.date + Duration::seconds(i as i64),
+            };
             mem.record(&scope, &sid, msg).await?;
         }
         if mem.session(&scope, &sid).await.is_ok() {
@@ -211,10 +246,21 @@ fn eval_config(config: &Config) -> Result<(Config, tempfile::TempDir)> {
 
 /// A readable sample of a scope's graph: the `top` entities with the most
 /// relations, then up to `max_lines` of their relations, as text lines.
-async fn graph_sample(mem: &Memory, scope: &Scope, top: usize, max_lines: usize) -> Result<Vec<String>> {
+async fn graph_sample(
+    mem: &Memory,
+    scope: &Scope,
+    top: usize,
+    max_lines: usize,
+) -> Result<Vec<String>> {
     let g = &mem.shared().graph;
     let all = g.entities_of_type(scope, None, 100_000).await?;
-    let walk = crate::graph::Walk { seeds: all.iter().map(|e| e.id.clone()).collect(), hops: 0, predicate: None, include_invalid: true, limit: 100_000 };
+    let walk = crate::graph::Walk {
+        seeds: all.iter().map(|e| e.id.clone()).collect(),
+        hops: 0,
+        predicate: None,
+        include_invalid: true,
+        limit: 100_000,
+    };
     let sub = g.traverse(scope, &walk).await?;
     let mut degree: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for r in &sub.relations {
@@ -223,30 +269,146 @@ async fn graph_sample(mem: &Memory, scope: &Scope, top: usize, max_lines: usize)
     }
     let mut ranked: Vec<&crate::graph::Entity> = sub.entities.iter().collect();
     ranked.sort_by_key(|e| std::cmp::Reverse(degree.get(e.id.as_str()).copied().unwrap_or(0)));
-    let name = |id: &crate::graph::EntityId| sub.entities.iter().find(|e| &e.id == id).map(|e| e.name.clone()).unwrap_or_default();
+    let name = |id: &crate::graph::EntityId| {
+        sub.entities
+            .iter()
+            .find(|e| &e.id == id)
+            .map(|e| e.name.clone())
+            .unwrap_or_default()
+    };
     let mut lines: Vec<String> = ranked
         .iter()
         .take(top)
-        .map(|e| format!("  {} [{}] — {} relations, {} episodes", e.name, e.kind, degree.get(e.id.as_str()).copied().unwrap_or(0), e.episodes.len()))
+        .map(|e| {
+            format!(
+                "  {} [{}] — {} relations, {} episodes",
+                e.name,
+                e.kind,
+                degree.get(e.id.as_str()).copied().unwrap_or(0),
+                e.episodes.len()
+            )
+        })
         .collect();
     let tops: Vec<&crate::graph::EntityId> = ranked.iter().take(top).map(|e| &e.id).collect();
-    for r in sub.relations.iter().filter(|r| tops.contains(&&r.source)).take(max_lines) {
-        let until = r.invalid_at.map(|t| format!(" until {}", t.format("%Y-%m-%d"))).unwrap_or_default();
-        let since = r.valid_from.map(|t| t.format("%Y-%m-%d").to_string()).unwrap_or_default();
-        lines.push(format!("    {} -[{}]-> {} ({since}{until})", name(&r.source), r.predicate, name(&r.target)));
+    for r in sub
+        .relations
+        .iter()
+        .filter(|r| tops.contains(&&r.source))
+        .take(max_lines)
+    {
+        let until = r
+            .invalid_at
+            .map(|t| format!(" until {}", t.format("%Y-%m-%d")))
+            .unwrap_or_default();
+        let since = r
+            .valid_from
+            .map(|t| t.format("%Y-%m-%d").to_string())
+            .unwrap_or_default();
+        lines.push(format!(
+            "    {} -[{}]-> {} ({since}{until})",
+            name(&r.source),
+            r.predicate,
+            name(&r.target)
+        ));
     }
     Ok(lines)
 }
 
+/// The raw retriever scores of every episode of `scope` for `query`, as one
+/// JSON object (a line of `--features FILE`), for fitting calibration and
+/// fusion offline against labelled questions:
+/// `{"reference": f32, "terms": n, "candidates": {session_id: [bm25 | null, cosine | null]}}`.
+/// BM25 is the keyword index's score with the same query (relative dates
+/// resolved against `as_of`, now when `None`) as `memory_search`; cosine is the
+/// best unit of the episode for the query's embedding. `null` means the
+/// retriever does not return the episode at all (no query term in it).
+///
+/// # Errors
+/// Store or embedder failures.
+pub async fn candidate_features(
+    mem: &Memory,
+    scope: &Scope,
+    query: &str,
+    as_of: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<serde_json::Value> {
+    let s = mem.shared();
+    let date_tokens = if s.config.recall.relative_date_boost > 0.0 {
+        crate::recall::dates::resolve_relative(query, as_of.unwrap_or_else(chrono::Utc::now))
+    } else {
+        String::new()
+    };
+    let all = s.vectors.count(scope).await?.max(1);
+    let kw = s
+        .keyword
+        .search(
+            scope,
+            &crate::store::KeywordQuery {
+                text: query,
+                date_tokens: &date_tokens,
+            },
+            all,
+        )
+        .await?;
+    let mut v = s.embedder.embed(&[query.to_string()]).await?.remove(0);
+    let norm = v
+        .iter()
+        .map(|x| x * x)
+        .sum::<f32>()
+        .sqrt()
+        .max(f32::MIN_POSITIVE);
+    v.iter_mut().for_each(|x| *x /= norm);
+    let vec = s.vectors.search(scope, &v, all).await?;
+    let mut cands: BTreeMap<String, (Option<f32>, Option<f32>)> = BTreeMap::new();
+    let ids: Vec<crate::model::EpisodeId> = kw
+        .hits
+        .iter()
+        .chain(&vec)
+        .map(|h| h.episode_id.clone())
+        .collect();
+    let names: BTreeMap<String, String> = s
+        .records
+        .episodes(scope, &ids, chrono::Utc::now())
+        .await?
+        .into_iter()
+        .map(|e| (e.id.to_string(), e.session_id.to_string()))
+        .collect();
+    for h in &kw.hits {
+        if let Some(n) = names.get(h.episode_id.as_str()) {
+            cands.entry(n.clone()).or_default().0 = Some(h.score);
+        }
+    }
+    for h in &vec {
+        if let Some(n) = names.get(h.episode_id.as_str()) {
+            cands.entry(n.clone()).or_default().1 = Some(h.score);
+        }
+    }
+    Ok(json!({"reference": kw.reference_score, "terms": kw.query_terms, "candidates": cands}))
+}
+
 /// Runs `strata eval locomo`.
 pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
-    let convs = select(load_locomo(&args.data).map_err(|e| Error::Data(e.to_string()))?, &args.conversations)?;
+    let convs = select(
+        load_locomo(&args.data).map_err(|e| Error::Data(e.to_string()))?,
+        &args.conversations,
+    )?;
     let (cfg, _dir) = eval_config(&config)?;
-    let mem = Memory::open_with(cfg, Components { ephemeral: true, ..Default::default() }).await?;
+    let mem = Memory::open_with(
+        cfg,
+        Components {
+            ephemeral: true,
+            ..Default::default()
+        },
+    )
+    .await?;
     let mut acc = Acc::default();
     let mut latencies = Vec::new();
     let mut graphs = Vec::new();
     let mut turn_acc = TurnAcc::default();
+    let mut features = args
+        .features
+        .as_ref()
+        .map(|p| std::fs::File::create(p).map(std::io::BufWriter::new))
+        .transpose()?;
     let (mut asked, mut skipped_no_evidence) = (0usize, 0usize);
     let started = Instant::now();
     for conv in &convs {
@@ -257,7 +419,11 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         // baseline index over raw sessions
         let mut bm25 = Bm25Index::new(1.5, 0.75);
         for s in &conv.sessions {
-            let text: Vec<String> = s.turns.iter().map(|t| format!("{}: {}", t.speaker, t.text)).collect();
+            let text: Vec<String> = s
+                .turns
+                .iter()
+                .map(|t| format!("{}: {}", t.speaker, t.text))
+                .collect();
             bm25.add(s.index, &text.join("\n"));
         }
         // one BM25 document per turn, for the turn-level baseline
@@ -280,24 +446,60 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             n_conv += 1;
             let gold_turns = q.gold_turns(conv);
             let cat = format!("cat{}", q.category);
+            if let Some(f) = features.as_mut() {
+                let mut row = candidate_features(&mem, &scope, &q.question, None).await?;
+                row["bench"] = json!("locomo");
+                row["conversation"] = json!(conv.sample_id);
+                row["category"] = json!(q.category);
+                row["gold"] = json!(gold
+                    .iter()
+                    .map(|i| format!("session_{i}"))
+                    .collect::<Vec<_>>());
+                use std::io::Write;
+                writeln!(f, "{row}")?;
+                f.flush()?;
+            }
             for (name, retr, fusion) in CONFIGS {
-                let opts = SearchOptions { retrievers: *retr, fusion: *fusion, apply_threshold: false, as_of: None };
-                let hits = mem.memory_search_with(&scope, &q.question, 10, opts).await?;
-                let ranked: Vec<usize> = hits.iter().filter_map(|h| session_index(&h.session_id)).collect();
+                let opts = SearchOptions {
+                    retrievers: *retr,
+                    fusion: *fusion,
+                    apply_threshold: false,
+                    as_of: None,
+                };
+                let hits = mem
+                    .memory_search_with(&scope, &q.question, 10, opts)
+                    .await?;
+                let ranked: Vec<usize> = hits
+                    .iter()
+                    .filter_map(|h| session_index(&h.session_id))
+                    .collect();
                 acc.add(name, &cat, &ranked, &gold);
                 turn_acc.add_sessions(name, &ranked, &gold_turns);
             }
-            let ranked: Vec<usize> = bm25.search(&q.question, 10).into_iter().map(|(id, _)| id).collect();
+            let ranked: Vec<usize> = bm25
+                .search(&q.question, 10)
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect();
             acc.add("bm25_raw", &cat, &ranked, &gold);
             turn_acc.add_sessions("bm25_raw", &ranked, &gold_turns);
             // the reference's turn-level baseline: BM25 ranking single turns
-            let ranked_turns: Vec<(usize, usize)> = bm25_turns.search(&q.question, 10).into_iter().map(|(i, _)| turn_ids[i]).collect();
+            let ranked_turns: Vec<(usize, usize)> = bm25_turns
+                .search(&q.question, 10)
+                .into_iter()
+                .map(|(i, _)| turn_ids[i])
+                .collect();
             turn_acc.add_ranked("bm25_turns", &ranked_turns, &gold_turns);
         }
         let (graph, dedup) = mem.graph_stats(&scope).await?;
         let sample = graph_sample(&mem, &scope, 8, 24).await?;
         if graphs.is_empty() {
-            eprintln!("graph sample of {} (the {} best-connected entities):\n{}", conv.sample_id, 8, sample.join("\n"));
+            eprintln!(
+                "graph sample of {} (the {} best-connected entities):\n{}",
+                conv.sample_id,
+                8,
+                sample.join("\n")
+            );
         }
         eprintln!(
             "{}: {} sessions replayed in {:.1}s, {} questions; graph {} entities, {} relations ({} invalidated), {} merges; dedup decisions {:?}",
@@ -311,7 +513,10 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         "\nLoCoMo session recall ({} conversations, {asked} questions incl. category 5; {skipped_no_evidence} skipped without usable evidence)",
         convs.len()
     );
-    println!("{:<14} {:>6} {:>6} {:>6}   {:>10} {:>10}", "system", "R@1", "R@5", "R@10", "R@5 c1-4", "R@5 c5");
+    println!(
+        "{:<14} {:>6} {:>6} {:>6}   {:>10} {:>10}",
+        "system", "R@1", "R@5", "R@10", "R@5 c1-4", "R@5 c5"
+    );
     for s in &systems {
         println!(
             "{:<14} {:>6.3} {:>6.3} {:>6.3}   {:>10.3} {:>10.3}",
@@ -344,7 +549,13 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     );
     println!("{:<14} {:>6} {:>6} {:>6}", "system", "T@1", "T@5", "T@10");
     for s in systems.iter().copied().chain(["bm25_turns"]) {
-        println!("{:<14} {:>6.3} {:>6.3} {:>6.3}", s, turn_acc.get(s, 1), turn_acc.get(s, 5), turn_acc.get(s, 10));
+        println!(
+            "{:<14} {:>6.3} {:>6.3} {:>6.3}",
+            s,
+            turn_acc.get(s, 1),
+            turn_acc.get(s, 5),
+            turn_acc.get(s, 10)
+        );
     }
     let p50 = percentile(&latencies, 50.0).unwrap_or(f64::NAN);
     let p99 = percentile(&latencies, 99.0).unwrap_or(f64::NAN);
@@ -352,7 +563,13 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     let usage = mem.llm_usage(None).await?;
     let usage_model = mem.shared().chat.id().to_string();
     let sessions: usize = convs.iter().map(|c| c.sessions.len()).sum();
-    let per = |x: u64| if sessions == 0 { 0.0 } else { x as f64 / sessions as f64 };
+    let per = |x: u64| {
+        if sessions == 0 {
+            0.0
+        } else {
+            x as f64 / sessions as f64
+        }
+    };
     println!(
         "LLM ({}): {} calls ({} failed) for {sessions} sessions = {:.2} calls/session; tokens/session {:.0} in + {:.0} out",
         mem.shared().chat.id(),
@@ -364,14 +581,23 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     );
     let parked = mem.parked_jobs(1000).await?;
     if !parked.is_empty() {
-        println!("warning: {} sessions parked in the dead-letter table (not promoted); first error: {}", parked.len(), parked[0].last_error);
+        println!(
+            "warning: {} sessions parked in the dead-letter table (not promoted); first error: {}",
+            parked.len(),
+            parked[0].last_error
+        );
     }
     let total_s = started.elapsed().as_secs_f64();
     println!("total time {total_s:.1}s");
     mem.shutdown().await?;
     if let Some(dir) = &args.report {
-        let curves: Vec<Curve> =
-            systems.iter().map(|s| Curve { name: s.to_string(), recall: (1..=MAX_K).map(|k| acc.get(s, "all", k)).collect() }).collect();
+        let curves: Vec<Curve> = systems
+            .iter()
+            .map(|s| Curve {
+                name: s.to_string(),
+                recall: (1..=MAX_K).map(|k| acc.get(s, "all", k)).collect(),
+            })
+            .collect();
         let mut body = format!(
             "Data `{}`: {} conversation(s), {sessions} sessions, {asked} questions (category 5 included; {skipped_no_evidence} skipped without usable evidence). \
              Run of {}, {total_s:.0} s in total, summariser `{}`, fusion {:?} {}/{}.\n\n\
@@ -385,16 +611,37 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             config.recall.vector_weight,
         );
         body.push_str("## R@5 by category\n\n1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial.\n\n");
-        let header: Vec<String> = std::iter::once("system".to_string()).chain(cats.iter().map(|c| format!("{c} (n={})", acc.count("bm25_raw", c)))).collect();
-        let rows: Vec<Vec<String>> =
-            systems.iter().map(|s| std::iter::once(format!("`{s}`")).chain(cats.iter().map(|c| fmt3(acc.get(s, c, 5)))).collect()).collect();
-        body.push_str(&md_table(&header.iter().map(|h| h.as_str()).collect::<Vec<_>>(), &rows));
+        let header: Vec<String> = std::iter::once("system".to_string())
+            .chain(
+                cats.iter()
+                    .map(|c| format!("{c} (n={})", acc.count("bm25_raw", c))),
+            )
+            .collect();
+        let rows: Vec<Vec<String>> = systems
+            .iter()
+            .map(|s| {
+                std::iter::once(format!("`{s}`"))
+                    .chain(cats.iter().map(|c| fmt3(acc.get(s, c, 5))))
+                    .collect()
+            })
+            .collect();
+        body.push_str(&md_table(
+            &header.iter().map(|h| h.as_str()).collect::<Vec<_>>(),
+            &rows,
+        ));
         body.push_str("\n## Turn-level recall (gold `dia_id`s)\n\nSession systems: share of gold turns inside the top-k sessions; `bm25_turns`: inside the top-k single turns.\n\n");
         let rows: Vec<Vec<String>> = systems
             .iter()
             .copied()
             .chain(["bm25_turns"])
-            .map(|s| vec![format!("`{s}`"), fmt3(turn_acc.get(s, 1)), fmt3(turn_acc.get(s, 5)), fmt3(turn_acc.get(s, 10))])
+            .map(|s| {
+                vec![
+                    format!("`{s}`"),
+                    fmt3(turn_acc.get(s, 1)),
+                    fmt3(turn_acc.get(s, 5)),
+                    fmt3(turn_acc.get(s, 10)),
+                ]
+            })
             .collect();
         body.push_str(&md_table(&["system", "T@1", "T@5", "T@10"], &rows));
         let inject_line = if latencies.is_empty() {
@@ -411,9 +658,18 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             per(usage.input_tokens),
             per(usage.output_tokens)
         ));
-        let report = Report { title: "Strata on LoCoMo: session recall@k".into(), baseline: "bm25_raw".into(), curves, body };
+        let report = Report {
+            title: "Strata on LoCoMo: session recall@k".into(),
+            baseline: "bm25_raw".into(),
+            curves,
+            body,
+        };
         let md = super::report::write(dir, &report)?;
-        eprintln!("wrote {} and {}", md.display(), dir.join(super::report::CHART_FILE).display());
+        eprintln!(
+            "wrote {} and {}",
+            md.display(),
+            dir.join(super::report::CHART_FILE).display()
+        );
     }
     if let Some(out) = args.out {
         let mut root = serde_json::Map::new();
@@ -433,7 +689,10 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
                 }),
             );
         }
-        root.insert("inject_ms".into(), json!({"p50": p50, "p99": p99, "n": latencies.len()}));
+        root.insert(
+            "inject_ms".into(),
+            json!({"p50": p50, "p99": p99, "n": latencies.len()}),
+        );
         root.insert("graph".into(), json!(graphs));
         let mut turns = serde_json::Map::new();
         for s in systems.iter().copied().chain(["bm25_turns"]) {
@@ -447,7 +706,10 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
                    "calls_per_session": per(usage.calls), "input_tokens_per_session": per(usage.input_tokens),
                    "output_tokens_per_session": per(usage.output_tokens), "parked_sessions": parked.len()}),
         );
-        std::fs::write(&out, serde_json::to_string_pretty(&serde_json::Value::Object(root))?)?;
+        std::fs::write(
+            &out,
+            serde_json::to_string_pretty(&serde_json::Value::Object(root))?,
+        )?;
         eprintln!("wrote {}", out.display());
     }
     Ok(())
@@ -457,56 +719,80 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
 pub fn fit_platt(samples: &[(f64, bool)]) -> Calibration {
     let rows: Vec<(Vec<f64>, bool)> = samples.iter().map(|&(x, y)| (vec![x], y)).collect();
     let (w, b) = fit_logistic(&rows);
-    Calibration { slope: w[0], reference_slope: 0.0, intercept: b }
+    Calibration {
+        slope: w[0],
+        reference_slope: 0.0,
+        intercept: b,
+    }
 }
 
 /// Logistic regression by maximum likelihood: features are standardised,
 /// Newton steps (tiny ridge) are halved until the log-likelihood improves,
 /// and the weights are mapped back to raw units. Returns (weights, bias).
 pub fn fit_logistic(samples: &[(Vec<f64>, bool)]) -> (Vec<f64>, f64) {
+    let weights = vec![1.0; samples.len()];
+    fit_logistic_weighted(samples, &weights)
+}
+
+/// [`fit_logistic`] with one weight per sample (a sample of weight 2 counts
+/// as two copies; weights are rescaled to a mean of 1, so the ridge keeps its
+/// strength). `weights` must be as long as `samples`.
+pub fn fit_logistic_weighted(samples: &[(Vec<f64>, bool)], weights: &[f64]) -> (Vec<f64>, f64) {
+    assert_eq!(samples.len(), weights.len(), "one weight per sample");
+    let total: f64 = weights.iter().sum();
+    let scale = if total > 0.0 {
+        samples.len() as f64 / total
+    } else {
+        1.0
+    };
+    let sw: Vec<f64> = weights.iter().map(|w| w * scale).collect();
     let d = samples.first().map(|s| s.0.len()).unwrap_or(0);
     let n = samples.len().max(1) as f64;
     let mut mean = vec![0.0; d];
     let mut sd = vec![0.0; d];
-    for (x, _) in samples {
+    for ((x, _), w) in samples.iter().zip(&sw) {
         for j in 0..d {
-            mean[j] += x[j] / n;
+            mean[j] += w * x[j] / n;
         }
     }
-    for (x, _) in samples {
+    for ((x, _), w) in samples.iter().zip(&sw) {
         for j in 0..d {
-            sd[j] += (x[j] - mean[j]).powi(2) / n;
+            sd[j] += w * (x[j] - mean[j]).powi(2) / n;
         }
     }
     let sd: Vec<f64> = sd.iter().map(|v| v.sqrt().max(1e-9)).collect();
     // rows of standardised features with a trailing 1 for the bias
-    let z: Vec<(Vec<f64>, f64)> = samples
+    let z: Vec<(Vec<f64>, f64, f64)> = samples
         .iter()
-        .map(|(x, y)| {
+        .zip(&sw)
+        .map(|((x, y), w)| {
             let mut r: Vec<f64> = (0..d).map(|j| (x[j] - mean[j]) / sd[j]).collect();
             r.push(1.0);
-            (r, if *y { 1.0 } else { 0.0 })
+            (r, if *y { 1.0 } else { 0.0 }, *w)
         })
         .collect();
     let k = d + 1;
     let ridge = 1e-4;
     let dot = |w: &[f64], r: &[f64]| w.iter().zip(r).map(|(a, b)| a * b).sum::<f64>();
     let ll = |w: &[f64]| -> f64 {
-        z.iter().map(|(r, y)| {
-            let t = dot(w, r);
-            -(y * (1.0 + (-t).exp()).ln() + (1.0 - y) * (1.0 + t.exp()).ln())
-        }).sum::<f64>() - ridge * w.iter().map(|v| v * v).sum::<f64>()
+        z.iter()
+            .map(|(r, y, sw)| {
+                let t = dot(w, r);
+                -sw * (y * (1.0 + (-t).exp()).ln() + (1.0 - y) * (1.0 + t.exp()).ln())
+            })
+            .sum::<f64>()
+            - ridge * w.iter().map(|v| v * v).sum::<f64>()
     };
     let mut w = vec![0.0; k];
     let mut cur = ll(&w);
     for _ in 0..100 {
         let mut g = vec![0.0; k];
         let mut h = vec![vec![0.0; k]; k];
-        for (r, y) in &z {
+        for (r, y, sw) in &z {
             let p = 1.0 / (1.0 + (-dot(&w, r)).exp());
-            let wgt = p * (1.0 - p);
+            let wgt = sw * p * (1.0 - p);
             for i in 0..k {
-                g[i] += (y - p) * r[i];
+                g[i] += sw * (y - p) * r[i];
                 for j in 0..k {
                     h[i][j] += wgt * r[i] * r[j];
                 }
@@ -564,52 +850,184 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
     Some(x)
 }
 
-/// Runs `strata eval calibrate`: replays, then labels the top-10 keyword and
-/// vector candidates of every question — the pool inject sees (overfetch 2 ×
-/// max_entries 5) — with gold session = relevant, and fits one logistic
-/// calibration per retriever. Prints the TOML to paste into config.
-pub async fn run_calibrate(config: Config, args: CalibrateArgs) -> Result<()> {
-    let convs = select(load_locomo(&args.data).map_err(|e| Error::Data(e.to_string()))?, &args.conversations)?;
-    let (cfg, _dir) = eval_config(&config)?;
-    let mem = Memory::open_with(cfg, Components { ephemeral: true, ..Default::default() }).await?;
-    let shared = mem.shared().clone();
-    let (mut kw, mut vecs) = (Vec::new(), Vec::new());
-    for conv in &convs {
-        replay(&mem, conv, false).await?;
-        let scope = Scope::new(conv.sample_id.clone(), "locomo")?;
-        let sess: BTreeMap<String, usize> = conv
-            .sessions
+/// Candidates labelled for calibration from one source (a benchmark):
+/// keyword rows `([ln(1 + BM25), ln(1 + reference)], relevant)` and vector
+/// rows `(cosine, relevant)`.
+#[derive(Debug, Default)]
+pub struct Labelled {
+    /// Keyword candidates.
+    pub keyword: Vec<(Vec<f64>, bool)>,
+    /// Vector candidates.
+    pub vector: Vec<(f64, bool)>,
+}
+
+/// How many candidates of each retriever per question are labelled: the
+/// pool `inject` sees (overfetch 2 × max_entries 5).
+pub const CALIBRATION_POOL: usize = 10;
+
+impl Labelled {
+    /// Adds one `--features` line (see [`candidate_features`]; it must also
+    /// hold `"gold"`, a list of session ids): the best
+    /// [`CALIBRATION_POOL`] candidates of each retriever, labelled relevant
+    /// when their session id (a `#n` repeat suffix ignored) is gold. Lines
+    /// without gold are skipped.
+    ///
+    /// # Errors
+    /// [`Error::Data`] when the line lacks `reference`, `candidates` or `gold`.
+    pub fn add_line(&mut self, row: &serde_json::Value) -> Result<()> {
+        let bad = |what: &str| Error::Data(format!("features line without {what}"));
+        let reference = row["reference"].as_f64().ok_or_else(|| bad("reference"))? as f32;
+        let gold: Vec<&str> = row["gold"]
+            .as_array()
+            .ok_or_else(|| bad("gold"))?
             .iter()
-            .map(|s| (crate::model::EpisodeId::for_session(&scope, &SessionId::new(format!("session_{}", s.index)).unwrap()).to_string(), s.index))
+            .filter_map(|g| g.as_str())
             .collect();
-        for q in &conv.questions {
-            let gold = q.gold_sessions(conv);
-            if gold.is_empty() {
-                continue;
-            }
-            let k = shared.keyword.search(&scope, &crate::store::KeywordQuery::text(&q.question), 10).await?;
-            for h in &k.hits {
-                let label = sess.get(h.episode_id.as_str()).is_some_and(|i| gold.contains(i));
-                let (x, r) = crate::recall::fusion::keyword_features(h.score, k.reference_score);
-                kw.push((vec![x, r], label));
-            }
-            let v = shared.embedder.embed(&[q.question.clone()]).await?;
-            for h in shared.vectors.search(&scope, &v[0], 10).await? {
-                let label = sess.get(h.episode_id.as_str()).is_some_and(|i| gold.contains(i));
-                vecs.push((h.score as f64, label));
+        let cands = row["candidates"]
+            .as_object()
+            .ok_or_else(|| bad("candidates"))?;
+        if gold.is_empty() {
+            return Ok(());
+        }
+        let is_gold = |name: &str| gold.contains(&name.split('#').next().unwrap_or_default());
+        let score = |v: &serde_json::Value, i: usize| v.get(i).and_then(|x| x.as_f64());
+        let mut kw: Vec<(f64, &str)> = cands
+            .iter()
+            .filter_map(|(n, v)| score(v, 0).map(|b| (b, n.as_str())))
+            .collect();
+        let mut vs: Vec<(f64, &str)> = cands
+            .iter()
+            .filter_map(|(n, v)| score(v, 1).map(|c| (c, n.as_str())))
+            .collect();
+        for list in [&mut kw, &mut vs] {
+            list.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+            list.truncate(CALIBRATION_POOL);
+        }
+        for (b, n) in kw {
+            let (x, r) = crate::recall::fusion::keyword_features(b as f32, reference);
+            self.keyword.push((vec![x, r], is_gold(n)));
+        }
+        for (c, n) in vs {
+            self.vector.push((c, is_gold(n)));
+        }
+        Ok(())
+    }
+}
+
+/// Fits the keyword and vector calibrations on labelled candidates of one or
+/// more sources, each source weighing the same in total (so a benchmark with
+/// more questions does not outvote the other). Returns (keyword, vector).
+pub fn fit_calibrations(sources: &[Labelled]) -> (Calibration, Calibration) {
+    let (mut kw, mut kw_w, mut vs, mut vs_w) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for s in sources {
+        kw.extend(s.keyword.iter().cloned());
+        kw_w.extend(std::iter::repeat(1.0 / s.keyword.len().max(1) as f64).take(s.keyword.len()));
+        vs.extend(s.vector.iter().map(|&(c, y)| (vec![c], y)));
+        vs_w.extend(std::iter::repeat(1.0 / s.vector.len().max(1) as f64).take(s.vector.len()));
+    }
+    let (w, b) = fit_logistic_weighted(&kw, &kw_w);
+    let (vw, vb) = fit_logistic_weighted(&vs, &vs_w);
+    (
+        Calibration {
+            slope: w[0],
+            reference_slope: w[1],
+            intercept: b,
+        },
+        Calibration {
+            slope: vw[0],
+            reference_slope: 0.0,
+            intercept: vb,
+        },
+    )
+}
+
+/// Runs `strata eval calibrate`: collects labelled candidates from each
+/// source — a LoCoMo replay (`--data`, optionally `--conversations`) and
+/// every `--features` file written by `strata eval locomo|longmemeval
+/// --features` — and fits one logistic calibration per retriever on the best
+/// [`CALIBRATION_POOL`] candidates of each question, every source weighing
+/// the same ([`fit_calibrations`]). Prints the TOML to paste into config.
+///
+/// # Errors
+/// [`Error::InvalidInput`] without any source; data or store errors.
+pub async fn run_calibrate(config: Config, args: CalibrateArgs) -> Result<()> {
+    if args.data.is_none() && args.features.is_empty() {
+        return Err(Error::InvalidInput(
+            "give --data (a LoCoMo file to replay) and/or --features FILE[,FILE...]".into(),
+        ));
+    }
+    let mut sources: Vec<(String, Labelled)> = Vec::new();
+    if let Some(data) = &args.data {
+        let convs = select(
+            load_locomo(data).map_err(|e| Error::Data(e.to_string()))?,
+            &args.conversations,
+        )?;
+        let (cfg, _dir) = eval_config(&config)?;
+        let mem = Memory::open_with(
+            cfg,
+            Components {
+                ephemeral: true,
+                ..Default::default()
+            },
+        )
+        .await?;
+        let mut l = Labelled::default();
+        for conv in &convs {
+            replay(&mem, conv, false).await?;
+            let scope = Scope::new(conv.sample_id.clone(), "locomo")?;
+            for q in &conv.questions {
+                let gold = q.gold_sessions(conv);
+                if gold.is_empty() || q.question.trim().is_empty() {
+                    continue;
+                }
+                let mut row = candidate_features(&mem, &scope, &q.question, None).await?;
+                row["gold"] = json!(gold
+                    .iter()
+                    .map(|i| format!("session_{i}"))
+                    .collect::<Vec<_>>());
+                l.add_line(&row)?;
             }
         }
+        mem.shutdown().await?;
+        sources.push((
+            format!("{} ({} conversations)", data.display(), convs.len()),
+            l,
+        ));
     }
-    mem.shutdown().await?;
-    let (kw_w, kw_b) = fit_logistic(&kw);
-    let kc = Calibration { slope: kw_w[0], reference_slope: kw_w[1], intercept: kw_b };
-    let vc = fit_platt(&vecs);
-    println!("# fitted on {} keyword and {} vector candidates ({} conversations)", kw.len(), vecs.len(), convs.len());
+    for path in &args.features {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Data(format!("cannot read {}: {e}", path.display())))?;
+        let mut l = Labelled::default();
+        for (i, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let row: serde_json::Value = serde_json::from_str(line)
+                .map_err(|e| Error::Data(format!("{}:{}: {e}", path.display(), i + 1)))?;
+            l.add_line(&row)
+                .map_err(|e| Error::Data(format!("{}:{}: {e}", path.display(), i + 1)))?;
+        }
+        sources.push((path.display().to_string(), l));
+    }
+    let labelled: Vec<Labelled> = sources.iter_mut().map(|(_, l)| std::mem::take(l)).collect();
+    let (kc, vc) = fit_calibrations(&labelled);
+    for ((name, _), l) in sources.iter().zip(&labelled) {
+        println!(
+            "# {name}: {} keyword and {} vector candidates",
+            l.keyword.len(),
+            l.vector.len()
+        );
+    }
+    println!("# every source weighs the same");
     println!(
         "keyword_calibration = {{ slope = {:.4}, reference_slope = {:.4}, intercept = {:.4} }}",
         kc.slope, kc.reference_slope, kc.intercept
     );
-    println!("vector_calibration = {{ slope = {:.4}, intercept = {:.4} }}", vc.slope, vc.intercept);
+    println!(
+        "vector_calibration = {{ slope = {:.4}, intercept = {:.4} }}",
+        vc.slope, vc.intercept
+    );
     Ok(())
 }
 
@@ -636,11 +1054,91 @@ mod tests {
             s.push((x, ((i / 400) as f64) < (p * 10.0).round()));
         }
         let c = fit_platt(&s);
-        assert!((c.slope - 2.0).abs() < 0.3 && (c.intercept + 4.0).abs() < 0.6, "{c:?}");
+        assert!(
+            (c.slope - 2.0).abs() < 0.3 && (c.intercept + 4.0).abs() < 0.6,
+            "{c:?}"
+        );
         // two features: the second one carries no signal and gets a weight near 0
-        let rows: Vec<(Vec<f64>, bool)> = s.iter().enumerate().map(|(i, &(x, y))| (vec![x, (i % 7) as f64], y)).collect();
+        let rows: Vec<(Vec<f64>, bool)> = s
+            .iter()
+            .enumerate()
+            .map(|(i, &(x, y))| (vec![x, (i % 7) as f64], y))
+            .collect();
         let (w, b) = fit_logistic(&rows);
-        assert!((w[0] - 2.0).abs() < 0.3 && w[1].abs() < 0.1 && (b + 4.0).abs() < 0.7, "{w:?} {b}");
+        assert!(
+            (w[0] - 2.0).abs() < 0.3 && w[1].abs() < 0.1 && (b + 4.0).abs() < 0.7,
+            "{w:?} {b}"
+        );
+    }
+
+    #[test]
+    fn a_weight_counts_like_copies_and_each_source_weighs_the_same() {
+        // weight 2 on one sample = that sample twice
+        let s: Vec<(Vec<f64>, bool)> = (0..60)
+            .map(|i| (vec![(i % 12) as f64], i % 12 > 5 && i % 5 != 0))
+            .collect();
+        let mut doubled = s.clone();
+        doubled.push(s[7].clone());
+        let mut w = vec![1.0; s.len()];
+        w[7] = 2.0;
+        let (a, b) = fit_logistic_weighted(&s, &w);
+        let (c, d) = fit_logistic(&doubled);
+        assert!(
+            (a[0] - c[0]).abs() < 1e-6 && (b - d).abs() < 1e-6,
+            "{a:?} {b} vs {c:?} {d}"
+        );
+        // two sources with opposite trends: the bigger one does not outvote the smaller
+        let line = |score_of_gold: f64, other: f64| json!({"reference": 10.0, "gold": ["g"], "candidates": {"g": [score_of_gold, score_of_gold / 10.0], "x": [other, other / 10.0]}});
+        let (mut big, mut small) = (Labelled::default(), Labelled::default());
+        for _ in 0..100 {
+            big.add_line(&line(20.0, 5.0)).unwrap();
+        }
+        for _ in 0..10 {
+            small.add_line(&line(5.0, 20.0)).unwrap();
+        }
+        let (kc, vc) = fit_calibrations(&[big, small]);
+        assert!(
+            kc.slope.abs() < 0.5 && vc.slope.abs() < 0.5,
+            "balanced sources cancel: {kc:?} {vc:?}"
+        );
+    }
+
+    #[test]
+    fn labelled_lines_take_each_retrievers_pool_and_match_repeats_to_gold() {
+        let mut cands = serde_json::Map::new();
+        for i in 0..30 {
+            cands.insert(format!("s{i}"), json!([i as f64, null]));
+        }
+        cands.insert("gold#2".into(), json!([100.0, 0.9]));
+        cands.insert("v".into(), json!([null, 0.5]));
+        let mut l = Labelled::default();
+        l.add_line(&json!({"reference": 12.0, "gold": ["gold"], "candidates": cands}))
+            .unwrap();
+        assert_eq!(
+            l.keyword.len(),
+            CALIBRATION_POOL,
+            "the best of each retriever only"
+        );
+        assert_eq!(
+            l.vector.len(),
+            2,
+            "candidates without a cosine are not vector rows"
+        );
+        assert!(
+            l.keyword[0].1 && l.vector[0].1,
+            "a repeated session id (#2) is still the gold session"
+        );
+        assert_eq!(l.keyword.iter().filter(|r| r.1).count(), 1);
+        l.add_line(&json!({"reference": 1.0, "gold": [], "candidates": {}}))
+            .unwrap();
+        assert_eq!(
+            l.keyword.len(),
+            CALIBRATION_POOL,
+            "a line without gold adds nothing"
+        );
+        assert!(l
+            .add_line(&json!({"gold": ["g"], "candidates": {}}))
+            .is_err());
     }
 
     #[test]
@@ -655,7 +1153,11 @@ mod tests {
         assert!((t.get("turns", 1) - 1.0 / 3.0).abs() < 1e-9);
         assert!((t.get("turns", 5) - 2.0 / 3.0).abs() < 1e-9);
         t.add_sessions("s", &[1], &[]);
-        assert_eq!(t.n("s"), 1, "questions without turn evidence are not counted");
+        assert_eq!(
+            t.n("s"),
+            1,
+            "questions without turn evidence are not counted"
+        );
         assert!(t.get("nobody", 5).is_nan());
     }
 }

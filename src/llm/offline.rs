@@ -73,7 +73,10 @@ pub struct ExtractiveOptions {
 
 impl Default for ExtractiveOptions {
     fn default() -> Self {
-        Self { max_sentences: 8, max_chars: 1200 }
+        Self {
+            max_sentences: 8,
+            max_chars: 1200,
+        }
     }
 }
 
@@ -86,38 +89,227 @@ const SHORT_WORDS: usize = 4;
 
 /// Common English function words, ignored for centrality and similarity.
 const STOP_WORDS: &[&str] = &[
-    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
-    "be", "because", "been", "being", "but", "by", "can", "can't", "could", "did", "didn't", "do",
-    "does", "doesn't", "don't", "for", "from", "had", "has", "have", "having", "he", "her",
-    "here", "him", "his", "how", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "into", "is",
-    "isn't", "it", "it's", "its", "just", "let's", "may", "me", "might", "more", "most", "much",
-    "must", "my", "no", "not", "of", "on", "or", "our", "out", "over", "really", "she", "should",
-    "so", "some", "such", "than", "that", "that's", "the", "their", "them", "then", "there",
-    "these", "they", "this", "those", "to", "too", "up", "us", "very", "was", "we", "were",
-    "what", "what's", "when", "where", "which", "who", "why", "will", "with", "would", "you",
-    "you're", "your",
+    "a",
+    "about",
+    "after",
+    "again",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "being",
+    "but",
+    "by",
+    "can",
+    "can't",
+    "could",
+    "did",
+    "didn't",
+    "do",
+    "does",
+    "doesn't",
+    "don't",
+    "for",
+    "from",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "him",
+    "his",
+    "how",
+    "i",
+    "i'd",
+    "i'll",
+    "i'm",
+    "i've",
+    "if",
+    "in",
+    "into",
+    "is",
+    "isn't",
+    "it",
+    "it's",
+    "its",
+    "just",
+    "let's",
+    "may",
+    "me",
+    "might",
+    "more",
+    "most",
+    "much",
+    "must",
+    "my",
+    "no",
+    "not",
+    "of",
+    "on",
+    "or",
+    "our",
+    "out",
+    "over",
+    "really",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "that's",
+    "the",
+    "their",
+    "them",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "to",
+    "too",
+    "up",
+    "us",
+    "very",
+    "was",
+    "we",
+    "were",
+    "what",
+    "what's",
+    "when",
+    "where",
+    "which",
+    "who",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "you're",
+    "your",
     // Korean connectives and intensifiers.
-    "그리고", "그런데", "근데", "하지만", "그래서", "그냥", "너무", "정말", "진짜", "아주", "좀",
-    "더", "또", "잘", "것", "수", "거",
+    "그리고",
+    "그런데",
+    "근데",
+    "하지만",
+    "그래서",
+    "그냥",
+    "너무",
+    "정말",
+    "진짜",
+    "아주",
+    "좀",
+    "더",
+    "또",
+    "잘",
+    "것",
+    "수",
+    "거",
 ];
 
 /// Greetings, acknowledgements and reactions: chit-chat that carries no facts.
 const ACK_WORDS: &[&str] = &[
-    "absolutely", "agreed", "ah", "amazing", "aw", "aww", "awesome", "bye", "congrats",
-    "congratulations", "cool", "definitely", "exactly", "fantastic", "glad", "good", "great",
-    "haha", "hahaha", "hehe", "hello", "hey", "heya", "hi", "hmm", "indeed", "lmao", "lol",
-    "nice", "oh", "ok", "okay", "omg", "right", "sounds", "sure", "sweet", "thank", "thanks",
-    "thx", "totally", "true", "ty", "welcome", "wonderful", "wow", "yay", "yeah", "yep", "yes",
-    "yo", "yup",
+    "absolutely",
+    "agreed",
+    "ah",
+    "amazing",
+    "aw",
+    "aww",
+    "awesome",
+    "bye",
+    "congrats",
+    "congratulations",
+    "cool",
+    "definitely",
+    "exactly",
+    "fantastic",
+    "glad",
+    "good",
+    "great",
+    "haha",
+    "hahaha",
+    "hehe",
+    "hello",
+    "hey",
+    "heya",
+    "hi",
+    "hmm",
+    "indeed",
+    "lmao",
+    "lol",
+    "nice",
+    "oh",
+    "ok",
+    "okay",
+    "omg",
+    "right",
+    "sounds",
+    "sure",
+    "sweet",
+    "thank",
+    "thanks",
+    "thx",
+    "totally",
+    "true",
+    "ty",
+    "welcome",
+    "wonderful",
+    "wow",
+    "yay",
+    "yeah",
+    "yep",
+    "yes",
+    "yo",
+    "yup",
     // Korean.
-    "안녕", "안녕하세요", "감사합니다", "감사해요", "고마워", "고마워요", "고맙습니다", "네", "넵",
-    "응", "와", "우와", "대박", "좋아", "좋아요", "그래", "그래요", "오", "헐", "맞아", "맞아요",
+    "안녕",
+    "안녕하세요",
+    "감사합니다",
+    "감사해요",
+    "고마워",
+    "고마워요",
+    "고맙습니다",
+    "네",
+    "넵",
+    "응",
+    "와",
+    "우와",
+    "대박",
+    "좋아",
+    "좋아요",
+    "그래",
+    "그래요",
+    "오",
+    "헐",
+    "맞아",
+    "맞아요",
 ];
 
 /// Month names that are unambiguous in any case.
 const MONTHS: &[&str] = &[
-    "january", "february", "march", "april", "june", "july", "august", "september", "october",
-    "november", "december",
+    "january",
+    "february",
+    "march",
+    "april",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
 ];
 
 /// Month names/abbreviations that are also ordinary words ("may", "mar"):
@@ -128,9 +320,26 @@ const AMBIGUOUS_MONTHS: &[&str] = &[
 
 /// Time expressions that are date cues on their own.
 const TEMPORAL_WORDS: &[&str] = &[
-    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "weekend",
-    "yesterday", "today", "tomorrow", "tonight", "ago", "recently", "birthday", "anniversary",
-    "summer", "winter", "spring", "autumn",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "weekend",
+    "yesterday",
+    "today",
+    "tomorrow",
+    "tonight",
+    "ago",
+    "recently",
+    "birthday",
+    "anniversary",
+    "summer",
+    "winter",
+    "spring",
+    "autumn",
 ];
 
 /// First words of relative time phrases ("last week", "next month").
@@ -144,8 +353,27 @@ const TIME_UNITS: &[&str] = &[
 
 /// Korean time-expression prefixes (tokens carry attached particles).
 const KO_TEMPORAL: &[&str] = &[
-    "어제", "오늘", "내일", "그저께", "모레", "작년", "올해", "내년", "지난주", "지난달", "다음주",
-    "다음달", "이번주", "주말", "월요일", "화요일", "수요일", "목요일", "금요일", "토요일", "일요일",
+    "어제",
+    "오늘",
+    "내일",
+    "그저께",
+    "모레",
+    "작년",
+    "올해",
+    "내년",
+    "지난주",
+    "지난달",
+    "다음주",
+    "다음달",
+    "이번주",
+    "주말",
+    "월요일",
+    "화요일",
+    "수요일",
+    "목요일",
+    "금요일",
+    "토요일",
+    "일요일",
 ];
 
 /// Spelled-out numbers ("one" is left out: it is mostly a pronoun).
@@ -156,19 +384,89 @@ const NUMBER_WORDS: &[&str] = &[
 
 /// Tokens that by themselves mark a first-person fact.
 const FIRST_PERSON: &[&str] = &[
-    "my", "mine", "our", "i'm", "im", "i've",
-    "저는", "나는", "제가", "내가", "저의", "나의", "제", "내", "저희", "저희는", "우리", "우리는",
+    "my",
+    "mine",
+    "our",
+    "i'm",
+    "im",
+    "i've",
+    "저는",
+    "나는",
+    "제가",
+    "내가",
+    "저의",
+    "나의",
+    "제",
+    "내",
+    "저희",
+    "저희는",
+    "우리",
+    "우리는",
 ];
 
 /// Verbs that turn "I ..." / "we ..." into a fact about the speaker.
 const FACT_VERBS: &[&str] = &[
-    "adopted", "am", "became", "began", "bought", "built", "changed", "decided", "enjoy",
-    "enjoyed", "finished", "got", "graduated", "grew", "had", "hate", "have", "joined", "learned",
-    "learnt", "left", "like", "liked", "live", "lived", "lost", "love", "loved", "made", "married",
-    "met", "moved", "need", "own", "plan", "planned", "play", "played", "prefer", "quit", "ran",
-    "run", "signed", "start", "started", "studied", "study", "taught", "teach", "traveled",
-    "travelled", "visited", "volunteer", "volunteered", "want", "was", "went", "won", "work",
-    "worked", "working",
+    "adopted",
+    "am",
+    "became",
+    "began",
+    "bought",
+    "built",
+    "changed",
+    "decided",
+    "enjoy",
+    "enjoyed",
+    "finished",
+    "got",
+    "graduated",
+    "grew",
+    "had",
+    "hate",
+    "have",
+    "joined",
+    "learned",
+    "learnt",
+    "left",
+    "like",
+    "liked",
+    "live",
+    "lived",
+    "lost",
+    "love",
+    "loved",
+    "made",
+    "married",
+    "met",
+    "moved",
+    "need",
+    "own",
+    "plan",
+    "planned",
+    "play",
+    "played",
+    "prefer",
+    "quit",
+    "ran",
+    "run",
+    "signed",
+    "start",
+    "started",
+    "studied",
+    "study",
+    "taught",
+    "teach",
+    "traveled",
+    "travelled",
+    "visited",
+    "volunteer",
+    "volunteered",
+    "want",
+    "was",
+    "went",
+    "won",
+    "work",
+    "worked",
+    "working",
 ];
 
 /// Adverbs allowed between "I" and a fact verb ("I just moved").
@@ -218,7 +516,9 @@ impl Lexicon {
 
 /// "hahaha", "hehe", "ㅋㅋㅋ", "ㅎㅎ", "ㅠㅠ" and similar.
 fn is_laughter(lower: &str) -> bool {
-    let jamo = lower.chars().all(|c| matches!(c, 'ㅋ' | 'ㅎ' | 'ㅠ' | 'ㅜ'));
+    let jamo = lower
+        .chars()
+        .all(|c| matches!(c, 'ㅋ' | 'ㅎ' | 'ㅠ' | 'ㅜ'));
     if jamo {
         return !lower.is_empty();
     }
@@ -341,7 +641,13 @@ struct Features {
 /// Computes cue bonuses, penalties and the filler flag for one sentence.
 /// `words` are the raw tokens, `lower` their normalised forms, and
 /// `content_count` the number of content-word occurrences.
-fn features(lex: &Lexicon, text: &str, words: &[&str], lower: &[String], content_count: usize) -> Features {
+fn features(
+    lex: &Lexicon,
+    text: &str,
+    words: &[&str],
+    lower: &[String],
+    content_count: usize,
+) -> Features {
     let mut caps = 0usize;
     let mut numbers = 0usize;
     let mut temporal = 0usize;
@@ -380,12 +686,15 @@ fn features(lex: &Lexicon, text: &str, words: &[&str], lower: &[String], content
             caps += 1;
         }
 
-        let neighbour_digit = (k > 0 && has_digit(words[k - 1]))
-            || words.get(k + 1).is_some_and(|w| has_digit(w));
+        let neighbour_digit =
+            (k > 0 && has_digit(words[k - 1])) || words.get(k + 1).is_some_and(|w| has_digit(w));
         if lex.months.contains(low)
             || lex.temporal.contains(low)
             || (lex.ambiguous_months.contains(low) && upper && (k > 0 || neighbour_digit))
-            || (lex.relative.contains(low) && lower.get(k + 1).is_some_and(|n| lex.units.contains(n.as_str())))
+            || (lex.relative.contains(low)
+                && lower
+                    .get(k + 1)
+                    .is_some_and(|n| lex.units.contains(n.as_str())))
             || KO_TEMPORAL.iter().any(|p| low.starts_with(p))
         {
             temporal += 1;
@@ -434,7 +743,10 @@ fn features(lex: &Lexicon, text: &str, words: &[&str], lower: &[String], content
         adjust -= 0.5;
     }
 
-    Features { adjust, filler: no_content || (short && starts_with_ack) }
+    Features {
+        adjust,
+        filler: no_content || (short && starts_with_ack),
+    }
 }
 
 /// Jaccard similarity of two sorted, deduplicated id lists.
@@ -554,7 +866,11 @@ pub fn extractive_summary(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Strin
         let centrality = if s.content.is_empty() {
             0.0
         } else {
-            let sum: f64 = s.content.iter().map(|&id| (1.0 + tf[id as usize] as f64).ln()).sum();
+            let sum: f64 = s
+                .content
+                .iter()
+                .map(|&id| (1.0 + tf[id as usize] as f64).ln())
+                .sum();
             sum / (s.content.len() as f64).sqrt()
         };
         s.score = centrality + s.adjust;
@@ -562,7 +878,12 @@ pub fn extractive_summary(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Strin
 
     // Rank: salience descending, original position ascending on ties.
     let mut order: Vec<usize> = (0..sentences.len()).collect();
-    order.sort_by(|&a, &b| sentences[b].score.total_cmp(&sentences[a].score).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| {
+        sentences[b]
+            .score
+            .total_cmp(&sentences[a].score)
+            .then(a.cmp(&b))
+    });
 
     let labels: Vec<String> = turns.iter().map(|t| speaker_label(t.speaker)).collect();
     let prefix_lens: Vec<usize> = labels.iter().map(|l| grapheme_len(l) + 2).collect();
@@ -594,7 +915,12 @@ pub fn extractive_summary(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Strin
                 continue;
             }
             // one long turn (a pasted document) must not crowd out the rest of the session
-            if chosen.iter().filter(|&&c| sentences[c].turn == cand.turn).count() >= MAX_SENTENCES_PER_TURN {
+            if chosen
+                .iter()
+                .filter(|&&c| sentences[c].turn == cand.turn)
+                .count()
+                >= MAX_SENTENCES_PER_TURN
+            {
                 continue;
             }
             let label = &labels[cand.turn];
@@ -607,7 +933,10 @@ pub fn extractive_summary(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Strin
                 chosen.push(idx);
             } else if lines.is_empty() {
                 let clipped = if prefix_len + 4 <= opts.max_chars {
-                    format!("{label}: {}", clip_with_ellipsis(cand.text, opts.max_chars - prefix_len))
+                    format!(
+                        "{label}: {}",
+                        clip_with_ellipsis(cand.text, opts.max_chars - prefix_len)
+                    )
                 } else {
                     clip_with_ellipsis(&format!("{label}: {}", cand.text), opts.max_chars)
                 };
@@ -631,8 +960,12 @@ mod tests {
 
     #[test]
     fn one_long_turn_does_not_crowd_out_the_session() {
-        let long = "Lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod. ".repeat(2000);
-        let turns = vec![t("Mina", &long), t("Mina", "The launch code for Project Zebrafish is 7731.")];
+        let long =
+            "Lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod. ".repeat(2000);
+        let turns = vec![
+            t("Mina", &long),
+            t("Mina", "The launch code for Project Zebrafish is 7731."),
+        ];
         let s = extractive_summary(&turns, &ExtractiveOptions::default());
         assert!(s.contains("Zebrafish"), "{s}");
         assert!(s.lines().filter(|l| l.contains("Lorem")).count() <= MAX_SENTENCES_PER_TURN);
@@ -642,10 +975,16 @@ mod tests {
         vec![
             t("Caroline", "Hey Mel!"),
             t("Melanie", "Hi Caroline! How are you?"),
-            t("Caroline", "I went to the LGBTQ support group on 7 May 2023. It was so powerful."),
+            t(
+                "Caroline",
+                "I went to the LGBTQ support group on 7 May 2023. It was so powerful.",
+            ),
             t("Melanie", "Wow, cool"),
             t("Caroline", "Thanks!"),
-            t("Melanie", "I started painting again last week, my kids love it."),
+            t(
+                "Melanie",
+                "I started painting again last week, my kids love it.",
+            ),
             t("Caroline", "That's awesome!"),
             t("Melanie", "haha"),
         ]
@@ -659,22 +998,44 @@ mod tests {
             lines.contains(&"Caroline: I went to the LGBTQ support group on 7 May 2023."),
             "{out}"
         );
-        assert!(lines.contains(&"Melanie: I started painting again last week, my kids love it."), "{out}");
+        assert!(
+            lines.contains(&"Melanie: I started painting again last week, my kids love it."),
+            "{out}"
+        );
         assert!(lines[0].contains("LGBTQ"), "most salient first: {out}");
-        for chit in ["Hey Mel!", "Thanks!", "Wow, cool", "That's awesome!", "haha", "How are you?"] {
-            assert!(!lines.iter().any(|l| l.ends_with(chit)), "{chit:?} selected: {out}");
+        for chit in [
+            "Hey Mel!",
+            "Thanks!",
+            "Wow, cool",
+            "That's awesome!",
+            "haha",
+            "How are you?",
+        ] {
+            assert!(
+                !lines.iter().any(|l| l.ends_with(chit)),
+                "{chit:?} selected: {out}"
+            );
         }
     }
 
     #[test]
     fn budget_is_respected_and_lines_have_prefixes() {
         let mut turns = locomo_like();
-        turns.push(t("Melanie", "My daughter turned 9 in March. We celebrated in Paris with 12 friends."));
-        turns.push(t("Caroline", "I moved to Boston in 2019 and I work as a counselor at Harbor Clinic."));
+        turns.push(t(
+            "Melanie",
+            "My daughter turned 9 in March. We celebrated in Paris with 12 friends.",
+        ));
+        turns.push(t(
+            "Caroline",
+            "I moved to Boston in 2019 and I work as a counselor at Harbor Clinic.",
+        ));
         turns.push(t("Melanie", "Our dog Max is 4 years old now."));
         for max_sentences in 1..6 {
             for max_chars in [30, 60, 100, 150, 400] {
-                let opts = ExtractiveOptions { max_sentences, max_chars };
+                let opts = ExtractiveOptions {
+                    max_sentences,
+                    max_chars,
+                };
                 let out = extractive_summary(&turns, &opts);
                 assert!(!out.is_empty());
                 assert!(out.lines().count() <= max_sentences, "{out}");
@@ -688,7 +1049,13 @@ mod tests {
             }
         }
         // A tiny budget clips the best sentence instead of dropping it.
-        let out = extractive_summary(&turns, &ExtractiveOptions { max_sentences: 3, max_chars: 30 });
+        let out = extractive_summary(
+            &turns,
+            &ExtractiveOptions {
+                max_sentences: 3,
+                max_chars: 30,
+            },
+        );
         assert!(out.ends_with("..."), "{out}");
         assert_eq!(out.lines().count(), 1);
     }
@@ -711,7 +1078,10 @@ mod tests {
         let ko = vec![
             t("민수", "안녕하세요!"),
             t("지영", "안녕! 요즘 어떻게 지내?"),
-            t("민수", "저는 작년에 부산으로 이사했고 지금 소프트웨어 회사에서 일해요."),
+            t(
+                "민수",
+                "저는 작년에 부산으로 이사했고 지금 소프트웨어 회사에서 일해요.",
+            ),
             t("지영", "ㅋㅋㅋ 대박"),
             t("민수", "2023년 5월에 강아지를 입양했어요. 이름은 콩이에요."),
         ];
@@ -719,16 +1089,27 @@ mod tests {
         assert!(!out.is_empty());
         assert!(out.contains("부산") && out.contains("강아지"), "{out}");
         assert!(!out.contains("ㅋㅋㅋ"), "{out}");
-        assert!(out.lines().all(|l| l.starts_with("민수: ") || l.starts_with("지영: ")), "{out}");
+        assert!(
+            out.lines()
+                .all(|l| l.starts_with("민수: ") || l.starts_with("지영: ")),
+            "{out}"
+        );
 
-        let emoji = vec![t("A", "😀😀👩‍👩‍👧"), t("B", "👍🏽"), t("A", "e\u{301}\u{301}!! 🎉")];
+        let emoji = vec![
+            t("A", "😀😀👩‍👩‍👧"),
+            t("B", "👍🏽"),
+            t("A", "e\u{301}\u{301}!! 🎉"),
+        ];
         let out = extractive_summary(&emoji, &ExtractiveOptions::default());
         assert!(!out.is_empty());
         assert!(grapheme_len(&out) <= 1200);
 
         assert_eq!(extractive_summary(&[], &ExtractiveOptions::default()), "");
         let blank = vec![t("A", ""), t("B", "   \n\t "), t("", "\n")];
-        assert_eq!(extractive_summary(&blank, &ExtractiveOptions::default()), "");
+        assert_eq!(
+            extractive_summary(&blank, &ExtractiveOptions::default()),
+            ""
+        );
 
         // Chit-chat only still yields one line.
         let chat = vec![t("A", "Hi!"), t("B", "Thanks!"), t("A", "lol")];
@@ -736,10 +1117,16 @@ mod tests {
         assert_eq!(out.lines().count(), 1, "{out}");
 
         // Odd speakers never break the one-line-per-sentence format.
-        let odd = vec![t("", "I live in Oslo since 2020."), t("Bo\nb", "My cat is called Luna.")];
+        let odd = vec![
+            t("", "I live in Oslo since 2020."),
+            t("Bo\nb", "My cat is called Luna."),
+        ];
         let out = extractive_summary(&odd, &ExtractiveOptions::default());
         assert_eq!(out.lines().count(), 2, "{out}");
-        assert!(out.contains("unknown: I live in Oslo") && out.contains("Bo b: My cat"), "{out}");
+        assert!(
+            out.contains("unknown: I live in Oslo") && out.contains("Bo b: My cat"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -747,17 +1134,29 @@ mod tests {
         let turns = vec![
             t("李", "我去年搬到了上海，现在在一家银行工作。"),
             t("王", "真的吗？"),
-            t("Zoë", "I visited the Cafe\u{301} Re\u{301}publique in Paris last summer."),
+            t(
+                "Zoë",
+                "I visited the Cafe\u{301} Re\u{301}publique in Paris last summer.",
+            ),
         ];
         let out = extractive_summary(&turns, &ExtractiveOptions::default());
         assert!(out.contains("上海") && out.contains("Paris"), "{out}");
-        assert_eq!(tokenize("Cafe\u{301} I’m it's 'quoted'"), vec!["Cafe\u{301}", "I’m", "it's", "quoted"]);
+        assert_eq!(
+            tokenize("Cafe\u{301} I’m it's 'quoted'"),
+            vec!["Cafe\u{301}", "I’m", "it's", "quoted"]
+        );
     }
 
     #[test]
     fn deterministic_ties_by_position() {
-        let turns = vec![t("A", "Alpha beta gamma delta."), t("B", "Epsilon zeta eta theta.")];
-        let opts = ExtractiveOptions { max_sentences: 1, max_chars: 1200 };
+        let turns = vec![
+            t("A", "Alpha beta gamma delta."),
+            t("B", "Epsilon zeta eta theta."),
+        ];
+        let opts = ExtractiveOptions {
+            max_sentences: 1,
+            max_chars: 1200,
+        };
         let out = extractive_summary(&turns, &opts);
         assert_eq!(out, "A: Alpha beta gamma delta.");
         assert_eq!(out, extractive_summary(&turns, &opts));
@@ -770,7 +1169,10 @@ mod tests {
         let mut many = String::new();
         let mut i = 0u64;
         while many.len() < 1 << 20 {
-            many.push_str(&format!("Sentence {} about the river trip with Sam in May. ", i % 977));
+            many.push_str(&format!(
+                "Sentence {} about the river trip with Sam in May. ",
+                i % 977
+            ));
             many.push_str("한국어 문장도 있어요 😀. ");
             i += 1;
         }
@@ -779,7 +1181,11 @@ mod tests {
         for text in [many.as_str(), giant.as_str()] {
             let start = Instant::now();
             let out = extractive_summary(&[t("Big", text)], &opts);
-            assert!(start.elapsed() < Duration::from_secs(20), "{:?}", start.elapsed());
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{:?}",
+                start.elapsed()
+            );
             assert!(!out.is_empty());
             assert!(grapheme_len(&out) <= opts.max_chars);
             assert!(out.lines().count() <= opts.max_sentences);
@@ -803,9 +1209,23 @@ impl super::ChatModel for OfflineChat {
         "offline:extractive".into()
     }
 
-    async fn summarize(&self, transcript: &[super::TranscriptTurn], _started_at: &str, _log: &super::CallLog) -> crate::error::Result<super::Summary> {
-        let turns: Vec<Turn<'_>> = transcript.iter().map(|t| Turn { speaker: &t.speaker, text: &t.text }).collect();
+    async fn summarize(
+        &self,
+        transcript: &[super::TranscriptTurn],
+        _started_at: &str,
+        _log: &super::CallLog,
+    ) -> crate::error::Result<super::Summary> {
+        let turns: Vec<Turn<'_>> = transcript
+            .iter()
+            .map(|t| Turn {
+                speaker: &t.speaker,
+                text: &t.text,
+            })
+            .collect();
         let text = extractive_summary(&turns, &self.options);
-        Ok(super::Summary { text, kind: crate::model::SummaryKind::Extractive })
+        Ok(super::Summary {
+            text,
+            kind: crate::model::SummaryKind::Extractive,
+        })
     }
 }

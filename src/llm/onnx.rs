@@ -34,10 +34,14 @@ fn ee<E: std::fmt::Display>(e: E) -> Error {
 
 /// The process's ONNX Runtime environment, created on first use from `lib`.
 fn environment(lib: &Path) -> Result<&'static ort::environment::Environment> {
-    static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> = OnceLock::new();
+    static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> =
+        OnceLock::new();
     ENV.get_or_init(|| {
         if !lib.exists() {
-            return Err(format!("ONNX Runtime library {} not found; {FETCH_HINT}", lib.display()));
+            return Err(format!(
+                "ONNX Runtime library {} not found; {FETCH_HINT}",
+                lib.display()
+            ));
         }
         ort::init_from(lib)
             .map_err(|e| format!("loading ONNX Runtime from {}: {e}", lib.display()))?
@@ -65,7 +69,9 @@ pub struct OnnxEmbedder {
 
 impl std::fmt::Debug for OnnxEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OnnxEmbedder").field("id", &self.inner.id).finish()
+        f.debug_struct("OnnxEmbedder")
+            .field("id", &self.inner.id)
+            .finish()
     }
 }
 
@@ -87,10 +93,18 @@ impl OnnxEmbedder {
     ///
     /// # Errors
     /// [`Error::Embedder`] naming a missing file and how to fetch it, or the load failure.
-    pub fn load(files: &OnnxFiles, batch_size: usize, max_tokens: usize, intra_threads: usize) -> Result<Self> {
+    pub fn load(
+        files: &OnnxFiles,
+        batch_size: usize,
+        max_tokens: usize,
+        intra_threads: usize,
+    ) -> Result<Self> {
         for p in [&files.model, &files.tokenizer] {
             if !p.exists() {
-                return Err(Error::Embedder(format!("embedding model file {} not found; {FETCH_HINT}", p.display())));
+                return Err(Error::Embedder(format!(
+                    "embedding model file {} not found; {FETCH_HINT}",
+                    p.display()
+                )));
             }
         }
         let env = environment(&files.runtime)?;
@@ -104,8 +118,16 @@ impl OnnxEmbedder {
             .map_err(|e| Error::Embedder(format!("loading {}: {e}", files.model.display())))?;
         let max_tokens = max_tokens.clamp(8, 256);
         let mut tokenizer = Tokenizer::from_file(&files.tokenizer).map_err(ee)?;
-        tokenizer.with_truncation(Some(TruncationParams { max_length: max_tokens, ..Default::default() })).map_err(ee)?;
-        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_tokens,
+                ..Default::default()
+            }))
+            .map_err(ee)?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..Default::default()
+        }));
         Ok(Self {
             inner: Arc::new(Inner {
                 session: Mutex::new(session),
@@ -124,38 +146,67 @@ impl OnnxEmbedder {
     /// [`Error::Embedder`] when tokenisation or the run fails.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         let i = &self.inner;
-        super::local::embed_in_batches(&i.tokenizer, texts, i.max_tokens, i.batch_size, |n, len, ids, mask| {
-            let mask_f: Vec<f32> = mask.iter().map(|&m| m as f32).collect();
-            let ids = ort::value::Tensor::from_array(([n, len], ids.into_iter().map(i64::from).collect::<Vec<_>>())).map_err(ee)?;
-            let mask = ort::value::Tensor::from_array(([n, len], mask.into_iter().map(i64::from).collect::<Vec<_>>())).map_err(ee)?;
-            let types = ort::value::Tensor::from_array(([n, len], vec![0i64; n * len])).map_err(ee)?;
-            let mut session = i.session.lock().map_err(|_| Error::Task("onnx session mutex poisoned".into()))?;
-            let out = session
+        super::local::embed_in_batches(
+            &i.tokenizer,
+            texts,
+            i.max_tokens,
+            i.batch_size,
+            |n, len, ids, mask| {
+                let mask_f: Vec<f32> = mask.iter().map(|&m| m as f32).collect();
+                let ids = ort::value::Tensor::from_array((
+                    [n, len],
+                    ids.into_iter().map(i64::from).collect::<Vec<_>>(),
+                ))
+                .map_err(ee)?;
+                let mask = ort::value::Tensor::from_array((
+                    [n, len],
+                    mask.into_iter().map(i64::from).collect::<Vec<_>>(),
+                ))
+                .map_err(ee)?;
+                let types =
+                    ort::value::Tensor::from_array(([n, len], vec![0i64; n * len])).map_err(ee)?;
+                let mut session = i
+                    .session
+                    .lock()
+                    .map_err(|_| Error::Task("onnx session mutex poisoned".into()))?;
+                let out = session
                 .run(ort::inputs!["input_ids" => ids, "attention_mask" => mask, "token_type_ids" => types])
                 .map_err(ee)?;
-            let (shape, hidden) = out["last_hidden_state"].try_extract_tensor::<f32>().map_err(ee)?;
-            if shape.len() != 3 || shape[0] as usize != n || shape[1] as usize != len || shape[2] as usize != DIM {
-                return Err(Error::Embedder(format!("unexpected output shape {shape:?}, wanted [{n}, {len}, {DIM}]")));
-            }
-            // mean pooling over the attention mask, then L2 normalisation
-            Ok((0..n)
-                .map(|b| {
-                    let mut v = vec![0f32; DIM];
-                    let mut count = 0f32;
-                    for t in (0..len).filter(|t| mask_f[b * len + t] > 0.0) {
-                        for (acc, x) in v.iter_mut().zip(&hidden[(b * len + t) * DIM..(b * len + t + 1) * DIM]) {
-                            *acc += x;
+                let (shape, hidden) = out["last_hidden_state"]
+                    .try_extract_tensor::<f32>()
+                    .map_err(ee)?;
+                if shape.len() != 3
+                    || shape[0] as usize != n
+                    || shape[1] as usize != len
+                    || shape[2] as usize != DIM
+                {
+                    return Err(Error::Embedder(format!(
+                        "unexpected output shape {shape:?}, wanted [{n}, {len}, {DIM}]"
+                    )));
+                }
+                // mean pooling over the attention mask, then L2 normalisation
+                Ok((0..n)
+                    .map(|b| {
+                        let mut v = vec![0f32; DIM];
+                        let mut count = 0f32;
+                        for t in (0..len).filter(|t| mask_f[b * len + t] > 0.0) {
+                            for (acc, x) in v
+                                .iter_mut()
+                                .zip(&hidden[(b * len + t) * DIM..(b * len + t + 1) * DIM])
+                            {
+                                *acc += x;
+                            }
+                            count += 1.0;
                         }
-                        count += 1.0;
-                    }
-                    let count = count.max(1e-9);
-                    v.iter_mut().for_each(|x| *x /= count);
-                    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-                    v.iter_mut().for_each(|x| *x /= norm);
-                    v
-                })
-                .collect())
-        })
+                        let count = count.max(1e-9);
+                        v.iter_mut().for_each(|x| *x /= count);
+                        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                        v.iter_mut().for_each(|x| *x /= norm);
+                        v
+                    })
+                    .collect())
+            },
+        )
     }
 }
 

@@ -83,9 +83,10 @@ pub fn classify(e: &OpenAIError) -> Failure {
             }
             Failure::Retryable(format!("http: {r}"))
         }
-        OpenAIError::JSONDeserialize(err, body) => {
-            Failure::Retryable(format!("response is not valid JSON ({err}): {}", clip_head(body, 200)))
-        }
+        OpenAIError::JSONDeserialize(err, body) => Failure::Retryable(format!(
+            "response is not valid JSON ({err}): {}",
+            clip_head(body, 200)
+        )),
         OpenAIError::InvalidArgument(m) => Failure::Permanent(format!("invalid request: {m}")),
         other => Failure::Retryable(other.to_string()),
     }
@@ -98,7 +99,11 @@ pub fn classify(e: &OpenAIError) -> Failure {
 pub fn backoff_delay(retry: u32, base_ms: u64, max_ms: u64) -> Duration {
     let exp = base_ms.saturating_mul(1u64 << retry.min(20)).min(max_ms);
     let half = exp / 2;
-    let jitter = if half > 0 { rand::random_range(0..=half) } else { 0 };
+    let jitter = if half > 0 {
+        rand::random_range(0..=half)
+    } else {
+        0
+    };
     Duration::from_millis(half + jitter)
 }
 
@@ -109,7 +114,13 @@ pub fn backoff_delay(retry: u32, base_ms: u64, max_ms: u64) -> Duration {
 /// # Errors
 /// The last failure, with the number of attempts made, as [`Error::Chat`]
 /// (or whatever `wrap` builds).
-pub async fn with_retries<T, F, Fut>(max_retries: u32, base_ms: u64, max_ms: u64, wrap: fn(String) -> Error, mut attempt: F) -> Result<T>
+pub async fn with_retries<T, F, Fut>(
+    max_retries: u32,
+    base_ms: u64,
+    max_ms: u64,
+    wrap: fn(String) -> Error,
+    mut attempt: F,
+) -> Result<T>
 where
     F: FnMut(u32) -> Fut,
     Fut: std::future::Future<Output = std::result::Result<T, Failure>>,
@@ -119,13 +130,20 @@ where
         n += 1;
         match attempt(n).await {
             Ok(v) => return Ok(v),
-            Err(Failure::Permanent(m)) => return Err(wrap(format!("{m} (attempt {n}, not retried)"))),
+            Err(Failure::Permanent(m)) => {
+                return Err(wrap(format!("{m} (attempt {n}, not retried)")))
+            }
             Err(Failure::Retryable(m)) if n > max_retries => {
                 return Err(wrap(format!("{m} (gave up after {n} attempts)")));
             }
             Err(f) => {
                 let d = backoff_delay(n - 1, base_ms, max_ms);
-                tracing::warn!(attempt = n, delay_ms = d.as_millis() as u64, error = f.message(), "retrying");
+                tracing::warn!(
+                    attempt = n,
+                    delay_ms = d.as_millis() as u64,
+                    error = f.message(),
+                    "retrying"
+                );
                 tokio::time::sleep(d).await;
             }
         }
@@ -221,7 +239,12 @@ struct Usage {
     completion_tokens: u32,
 }
 
-fn client(base_url: &str, api_key_env: &str, timeout: Duration, connect_timeout: Duration) -> Result<Client<OpenAIConfig>> {
+fn client(
+    base_url: &str,
+    api_key_env: &str,
+    timeout: Duration,
+    connect_timeout: Duration,
+) -> Result<Client<OpenAIConfig>> {
     let mut cfg = OpenAIConfig::new().with_api_base(base_url.trim_end_matches('/'));
     if !api_key_env.is_empty() {
         match std::env::var(api_key_env) {
@@ -243,7 +266,8 @@ fn client(base_url: &str, api_key_env: &str, timeout: Duration, connect_timeout:
     // a plain transport: async-openai's default client adds its own retry
     // layer (3 retries of 429/5xx), which would hide attempts from our retry
     // loop and from cost accounting
-    Ok(Client::with_config(cfg).with_http_service(async_openai::middleware::ReqwestService::new(http)))
+    Ok(Client::with_config(cfg)
+        .with_http_service(async_openai::middleware::ReqwestService::new(http)))
 }
 
 /// A chat model behind an OpenAI-compatible endpoint.
@@ -265,7 +289,11 @@ impl OpenAiChat {
             Duration::from_secs(cfg.timeout_secs),
             Duration::from_secs(cfg.connect_timeout_secs),
         )?;
-        Ok(Self { client, cfg: cfg.clone(), prompts })
+        Ok(Self {
+            client,
+            cfg: cfg.clone(),
+            prompts,
+        })
     }
 
     /// Runs `task` with the template variables `vars`, retrying as described
@@ -299,51 +327,76 @@ impl OpenAiChat {
         let timeout = Duration::from_secs(self.cfg.timeout_secs);
         let body = &body;
         let rendered = &rendered;
-        with_retries(self.cfg.max_retries, self.cfg.retry_base_ms, self.cfg.retry_max_ms, Error::Chat, |attempt| async move {
-            let started = Instant::now();
-            let mut body = body.clone();
-            if attempt > 1 {
-                // a deterministic model repeats a malformed answer at the same
-                // temperature: each retry samples a little hotter (cap 1.0)
-                body["temperature"] = json!((self.cfg.temperature + RETRY_TEMPERATURE_STEP * (attempt - 1) as f32).min(1.0).max(self.cfg.temperature));
-            }
-            let sent = tokio::time::timeout(timeout, self.client.chat().create_byot::<_, ChatResponse>(body)).await;
-            let latency_ms = started.elapsed().as_millis() as u64;
-            let mut record = CallRecord {
-                task: task.name(),
-                model: self.cfg.model.clone(),
-                prompt_version: prompt.version,
-                attempt,
-                error: None,
-                input_tokens: 0,
-                output_tokens: 0,
-                latency_ms,
-            };
-            let outcome = match sent {
-                Err(_) => Err(Failure::Retryable(format!("timed out after {} s", timeout.as_secs()))),
-                Ok(Err(e)) => Err(classify(&e)),
-                Ok(Ok(resp)) => {
-                    if let Some(u) = resp.usage {
-                        record.input_tokens = u.prompt_tokens;
-                        record.output_tokens = u.completion_tokens;
-                    } else {
-                        // server sent no usage: estimate, so costs are never silently zero
-                        record.input_tokens = estimate_tokens(&rendered.system) + estimate_tokens(&rendered.user);
-                    }
-                    read_answer(resp, prompt, &mut record)
+        with_retries(
+            self.cfg.max_retries,
+            self.cfg.retry_base_ms,
+            self.cfg.retry_max_ms,
+            Error::Chat,
+            |attempt| async move {
+                let started = Instant::now();
+                let mut body = body.clone();
+                if attempt > 1 {
+                    // a deterministic model repeats a malformed answer at the same
+                    // temperature: each retry samples a little hotter (cap 1.0)
+                    body["temperature"] = json!((self.cfg.temperature
+                        + RETRY_TEMPERATURE_STEP * (attempt - 1) as f32)
+                        .min(1.0)
+                        .max(self.cfg.temperature));
                 }
-            };
-            if let Err(f) = &outcome {
-                record.error = Some(f.message().to_string());
-            }
-            log.push(record);
-            outcome
-        })
+                let sent = tokio::time::timeout(
+                    timeout,
+                    self.client.chat().create_byot::<_, ChatResponse>(body),
+                )
+                .await;
+                let latency_ms = started.elapsed().as_millis() as u64;
+                let mut record = CallRecord {
+                    task: task.name(),
+                    model: self.cfg.model.clone(),
+                    prompt_version: prompt.version,
+                    attempt,
+                    error: None,
+                    input_tokens: 0,
+                    output_tokens: 0,
+                    latency_ms,
+                };
+                let outcome = match sent {
+                    Err(_) => Err(Failure::Retryable(format!(
+                        "timed out after {} s",
+                        timeout.as_secs()
+                    ))),
+                    Ok(Err(e)) => Err(classify(&e)),
+                    Ok(Ok(resp)) => {
+                        if let Some(u) = resp.usage {
+                            record.input_tokens = u.prompt_tokens;
+                            record.output_tokens = u.completion_tokens;
+                        } else {
+                            // server sent no usage: estimate, so costs are never silently zero
+                            record.input_tokens =
+                                estimate_tokens(&rendered.system) + estimate_tokens(&rendered.user);
+                        }
+                        read_answer(resp, prompt, &mut record)
+                    }
+                };
+                if let Err(f) = &outcome {
+                    record.error = Some(f.message().to_string());
+                }
+                log.push(record);
+                outcome
+            },
+        )
         .await
     }
 
     /// Summarises one piece (or a whole short session).
-    async fn summarize_piece(&self, transcript: &str, language: &str, started_at: &str, part: usize, parts: usize, log: &CallLog) -> Result<String> {
+    async fn summarize_piece(
+        &self,
+        transcript: &str,
+        language: &str,
+        started_at: &str,
+        part: usize,
+        parts: usize,
+        log: &CallLog,
+    ) -> Result<String> {
         let vars = json!({"transcript": transcript, "language": language, "started_at": started_at, "part": part, "parts": parts});
         let v = self.complete_json(Task::Summarize, &vars, log).await?;
         Ok(v["summary"].as_str().unwrap_or_default().trim().to_string())
@@ -351,11 +404,18 @@ impl OpenAiChat {
 
     /// Tokens available for the variable part of a request.
     fn input_budget(&self) -> u32 {
-        self.cfg.context_tokens.saturating_sub(self.cfg.max_tokens + PROMPT_OVERHEAD_TOKENS).max(256)
+        self.cfg
+            .context_tokens
+            .saturating_sub(self.cfg.max_tokens + PROMPT_OVERHEAD_TOKENS)
+            .max(256)
     }
 }
 
-fn read_answer(resp: ChatResponse, prompt: &super::prompts::Prompt, record: &mut CallRecord) -> std::result::Result<Value, Failure> {
+fn read_answer(
+    resp: ChatResponse,
+    prompt: &super::prompts::Prompt,
+    record: &mut CallRecord,
+) -> std::result::Result<Value, Failure> {
     let Some(choice) = resp.choices.into_iter().next() else {
         return Err(Failure::Retryable("the answer has no choices".into()));
     };
@@ -364,7 +424,10 @@ fn read_answer(resp: ChatResponse, prompt: &super::prompts::Prompt, record: &mut
         record.output_tokens = estimate_tokens(&content);
     }
     if content.trim().is_empty() {
-        return Err(Failure::Retryable(format!("empty answer (finish_reason {:?})", choice.finish_reason)));
+        return Err(Failure::Retryable(format!(
+            "empty answer (finish_reason {:?})",
+            choice.finish_reason
+        )));
     }
     let Some(v) = parse_json_tolerant(&content) else {
         return Err(Failure::Retryable(format!(
@@ -373,7 +436,12 @@ fn read_answer(resp: ChatResponse, prompt: &super::prompts::Prompt, record: &mut
             clip_head(content.trim(), 160)
         )));
     };
-    prompt.validate(&v).map_err(|e| Failure::Retryable(format!("answer breaks the {} schema: {e}", prompt.task.name())))?;
+    prompt.validate(&v).map_err(|e| {
+        Failure::Retryable(format!(
+            "answer breaks the {} schema: {e}",
+            prompt.task.name()
+        ))
+    })?;
     Ok(v)
 }
 
@@ -417,7 +485,9 @@ pub fn split_transcript(turns: &[TranscriptTurn], budget: u32) -> Vec<String> {
                 } else {
                     // a sentence longer than a whole piece: cut on graphemes
                     let mut take = 0;
-                    for (i, g) in unicode_segmentation::UnicodeSegmentation::grapheme_indices(rest, true) {
+                    for (i, g) in
+                        unicode_segmentation::UnicodeSegmentation::grapheme_indices(rest, true)
+                    {
                         if i + g.len() > room.max(4) {
                             break;
                         }
@@ -444,7 +514,9 @@ pub fn split_transcript(turns: &[TranscriptTurn], budget: u32) -> Vec<String> {
 pub fn detect_language(text: &str) -> String {
     let sample = clip_head(text, 4000);
     match whatlang::detect(sample) {
-        Some(info) if info.is_reliable() || info.confidence() > 0.5 => info.lang().eng_name().to_string(),
+        Some(info) if info.is_reliable() || info.confidence() > 0.5 => {
+            info.lang().eng_name().to_string()
+        }
         Some(info) => match info.script() {
             // a script that belongs to one language is enough
             whatlang::Script::Hangul => "Korean".into(),
@@ -461,13 +533,25 @@ impl ChatModel for OpenAiChat {
         format!("openai:{}", self.cfg.model)
     }
 
-    async fn summarize(&self, transcript: &[TranscriptTurn], started_at: &str, log: &CallLog) -> Result<Summary> {
-        let all: String = transcript.iter().map(|t| t.text.as_str()).collect::<Vec<_>>().join("\n");
+    async fn summarize(
+        &self,
+        transcript: &[TranscriptTurn],
+        started_at: &str,
+        log: &CallLog,
+    ) -> Result<Summary> {
+        let all: String = transcript
+            .iter()
+            .map(|t| t.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
         let language = detect_language(&all);
         let pieces = split_transcript(transcript, self.input_budget());
         let mut summaries = Vec::with_capacity(pieces.len());
         for (i, piece) in pieces.iter().enumerate() {
-            summaries.push(self.summarize_piece(piece, &language, started_at, i + 1, pieces.len(), log).await?);
+            summaries.push(
+                self.summarize_piece(piece, &language, started_at, i + 1, pieces.len(), log)
+                    .await?,
+            );
         }
         // merge, in groups that fit the context, until one summary remains
         while summaries.len() > 1 {
@@ -486,7 +570,10 @@ impl ChatModel for OpenAiChat {
             if groups.len() > 1 && groups.iter().all(|g| g.len() == 1) {
                 // summaries too long to pair up: clip them so that merging progresses
                 let cap = (budget as usize * 3 / 2).max(200);
-                groups = groups.chunks(2).map(|c| c.iter().map(|g| clip_summary(&g[0], cap)).collect()).collect();
+                groups = groups
+                    .chunks(2)
+                    .map(|c| c.iter().map(|g| clip_summary(&g[0], cap)).collect())
+                    .collect();
             }
             for g in groups {
                 if g.len() == 1 {
@@ -501,20 +588,43 @@ impl ChatModel for OpenAiChat {
         let text = summaries.pop().unwrap_or_default();
         let clipped = clip_summary(&text, self.cfg.max_summary_chars);
         if clipped.len() < text.len() {
-            tracing::warn!(graphemes = grapheme_len(&text), kept = grapheme_len(&clipped), "LLM summary clipped to llm.max_summary_chars");
+            tracing::warn!(
+                graphemes = grapheme_len(&text),
+                kept = grapheme_len(&clipped),
+                "LLM summary clipped to llm.max_summary_chars"
+            );
         }
-        Ok(Summary { text: clipped, kind: SummaryKind::Llm })
+        Ok(Summary {
+            text: clipped,
+            kind: SummaryKind::Llm,
+        })
     }
 
-    async fn extract(&self, summary: &str, speakers: &[String], started_at: &str, log: &CallLog) -> Result<Option<crate::graph::Extraction>> {
+    async fn extract(
+        &self,
+        summary: &str,
+        speakers: &[String],
+        started_at: &str,
+        log: &CallLog,
+    ) -> Result<Option<crate::graph::Extraction>> {
         let vars = json!({"summary": summary, "speakers": speakers, "started_at": started_at});
-        let v = self.complete_json(Task::ExtractEntitiesRelations, &vars, log).await?;
+        let v = self
+            .complete_json(Task::ExtractEntitiesRelations, &vars, log)
+            .await?;
         let mut ex = crate::graph::Extraction::default();
         for e in v["entities"].as_array().into_iter().flatten() {
             ex.entities.push(crate::graph::EntityMention {
                 name: e["name"].as_str().unwrap_or_default().to_string(),
-                kind: e["type"].as_str().unwrap_or(crate::graph::UNKNOWN_TYPE).to_string(),
-                aliases: e["aliases"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(str::to_string)).collect(),
+                kind: e["type"]
+                    .as_str()
+                    .unwrap_or(crate::graph::UNKNOWN_TYPE)
+                    .to_string(),
+                aliases: e["aliases"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|a| a.as_str().map(str::to_string))
+                    .collect(),
             });
         }
         for r in v["relations"].as_array().into_iter().flatten() {
@@ -533,13 +643,27 @@ impl ChatModel for OpenAiChat {
         Ok(Some(ex))
     }
 
-    async fn confirm_same(&self, pairs: &[(crate::graph::Entity, crate::graph::Entity)], log: &CallLog) -> Result<Option<Vec<bool>>> {
+    async fn confirm_same(
+        &self,
+        pairs: &[(crate::graph::Entity, crate::graph::Entity)],
+        log: &CallLog,
+    ) -> Result<Option<Vec<bool>>> {
         let side = |e: &crate::graph::Entity| json!({"name": e.name, "type": e.kind, "aliases": e.aliases, "context": ""});
-        let items: Vec<Value> = pairs.iter().enumerate().map(|(i, (a, b))| json!({"id": i.to_string(), "a": side(a), "b": side(b)})).collect();
-        let v = self.complete_json(Task::DedupEntities, &json!({"pairs": items}), log).await?;
+        let items: Vec<Value> = pairs
+            .iter()
+            .enumerate()
+            .map(|(i, (a, b))| json!({"id": i.to_string(), "a": side(a), "b": side(b)}))
+            .collect();
+        let v = self
+            .complete_json(Task::DedupEntities, &json!({"pairs": items}), log)
+            .await?;
         let mut out = vec![false; pairs.len()];
         for d in v["decisions"].as_array().into_iter().flatten() {
-            if let Some(i) = d["id"].as_str().and_then(|s| s.parse::<usize>().ok()).filter(|&i| i < out.len()) {
+            if let Some(i) = d["id"]
+                .as_str()
+                .and_then(|s| s.parse::<usize>().ok())
+                .filter(|&i| i < out.len())
+            {
                 out[i] = d["same"].as_bool().unwrap_or(false);
             }
         }
@@ -579,9 +703,19 @@ impl OpenAiEmbedder {
     /// [`Error::Config`] for an unset key variable or a dimension mismatch;
     /// [`Error::Embedder`] when the probe fails and `dimensions` is 0.
     pub async fn connect(cfg: &EmbeddingConfig) -> Result<Self> {
-        let client = client(&cfg.base_url, &cfg.api_key_env, Duration::from_secs(cfg.timeout_secs), Duration::from_secs(cfg.timeout_secs))?;
+        let client = client(
+            &cfg.base_url,
+            &cfg.api_key_env,
+            Duration::from_secs(cfg.timeout_secs),
+            Duration::from_secs(cfg.timeout_secs),
+        )?;
         // dim 0 while probing: the probe learns the dimension instead of checking it
-        let mut me = Self { client, cfg: cfg.clone(), id: format!("openai:{}", cfg.model), dim: 0 };
+        let mut me = Self {
+            client,
+            cfg: cfg.clone(),
+            id: format!("openai:{}", cfg.model),
+            dim: 0,
+        };
         match me.request(&["dimension probe".to_string()]).await {
             Ok(v) => {
                 let got = v[0].len();
@@ -663,7 +797,11 @@ impl Embedder for OpenAiEmbedder {
                 .iter()
                 .map(|t| {
                     let c = clip_head(t, self.cfg.max_input_chars);
-                    if c.trim().is_empty() { ".".to_string() } else { c.to_string() }
+                    if c.trim().is_empty() {
+                        ".".to_string()
+                    } else {
+                        c.to_string()
+                    }
                 })
                 .collect();
             for mut v in self.request(&inputs).await? {
@@ -684,14 +822,24 @@ mod tests {
 
     #[test]
     fn tolerant_json_parsing() {
-        assert_eq!(parse_json_tolerant(r#"{"summary":"a"}"#).unwrap()["summary"], "a");
+        assert_eq!(
+            parse_json_tolerant(r#"{"summary":"a"}"#).unwrap()["summary"],
+            "a"
+        );
         let fenced = "Here you go:\n```json\n{\"summary\": \"b\", \"language\": \"English\"}\n```\nHope it helps!";
         assert_eq!(parse_json_tolerant(fenced).unwrap()["summary"], "b");
         let trailing = "Sure! {\"summary\": \"c\"} and then {\"summary\": \"d\"}";
-        assert_eq!(parse_json_tolerant(trailing).unwrap()["summary"], "c", "first JSON value wins");
+        assert_eq!(
+            parse_json_tolerant(trailing).unwrap()["summary"],
+            "c",
+            "first JSON value wins"
+        );
         assert!(parse_json_tolerant("I cannot help with that.").is_none());
         assert!(parse_json_tolerant("{\"summary\": \"unterminated").is_none());
-        assert_eq!(parse_json_tolerant("```\n{\"k\":\"한국어 요약\"}\n```").unwrap()["k"], "한국어 요약");
+        assert_eq!(
+            parse_json_tolerant("```\n{\"k\":\"한국어 요약\"}\n```").unwrap()["k"],
+            "한국어 요약"
+        );
     }
 
     #[test]
@@ -700,7 +848,11 @@ mod tests {
             let exp = (100u64 << retry).min(2_000);
             for _ in 0..50 {
                 let d = backoff_delay(retry, 100, 2_000).as_millis() as u64;
-                assert!(d >= exp / 2 && d <= exp, "retry {retry}: {d} outside [{}, {exp}]", exp / 2);
+                assert!(
+                    d >= exp / 2 && d <= exp,
+                    "retry {retry}: {d} outside [{}, {exp}]",
+                    exp / 2
+                );
             }
         }
     }
@@ -710,12 +862,22 @@ mod tests {
         let mut calls = 0;
         let r: Result<u32> = with_retries(3, 1, 2, Error::Chat, |n| {
             calls += 1;
-            async move { if n < 3 { Err(Failure::Retryable("503".into())) } else { Ok(n) } }
+            async move {
+                if n < 3 {
+                    Err(Failure::Retryable("503".into()))
+                } else {
+                    Ok(n)
+                }
+            }
         })
         .await;
         assert_eq!(r.unwrap(), 3);
         assert_eq!(calls, 3);
-        let e = with_retries::<u32, _, _>(2, 1, 2, Error::Chat, |_| async { Err(Failure::Retryable("429".into())) }).await.unwrap_err();
+        let e = with_retries::<u32, _, _>(2, 1, 2, Error::Chat, |_| async {
+            Err(Failure::Retryable("429".into()))
+        })
+        .await
+        .unwrap_err();
         assert!(e.to_string().contains("gave up after 3 attempts"), "{e}");
         let mut calls = 0;
         let e = with_retries::<u32, _, _>(5, 1, 2, Error::Chat, |_| {
@@ -730,18 +892,34 @@ mod tests {
 
     #[test]
     fn long_transcripts_split_without_losing_text() {
-        let turn = |s: &str, t: String| TranscriptTurn { speaker: s.into(), text: t, at: None };
+        let turn = |s: &str, t: String| TranscriptTurn {
+            speaker: s.into(),
+            text: t,
+            at: None,
+        };
         let big = "Dana fixed the build. ".repeat(2_000); // ~44 KB in one turn
         let korean = "한국어 문장입니다".repeat(3_000); // one long sentence, no break
-        let turns = vec![turn("Dana", "short hello".into()), turn("Sam", big.clone()), turn("Dana", korean.clone())];
+        let turns = vec![
+            turn("Dana", "short hello".into()),
+            turn("Sam", big.clone()),
+            turn("Dana", korean.clone()),
+        ];
         let pieces = split_transcript(&turns, 1_000);
         assert!(pieces.len() > 10, "{}", pieces.len());
         for p in &pieces {
-            assert!(estimate_tokens(p) <= 1_000 + 20, "piece of {} tokens", estimate_tokens(p));
+            assert!(
+                estimate_tokens(p) <= 1_000 + 20,
+                "piece of {} tokens",
+                estimate_tokens(p)
+            );
         }
         let joined: String = pieces.concat();
         assert_eq!(joined.matches("Dana fixed the build.").count(), 2_000);
-        assert_eq!(joined.matches('한').count(), 3_000, "no Korean syllable lost or split");
+        assert_eq!(
+            joined.matches('한').count(),
+            3_000,
+            "no Korean syllable lost or split"
+        );
         assert!(joined.contains("short hello"));
     }
 
@@ -756,7 +934,12 @@ mod tests {
 
     #[test]
     fn language_detection_names_korean_and_english() {
-        assert_eq!(detect_language("안녕하세요, 저는 다음 주에 부산으로 여행을 가요. 강아지도 입양했어요."), "Korean");
+        assert_eq!(
+            detect_language(
+                "안녕하세요, 저는 다음 주에 부산으로 여행을 가요. 강아지도 입양했어요."
+            ),
+            "Korean"
+        );
         let english = "I am planning a trip to Busan next week with my sister Dana, and yesterday I adopted a beagle called Pickle. \
                        We still need to find someone who can look after the dog while we are away, and book the train from Seoul.";
         assert_eq!(detect_language(english), "English");

@@ -28,7 +28,12 @@ pub enum Task {
 
 impl Task {
     /// Every task, in file order.
-    pub const ALL: [Task; 4] = [Task::Summarize, Task::MergeSummaries, Task::ExtractEntitiesRelations, Task::DedupEntities];
+    pub const ALL: [Task; 4] = [
+        Task::Summarize,
+        Task::MergeSummaries,
+        Task::ExtractEntitiesRelations,
+        Task::DedupEntities,
+    ];
 
     /// File stem in `prompts/` (also the task name in `llm_calls.task` and the schema name sent to the server).
     pub fn name(self) -> &'static str {
@@ -42,17 +47,22 @@ impl Task {
 
     fn defaults(self) -> (&'static str, &'static str) {
         match self {
-            Task::Summarize => (include_str!("../../prompts/summarize.toml"), include_str!("../../prompts/summarize.schema.json")),
-            Task::MergeSummaries => {
-                (include_str!("../../prompts/merge_summaries.toml"), include_str!("../../prompts/merge_summaries.schema.json"))
-            }
+            Task::Summarize => (
+                include_str!("../../prompts/summarize.toml"),
+                include_str!("../../prompts/summarize.schema.json"),
+            ),
+            Task::MergeSummaries => (
+                include_str!("../../prompts/merge_summaries.toml"),
+                include_str!("../../prompts/merge_summaries.schema.json"),
+            ),
             Task::ExtractEntitiesRelations => (
                 include_str!("../../prompts/extract_entities_relations.toml"),
                 include_str!("../../prompts/extract_entities_relations.schema.json"),
             ),
-            Task::DedupEntities => {
-                (include_str!("../../prompts/dedup_entities.toml"), include_str!("../../prompts/dedup_entities.schema.json"))
-            }
+            Task::DedupEntities => (
+                include_str!("../../prompts/dedup_entities.toml"),
+                include_str!("../../prompts/dedup_entities.schema.json"),
+            ),
         }
     }
 }
@@ -83,7 +93,10 @@ pub struct Prompt {
 
 impl std::fmt::Debug for Prompt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prompt").field("task", &self.task).field("version", &self.version).finish()
+        f.debug_struct("Prompt")
+            .field("task", &self.task)
+            .field("version", &self.version)
+            .finish()
     }
 }
 
@@ -98,16 +111,27 @@ pub struct Rendered {
 
 impl Prompt {
     fn parse(task: Task, toml_src: &str, schema_src: &str, origin: &str) -> Result<Self> {
-        let bad = |what: String| Error::Config(format!("prompt {} ({origin}): {what}", task.name()));
-        let file: PromptFile = toml::from_str(toml_src).map_err(|e| bad(format!("invalid TOML: {e}")))?;
+        let bad =
+            |what: String| Error::Config(format!("prompt {} ({origin}): {what}", task.name()));
+        let file: PromptFile =
+            toml::from_str(toml_src).map_err(|e| bad(format!("invalid TOML: {e}")))?;
         let env = minijinja::Environment::new();
         for (part, src) in [("system", &file.system), ("user", &file.user)] {
-            env.template_from_str(src).map_err(|e| bad(format!("{part} template: {e}")))?;
+            env.template_from_str(src)
+                .map_err(|e| bad(format!("{part} template: {e}")))?;
         }
-        let schema: serde_json::Value =
-            serde_json::from_str(schema_src).map_err(|e| bad(format!("schema is not JSON: {e}")))?;
-        let validator = jsonschema::validator_for(&schema).map_err(|e| bad(format!("invalid JSON schema: {e}")))?;
-        Ok(Self { task, version: file.version, system: file.system.trim().to_string(), user: file.user.trim().to_string(), schema, validator })
+        let schema: serde_json::Value = serde_json::from_str(schema_src)
+            .map_err(|e| bad(format!("schema is not JSON: {e}")))?;
+        let validator = jsonschema::validator_for(&schema)
+            .map_err(|e| bad(format!("invalid JSON schema: {e}")))?;
+        Ok(Self {
+            task,
+            version: file.version,
+            system: file.system.trim().to_string(),
+            user: file.user.trim().to_string(),
+            schema,
+            validator,
+        })
     }
 
     /// Renders both templates with `ctx` (a serialisable map of the variables
@@ -118,9 +142,13 @@ impl Prompt {
     pub fn render<S: serde::Serialize>(&self, ctx: &S) -> Result<Rendered> {
         let env = minijinja::Environment::new();
         let render = |src: &str| {
-            env.render_str(src, ctx).map_err(|e| Error::Chat(format!("rendering prompt {}: {e}", self.task.name())))
+            env.render_str(src, ctx)
+                .map_err(|e| Error::Chat(format!("rendering prompt {}: {e}", self.task.name())))
         };
-        Ok(Rendered { system: render(&self.system)?, user: render(&self.user)? })
+        Ok(Rendered {
+            system: render(&self.system)?,
+            user: render(&self.user)?,
+        })
     }
 
     /// Checks an answer against the schema.
@@ -128,8 +156,12 @@ impl Prompt {
     /// # Errors
     /// A one-line description of the first violations (at most 3), with their JSON paths.
     pub fn validate(&self, value: &serde_json::Value) -> std::result::Result<(), String> {
-        let errs: Vec<String> =
-            self.validator.iter_errors(value).take(3).map(|e| format!("{} at '{}'", e, e.instance_path())).collect();
+        let errs: Vec<String> = self
+            .validator
+            .iter_errors(value)
+            .take(3)
+            .map(|e| format!("{} at '{}'", e, e.instance_path()))
+            .collect();
         if errs.is_empty() {
             Ok(())
         } else {
@@ -161,41 +193,72 @@ impl Prompts {
     pub fn load(dir: Option<&Path>) -> Result<Self> {
         if let Some(d) = dir {
             if !d.is_dir() {
-                return Err(Error::Config(format!("llm.prompts_dir {} is not a folder", d.display())));
+                return Err(Error::Config(format!(
+                    "llm.prompts_dir {} is not a folder",
+                    d.display()
+                )));
             }
         }
         let mut prompts = Vec::new();
         for task in Task::ALL {
             let (toml_default, schema_default) = task.defaults();
-            let overridden = dir.map(|d| (d.join(format!("{}.toml", task.name())), d.join(format!("{}.schema.json", task.name()))));
+            let overridden = dir.map(|d| {
+                (
+                    d.join(format!("{}.toml", task.name())),
+                    d.join(format!("{}.schema.json", task.name())),
+                )
+            });
             match overridden {
                 Some((t, s)) if t.is_file() => {
                     let toml_src = std::fs::read_to_string(&t)
                         .map_err(|e| Error::Config(format!("reading {}: {e}", t.display())))?;
                     let schema_src = if s.is_file() {
-                        std::fs::read_to_string(&s).map_err(|e| Error::Config(format!("reading {}: {e}", s.display())))?
+                        std::fs::read_to_string(&s)
+                            .map_err(|e| Error::Config(format!("reading {}: {e}", s.display())))?
                     } else {
-                        return Err(Error::Config(format!("{} has no schema beside it ({})", t.display(), s.display())));
+                        return Err(Error::Config(format!(
+                            "{} has no schema beside it ({})",
+                            t.display(),
+                            s.display()
+                        )));
                     };
-                    prompts.push(Prompt::parse(task, &toml_src, &schema_src, &t.display().to_string())?);
+                    prompts.push(Prompt::parse(
+                        task,
+                        &toml_src,
+                        &schema_src,
+                        &t.display().to_string(),
+                    )?);
                 }
-                _ => prompts.push(Prompt::parse(task, toml_default, schema_default, "compiled-in")?),
+                _ => prompts.push(Prompt::parse(
+                    task,
+                    toml_default,
+                    schema_default,
+                    "compiled-in",
+                )?),
             }
         }
         let mut system_prompt = DEFAULT_SYSTEM_PROMPT.trim().to_string();
         if let Some(p) = dir.map(|d| d.join("system.md")).filter(|p| p.is_file()) {
-            system_prompt =
-                std::fs::read_to_string(&p).map_err(|e| Error::Config(format!("reading {}: {e}", p.display())))?.trim().to_string();
+            system_prompt = std::fs::read_to_string(&p)
+                .map_err(|e| Error::Config(format!("reading {}: {e}", p.display())))?
+                .trim()
+                .to_string();
             if system_prompt.is_empty() {
                 return Err(Error::Config(format!("{} is empty", p.display())));
             }
         }
-        Ok(Self { prompts, system_prompt })
+        Ok(Self {
+            prompts,
+            system_prompt,
+        })
     }
 
     /// The prompt of `task`.
     pub fn get(&self, task: Task) -> &Prompt {
-        self.prompts.iter().find(|p| p.task == task).expect("every task is loaded")
+        self.prompts
+            .iter()
+            .find(|p| p.task == task)
+            .expect("every task is loaded")
     }
 
     /// The system-prompt paragraph for the chatbot (plain text, about 1,300 characters).
@@ -217,13 +280,23 @@ mod tests {
         let r = s
             .render(&json!({"transcript": "Dana: 안녕하세요", "language": "Korean", "part": 1, "parts": 1, "started_at": "2026-01-02"}))
             .unwrap();
-        assert!(r.system.contains("write the summary in Korean"), "{}", r.system);
+        assert!(
+            r.system.contains("write the summary in Korean"),
+            "{}",
+            r.system
+        );
         assert!(r.user.contains("Dana: 안녕하세요"));
         assert!(!r.user.contains("part 1 of"));
-        assert!(s.validate(&json!({"summary": "Dana moved.", "language": "English"})).is_ok());
+        assert!(s
+            .validate(&json!({"summary": "Dana moved.", "language": "English"}))
+            .is_ok());
         let e = s.validate(&json!({"summary": 42})).unwrap_err();
         assert!(e.contains("summary") || e.contains("language"), "{e}");
-        assert!(s.validate(&json!({"summary": "", "language": "en"})).is_err(), "empty summary breaks minLength");
+        assert!(
+            s.validate(&json!({"summary": "", "language": "en"}))
+                .is_err(),
+            "empty summary breaks minLength"
+        );
         assert!(p.system_prompt().contains("memory_search"));
         assert!(p.system_prompt().contains("knowledge_graph_search"));
     }
@@ -231,19 +304,44 @@ mod tests {
     #[test]
     fn a_folder_overrides_file_by_file_and_bad_files_are_config_errors() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("summarize.toml"), "version = 7\nsystem = \"S {{ language }}\"\nuser = \"U {{ transcript }}\"\n").unwrap();
-        std::fs::write(dir.path().join("summarize.schema.json"), r#"{"type":"object","required":["summary"]}"#).unwrap();
+        std::fs::write(
+            dir.path().join("summarize.toml"),
+            "version = 7\nsystem = \"S {{ language }}\"\nuser = \"U {{ transcript }}\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("summarize.schema.json"),
+            r#"{"type":"object","required":["summary"]}"#,
+        )
+        .unwrap();
         std::fs::write(dir.path().join("system.md"), "Custom memory note.\n").unwrap();
         let p = Prompts::load(Some(dir.path())).unwrap();
         assert_eq!(p.get(Task::Summarize).version, 7);
-        assert_eq!(p.get(Task::MergeSummaries).version, Prompts::builtin().get(Task::MergeSummaries).version);
+        assert_eq!(
+            p.get(Task::MergeSummaries).version,
+            Prompts::builtin().get(Task::MergeSummaries).version
+        );
         assert_eq!(p.system_prompt(), "Custom memory note.");
-        std::fs::write(dir.path().join("summarize.toml"), "version = 7\nsystem = \"{% if %}\"\nuser = \"x\"\n").unwrap();
+        std::fs::write(
+            dir.path().join("summarize.toml"),
+            "version = 7\nsystem = \"{% if %}\"\nuser = \"x\"\n",
+        )
+        .unwrap();
         let e = Prompts::load(Some(dir.path())).unwrap_err().to_string();
-        assert!(e.contains("summarize") && e.contains("system template"), "{e}");
+        assert!(
+            e.contains("summarize") && e.contains("system template"),
+            "{e}"
+        );
         std::fs::remove_file(dir.path().join("summarize.schema.json")).unwrap();
-        std::fs::write(dir.path().join("summarize.toml"), "version = 1\nsystem = \"s\"\nuser = \"u\"\n").unwrap();
-        assert!(Prompts::load(Some(dir.path())).unwrap_err().to_string().contains("no schema"));
+        std::fs::write(
+            dir.path().join("summarize.toml"),
+            "version = 1\nsystem = \"s\"\nuser = \"u\"\n",
+        )
+        .unwrap();
+        assert!(Prompts::load(Some(dir.path()))
+            .unwrap_err()
+            .to_string()
+            .contains("no schema"));
         assert!(Prompts::load(Some(&dir.path().join("missing"))).is_err());
     }
 }

@@ -23,11 +23,15 @@ fn validate_id(kind: &'static str, value: &str) -> Result<()> {
         )));
     }
     if value.chars().any(|c| c.is_control()) {
-        return Err(Error::InvalidInput(format!("{kind} must not contain control characters")));
+        return Err(Error::InvalidInput(format!(
+            "{kind} must not contain control characters"
+        )));
     }
     if value.trim() != value {
         // "alice " and "alice" would otherwise be two different owners
-        return Err(Error::InvalidInput(format!("{kind} must not start or end with whitespace")));
+        return Err(Error::InvalidInput(format!(
+            "{kind} must not start or end with whitespace"
+        )));
     }
     Ok(())
 }
@@ -161,7 +165,11 @@ pub fn hashed_id(prefix: &str, parts: &[&str]) -> String {
 
 /// True when `s` is `prefix` followed by exactly 32 lowercase hex digits (see [`hashed_id`]).
 pub fn is_hex_id(s: &str, prefix: &str) -> bool {
-    s.len() == prefix.len() + 32 && s.starts_with(prefix) && s[prefix.len()..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == prefix.len() + 32
+        && s.starts_with(prefix)
+        && s[prefix.len()..]
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Id of an episode: `ep_` followed by 32 hex digits (128 bits) of the BLAKE3
@@ -185,7 +193,9 @@ impl EpisodeId {
         if is_hex_id(s, "ep_") {
             Ok(Self(s.to_string()))
         } else {
-            Err(Error::InvalidInput(format!("malformed episode id {s:?}: expected ep_ and 32 hex digits")))
+            Err(Error::InvalidInput(format!(
+                "malformed episode id {s:?}: expected ep_ and 32 hex digits"
+            )))
         }
     }
     /// The id as text.
@@ -234,7 +244,9 @@ impl Role {
             "user" => Ok(Role::User),
             "assistant" => Ok(Role::Assistant),
             "system" => Ok(Role::System),
-            other => Err(Error::InvalidInput(format!("unknown role {other:?}: expected user, assistant or system"))),
+            other => Err(Error::InvalidInput(format!(
+                "unknown role {other:?}: expected user, assistant or system"
+            ))),
         }
     }
 }
@@ -261,11 +273,21 @@ pub struct NewMessage {
 impl NewMessage {
     /// A user message at `timestamp`.
     pub fn user(content: impl Into<String>, timestamp: DateTime<Utc>) -> Self {
-        Self { role: Role::User, name: None, content: content.into(), timestamp }
+        Self {
+            role: Role::User,
+            name: None,
+            content: content.into(),
+            timestamp,
+        }
     }
     /// An assistant message at `timestamp`.
     pub fn assistant(content: impl Into<String>, timestamp: DateTime<Utc>) -> Self {
-        Self { role: Role::Assistant, name: None, content: content.into(), timestamp }
+        Self {
+            role: Role::Assistant,
+            name: None,
+            content: content.into(),
+            timestamp,
+        }
     }
     /// Sets the speaker's display name.
     pub fn with_name(mut self, name: impl Into<String>) -> Self {
@@ -281,14 +303,20 @@ impl NewMessage {
     /// control characters.
     pub fn validate(&self) -> Result<()> {
         if let Some(n) = &self.name {
-            if n.trim().is_empty() || n.trim() != n || n.len() > MAX_ID_BYTES || n.chars().any(char::is_control) {
+            if n.trim().is_empty()
+                || n.trim() != n
+                || n.len() > MAX_ID_BYTES
+                || n.chars().any(char::is_control)
+            {
                 return Err(Error::InvalidInput(format!(
                     "speaker name {n:?} must be non-empty, unpadded, at most {MAX_ID_BYTES} bytes and free of control characters (or left out)"
                 )));
             }
         }
         if self.content.trim().is_empty() {
-            return Err(Error::InvalidInput("message content must not be empty or whitespace".into()));
+            return Err(Error::InvalidInput(
+                "message content must not be empty or whitespace".into(),
+            ));
         }
         if self.content.len() > MAX_MESSAGE_BYTES {
             return Err(Error::InvalidInput(format!(
@@ -397,7 +425,10 @@ mod tests {
         assert!(Scope::new("u", "  ").is_err());
         assert!(Scope::new("u\u{1f}x", "a").is_err());
         assert!(Scope::new("x".repeat(300), "a").is_err());
-        assert!(Scope::new("alice ", "a").is_err(), "padded ids would alias distinct owners");
+        assert!(
+            Scope::new("alice ", "a").is_err(),
+            "padded ids would alias distinct owners"
+        );
         assert!(Scope::new("alice smith", "a").is_ok());
         let s = Scope::new("민지", "bot").unwrap();
         assert_eq!(s.key(), "민지\u{1f}bot");
@@ -409,7 +440,10 @@ mod tests {
         let s = Scope::new("u", "a").unwrap();
         let a = EpisodeId::for_session(&s, &SessionId::new("s1").unwrap());
         let b = EpisodeId::for_session(&s, &SessionId::new("s1").unwrap());
-        let other = EpisodeId::for_session(&Scope::new("u2", "a").unwrap(), &SessionId::new("s1").unwrap());
+        let other = EpisodeId::for_session(
+            &Scope::new("u2", "a").unwrap(),
+            &SessionId::new("s1").unwrap(),
+        );
         assert_eq!(a, b);
         assert_ne!(a, other);
         assert_eq!(EpisodeId::parse(a.as_str()).unwrap(), a);
@@ -427,7 +461,10 @@ mod tests {
         let t = Utc::now();
         assert!(NewMessage::user("   \n", t).validate().is_err());
         assert!(NewMessage::user("hi", t).validate().is_ok());
-        let named = |n: &str| NewMessage { name: Some(n.into()), ..NewMessage::user("hi", t) };
+        let named = |n: &str| NewMessage {
+            name: Some(n.into()),
+            ..NewMessage::user("hi", t)
+        };
         assert!(named("Mina").validate().is_ok());
         assert!(named("민지 박").validate().is_ok());
         for bad in ["", "  ", " Mina", "Mi\u{0}na", "Mi\nna"] {

@@ -21,7 +21,11 @@ pub fn make_abstract(summary: &str) -> String {
             }
         }
     }
-    let first = summary.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let first = summary
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
     clip_with_ellipsis(first, MAX_CHARS)
 }
 
@@ -31,7 +35,10 @@ mod tests {
 
     #[test]
     fn first_long_enough_sentence() {
-        assert_eq!(make_abstract("Hi. Mina moved to Portland in May 2026. She likes it."), "Mina moved to Portland in May 2026.");
+        assert_eq!(
+            make_abstract("Hi. Mina moved to Portland in May 2026. She likes it."),
+            "Mina moved to Portland in May 2026."
+        );
         let long = format!("{}.", "워".repeat(500));
         let a = make_abstract(&long);
         assert_eq!(grapheme_len(&a), MAX_CHARS);

@@ -26,22 +26,35 @@ pub const MAX_SPAN_DAYS: i64 = 7;
 /// one per line; just the two ends when the span exceeds [`MAX_SPAN_DAYS`],
 /// just `started_at`'s day when `ended_at` is earlier.
 pub fn session_date_terms(started_at: DateTime<Utc>, ended_at: DateTime<Utc>) -> String {
-    let (first, last) = (started_at.date_naive(), ended_at.date_naive().max(started_at.date_naive()));
+    let (first, last) = (
+        started_at.date_naive(),
+        ended_at.date_naive().max(started_at.date_naive()),
+    );
     let fmt = |d: chrono::NaiveDate| d.format("%-d %B %Y").to_string();
     let span = (last - first).num_days();
     if span > MAX_SPAN_DAYS {
         return format!("{}\n{}", fmt(first), fmt(last));
     }
-    (0..=span).map(|i| fmt(first + Duration::days(i))).collect::<Vec<_>>().join("\n")
+    (0..=span)
+        .map(|i| fmt(first + Duration::days(i)))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The exact tokens of the same days as [`session_date_terms`]: for each day
 /// `dayYYYYMMDD`, and once each `monthYYYYMM` and `yearYYYY`, space-separated.
 /// They are single alphanumeric words, kept whole by the analyser.
 pub fn date_tokens(started_at: DateTime<Utc>, ended_at: DateTime<Utc>) -> String {
-    let (first, last) = (started_at.date_naive(), ended_at.date_naive().max(started_at.date_naive()));
+    let (first, last) = (
+        started_at.date_naive(),
+        ended_at.date_naive().max(started_at.date_naive()),
+    );
     let span = (last - first).num_days();
-    let days: Vec<NaiveDate> = if span > MAX_SPAN_DAYS { vec![first, last] } else { (0..=span).map(|i| first + Duration::days(i)).collect() };
+    let days: Vec<NaiveDate> = if span > MAX_SPAN_DAYS {
+        vec![first, last]
+    } else {
+        (0..=span).map(|i| first + Duration::days(i)).collect()
+    };
     let mut out: Vec<String> = Vec::new();
     for d in days {
         for t in [day_token(d), month_token(d), year_token(d.year())] {
@@ -102,10 +115,15 @@ pub fn resolve_relative(query: &str, now: DateTime<Utc>) -> String {
     for i in 0..words.len() {
         match w(i) {
             "today" | "tonight" => out.push(day_token(today)),
-            "morning" | "afternoon" | "evening" if i > 0 && w(i - 1) == "this" => out.push(day_token(today)),
+            "morning" | "afternoon" | "evening" if i > 0 && w(i - 1) == "this" => {
+                out.push(day_token(today))
+            }
             "yesterday" => {
-                let before = i >= 3 && w(i - 1) == "before" && w(i - 2) == "day" && w(i - 3) == "the";
-                out.push(day_token(today - Duration::days(if before { 2 } else { 1 })));
+                let before =
+                    i >= 3 && w(i - 1) == "before" && w(i - 2) == "day" && w(i - 3) == "the";
+                out.push(day_token(
+                    today - Duration::days(if before { 2 } else { 1 }),
+                ));
             }
             "ago" if i > 0 => {
                 let unit = w(i - 1).trim_end_matches('s');
@@ -145,7 +163,9 @@ pub fn resolve_relative(query: &str, now: DateTime<Utc>) -> String {
                         "day" => today - Duration::days(n as i64),
                         "week" => today - Duration::days(7 * n as i64),
                         "month" => today.checked_sub_months(Months::new(n)).unwrap_or(today),
-                        "year" => today.checked_sub_months(Months::new(12 * n)).unwrap_or(today),
+                        "year" => today
+                            .checked_sub_months(Months::new(12 * n))
+                            .unwrap_or(today),
                         _ => continue,
                     };
                     out.span(from, today);
@@ -170,7 +190,8 @@ pub fn resolve_relative(query: &str, now: DateTime<Utc>) -> String {
                         out.span(sunday - Duration::days(1), sunday);
                     }
                     "week" => {
-                        let monday = today - Duration::days(today.weekday().num_days_from_monday() as i64 + 7);
+                        let monday = today
+                            - Duration::days(today.weekday().num_days_from_monday() as i64 + 7);
                         out.span(monday, monday + Duration::days(6));
                     }
                     "month" => {
@@ -184,7 +205,8 @@ pub fn resolve_relative(query: &str, now: DateTime<Utc>) -> String {
             }
             "this" => match w(i + 1) {
                 "week" => {
-                    let monday = today - Duration::days(today.weekday().num_days_from_monday() as i64);
+                    let monday =
+                        today - Duration::days(today.weekday().num_days_from_monday() as i64);
                     out.span(monday, today);
                 }
                 "month" => out.push(month_token(today)),
@@ -220,7 +242,9 @@ impl Resolved {
         let months = (to.year() - from.year()) * 12 + to.month() as i32 - from.month() as i32;
         if months < MAX_RESOLVED as i32 {
             let first = from.with_day(1).unwrap_or(from);
-            (0..=months as u32).filter_map(|m| first.checked_add_months(Months::new(m))).for_each(|d| self.push(month_token(d)));
+            (0..=months as u32)
+                .filter_map(|m| first.checked_add_months(Months::new(m)))
+                .for_each(|d| self.push(month_token(d)));
             return;
         }
         (from.year()..=to.year()).for_each(|y| self.push(year_token(y)));
@@ -229,7 +253,10 @@ impl Resolved {
 
 /// The latest `wd` strictly before `today` (a week back when today is a `wd`).
 fn last_before(today: NaiveDate, wd: Weekday) -> NaiveDate {
-    let back = (today.weekday().num_days_from_monday() as i64 - wd.num_days_from_monday() as i64 - 1).rem_euclid(7) + 1;
+    let back =
+        (today.weekday().num_days_from_monday() as i64 - wd.num_days_from_monday() as i64 - 1)
+            .rem_euclid(7)
+            + 1;
     today - Duration::days(back)
 }
 
@@ -242,7 +269,10 @@ fn count_after(words: &[String], at: usize) -> Option<(u32, usize)> {
         "couple" if w(at + 1) == "of" => at + 2,
         _ => at + 1,
     };
-    if !matches!(w(unit_at).trim_end_matches('s'), "day" | "week" | "month" | "year") {
+    if !matches!(
+        w(unit_at).trim_end_matches('s'),
+        "day" | "week" | "month" | "year"
+    ) {
         return None;
     }
     Some((count_before(words, unit_at)?, unit_at))
@@ -301,18 +331,40 @@ mod tests {
     fn days_of_the_session_are_written_out() {
         let t = |d: u32, h: u32| Utc.with_ymd_and_hms(2023, 5, d, h, 0, 0).unwrap();
         assert_eq!(session_date_terms(t(8, 13), t(8, 14)), "8 May 2023");
-        assert_eq!(session_date_terms(t(8, 23), t(10, 1)), "8 May 2023\n9 May 2023\n10 May 2023");
-        assert_eq!(session_date_terms(t(1, 0), t(30, 0)), "1 May 2023\n30 May 2023");
-        assert_eq!(session_date_terms(t(8, 13), t(2, 0)), "8 May 2023", "a clock going backwards gives the start day");
+        assert_eq!(
+            session_date_terms(t(8, 23), t(10, 1)),
+            "8 May 2023\n9 May 2023\n10 May 2023"
+        );
+        assert_eq!(
+            session_date_terms(t(1, 0), t(30, 0)),
+            "1 May 2023\n30 May 2023"
+        );
+        assert_eq!(
+            session_date_terms(t(8, 13), t(2, 0)),
+            "8 May 2023",
+            "a clock going backwards gives the start day"
+        );
     }
 
     #[test]
     fn exact_tokens_of_the_days() {
         let t = |d: u32, h: u32| Utc.with_ymd_and_hms(2023, 5, d, h, 0, 0).unwrap();
-        assert_eq!(date_tokens(t(8, 13), t(8, 14)), "day20230508 month202305 year2023");
-        assert_eq!(date_tokens(t(31, 23), Utc.with_ymd_and_hms(2023, 6, 1, 1, 0, 0).unwrap()), "day20230531 month202305 year2023 day20230601 month202306");
+        assert_eq!(
+            date_tokens(t(8, 13), t(8, 14)),
+            "day20230508 month202305 year2023"
+        );
+        assert_eq!(
+            date_tokens(
+                t(31, 23),
+                Utc.with_ymd_and_hms(2023, 6, 1, 1, 0, 0).unwrap()
+            ),
+            "day20230531 month202305 year2023 day20230601 month202306"
+        );
         // the analyser keeps them whole
-        assert_eq!(crate::store::analyzer::analyze("day20230508 month202305 year2023"), vec!["day20230508", "month202305", "year2023"]);
+        assert_eq!(
+            crate::store::analyzer::analyze("day20230508 month202305 year2023"),
+            vec!["day20230508", "month202305", "year2023"]
+        );
     }
 
     #[test]
@@ -320,31 +372,58 @@ mod tests {
         // Tuesday 7 February 2023
         let now = Utc.with_ymd_and_hms(2023, 2, 7, 9, 9, 0).unwrap();
         let r = |q: &str| resolve_relative(q, now);
-        assert_eq!(r("Which book did I finish a week ago?"), "day20230130 day20230131 day20230201");
+        assert_eq!(
+            r("Which book did I finish a week ago?"),
+            "day20230130 day20230131 day20230201"
+        );
         assert_eq!(r("what did I eat yesterday"), "day20230206");
         assert_eq!(r("and the day before yesterday?"), "day20230205");
-        assert_eq!(r("Who did I meet last Tuesday?"), "day20230131", "today is a Tuesday: the one before");
+        assert_eq!(
+            r("Who did I meet last Tuesday?"),
+            "day20230131",
+            "today is a Tuesday: the one before"
+        );
         assert_eq!(r("I got a gift last Saturday"), "day20230204");
         assert_eq!(r("what did I do on Monday"), "day20230206");
         assert_eq!(r("2 days ago"), "day20230205");
         assert_eq!(r("THREE DAYS AGO"), "day20230203 day20230204 day20230205");
-        assert_eq!(r("a couple of weeks ago"), "day20230123 day20230124 day20230125");
+        assert_eq!(
+            r("a couple of weeks ago"),
+            "day20230123 day20230124 day20230125"
+        );
         assert_eq!(r("two months ago, with Rachel"), "month202212");
         assert_eq!(r("last month"), "month202301");
         assert_eq!(r("last year and this year"), "year2022 year2023");
         assert_eq!(r("last weekend"), "day20230204 day20230205");
-        assert_eq!(r("last week"), "day20230130 day20230131 day20230201 day20230202 day20230203 day20230204 day20230205");
+        assert_eq!(
+            r("last week"),
+            "day20230130 day20230131 day20230201 day20230202 day20230203 day20230204 day20230205"
+        );
         assert_eq!(r("this week"), "day20230206 day20230207");
         assert_eq!(r("this morning"), "day20230207");
         // nothing relative, or nothing resolvable
         assert_eq!(r("What movie did Joanna watch on 1 May, 2022?"), "");
         assert_eq!(r("a few ago, many days ago, the last time"), "");
         // spans up to today
-        assert_eq!(r("How many times did I bake in the past two weeks?").split(' ').count(), 15);
-        assert!(r("in the past two weeks").starts_with("day20230124 ") && r("in the past two weeks").ends_with(" day20230207"));
-        assert_eq!(r("the last 3 days"), "day20230204 day20230205 day20230206 day20230207");
+        assert_eq!(
+            r("How many times did I bake in the past two weeks?")
+                .split(' ')
+                .count(),
+            15
+        );
+        assert!(
+            r("in the past two weeks").starts_with("day20230124 ")
+                && r("in the past two weeks").ends_with(" day20230207")
+        );
+        assert_eq!(
+            r("the last 3 days"),
+            "day20230204 day20230205 day20230206 day20230207"
+        );
         assert_eq!(r("in the past month"), "month202301 month202302");
-        assert_eq!(r("in the past few months"), "month202211 month202212 month202301 month202302");
+        assert_eq!(
+            r("in the past few months"),
+            "month202211 month202212 month202301 month202302"
+        );
         assert_eq!(r("over the past couple of weeks").split(' ').count(), 15);
         assert_eq!(r("the past week"), "day20230131 day20230201 day20230202 day20230203 day20230204 day20230205 day20230206 day20230207");
         assert_eq!(r("the past 3 years"), "year2020 year2021 year2022 year2023");
@@ -352,6 +431,11 @@ mod tests {
         assert_eq!(r(""), "");
         // bounded however long the query
         assert!(r(&"last week ".repeat(1000)).split(' ').count() <= MAX_RESOLVED);
-        assert!(r(&"9999 days ago 5 weeks ago 1 day ago ".repeat(50)).split(' ').count() <= MAX_RESOLVED);
+        assert!(
+            r(&"9999 days ago 5 weeks ago 1 day ago ".repeat(50))
+                .split(' ')
+                .count()
+                <= MAX_RESOLVED
+        );
     }
 }

@@ -61,7 +61,10 @@ pub fn keyword_probability(cfg: &RecallConfig, bm25: f32, reference_score: f32) 
 /// The keyword calibration features: `(ln(1 + BM25), ln(1 + reference))`,
 /// the reference being [`KeywordResult::reference_score`].
 pub fn keyword_features(bm25: f32, reference_score: f32) -> (f64, f64) {
-    ((1.0 + bm25.max(0.0) as f64).ln(), (1.0 + reference_score.max(0.0) as f64).ln())
+    (
+        (1.0 + bm25.max(0.0) as f64).ln(),
+        (1.0 + reference_score.max(0.0) as f64).ln(),
+    )
 }
 
 /// Calibrated vector probability for a cosine similarity.
@@ -71,7 +74,12 @@ pub fn vector_probability(cfg: &RecallConfig, cosine: f32) -> f64 {
 
 /// Fuses both hit lists (each best first) into one list, best first.
 /// Does not apply the threshold or the limit.
-pub fn fuse(cfg: &RecallConfig, keyword: &KeywordResult, vector: &[Hit], which: Retrievers) -> Vec<FusedHit> {
+pub fn fuse(
+    cfg: &RecallConfig,
+    keyword: &KeywordResult,
+    vector: &[Hit],
+    which: Retrievers,
+) -> Vec<FusedHit> {
     let (wt, wv) = match which {
         Retrievers::Hybrid => (cfg.text_weight, cfg.vector_weight),
         Retrievers::KeywordOnly => (1.0, 0.0),
@@ -81,7 +89,9 @@ pub fn fuse(cfg: &RecallConfig, keyword: &KeywordResult, vector: &[Hit], which: 
     let mut rrf: HashMap<EpisodeId, f64> = HashMap::new();
     if wt > 0.0 {
         for (rank, h) in keyword.hits.iter().enumerate() {
-            let e = by_id.entry(h.episode_id.clone()).or_insert_with(|| empty(&h.episode_id));
+            let e = by_id
+                .entry(h.episode_id.clone())
+                .or_insert_with(|| empty(&h.episode_id));
             e.keyword = Some(h.score);
             e.score += wt * keyword_probability(cfg, h.score, keyword.reference_score);
             *rrf.entry(h.episode_id.clone()).or_default() += wt / (cfg.rrf_k + rank as f64 + 1.0);
@@ -89,7 +99,9 @@ pub fn fuse(cfg: &RecallConfig, keyword: &KeywordResult, vector: &[Hit], which: 
     }
     if wv > 0.0 {
         for (rank, h) in vector.iter().enumerate() {
-            let e = by_id.entry(h.episode_id.clone()).or_insert_with(|| empty(&h.episode_id));
+            let e = by_id
+                .entry(h.episode_id.clone())
+                .or_insert_with(|| empty(&h.episode_id));
             e.vector = Some(h.score);
             e.score += wv * vector_probability(cfg, h.score);
             *rrf.entry(h.episode_id.clone()).or_default() += wv / (cfg.rrf_k + rank as f64 + 1.0);
@@ -105,12 +117,23 @@ pub fn fuse(cfg: &RecallConfig, keyword: &KeywordResult, vector: &[Hit], which: 
             h
         })
         .collect();
-    out.sort_by(|a, b| b.rank_key.total_cmp(&a.rank_key).then_with(|| b.score.total_cmp(&a.score)).then_with(|| a.episode_id.cmp(&b.episode_id)));
+    out.sort_by(|a, b| {
+        b.rank_key
+            .total_cmp(&a.rank_key)
+            .then_with(|| b.score.total_cmp(&a.score))
+            .then_with(|| a.episode_id.cmp(&b.episode_id))
+    });
     out
 }
 
 fn empty(id: &EpisodeId) -> FusedHit {
-    FusedHit { episode_id: id.clone(), score: 0.0, keyword: None, vector: None, rank_key: 0.0 }
+    FusedHit {
+        episode_id: id.clone(),
+        score: 0.0,
+        keyword: None,
+        vector: None,
+        rank_key: 0.0,
+    }
 }
 
 #[cfg(test)]
@@ -127,11 +150,41 @@ mod tests {
     fn scores_are_absolute_not_min_max() {
         let cfg = Config::default().recall;
         // a weak top hit stays weak: no normalisation to 1
-        let weak = KeywordResult { hits: vec![Hit { episode_id: id("a"), score: 0.2 }], query_terms: 5, reference_score: 20.0 };
-        let fused = fuse(&cfg, &weak, &[Hit { episode_id: id("a"), score: 0.05 }], Retrievers::Hybrid);
+        let weak = KeywordResult {
+            hits: vec![Hit {
+                episode_id: id("a"),
+                score: 0.2,
+            }],
+            query_terms: 5,
+            reference_score: 20.0,
+        };
+        let fused = fuse(
+            &cfg,
+            &weak,
+            &[Hit {
+                episode_id: id("a"),
+                score: 0.05,
+            }],
+            Retrievers::Hybrid,
+        );
         assert!(fused[0].score < cfg.min_score, "{}", fused[0].score);
-        let strong = KeywordResult { hits: vec![Hit { episode_id: id("b"), score: 120.0 }], query_terms: 3, reference_score: 60.0 };
-        let fused = fuse(&cfg, &strong, &[Hit { episode_id: id("b"), score: 0.8 }], Retrievers::Hybrid);
+        let strong = KeywordResult {
+            hits: vec![Hit {
+                episode_id: id("b"),
+                score: 120.0,
+            }],
+            query_terms: 3,
+            reference_score: 60.0,
+        };
+        let fused = fuse(
+            &cfg,
+            &strong,
+            &[Hit {
+                episode_id: id("b"),
+                score: 0.8,
+            }],
+            Retrievers::Hybrid,
+        );
         assert!(fused[0].score > cfg.min_score);
         assert!(fused[0].score <= 1.0);
     }
@@ -140,11 +193,29 @@ mod tests {
     fn weighted_and_rrf_order() {
         let mut cfg = Config::default().recall;
         let kw = KeywordResult {
-            hits: vec![Hit { episode_id: id("a"), score: 20.0 }, Hit { episode_id: id("b"), score: 10.0 }],
+            hits: vec![
+                Hit {
+                    episode_id: id("a"),
+                    score: 20.0,
+                },
+                Hit {
+                    episode_id: id("b"),
+                    score: 10.0,
+                },
+            ],
             query_terms: 4,
             reference_score: 20.0,
         };
-        let vec_hits = vec![Hit { episode_id: id("b"), score: 0.9 }, Hit { episode_id: id("c"), score: 0.5 }];
+        let vec_hits = vec![
+            Hit {
+                episode_id: id("b"),
+                score: 0.9,
+            },
+            Hit {
+                episode_id: id("c"),
+                score: 0.5,
+            },
+        ];
         let w = fuse(&cfg, &kw, &vec_hits, Retrievers::Hybrid);
         assert_eq!(w.len(), 3);
         assert!(w.windows(2).all(|p| p[0].score >= p[1].score));

@@ -14,7 +14,11 @@ pub const SEPARATOR: &str = " | ";
 /// Builds the recall query from previous user turns (oldest first, already
 /// limited to the configured count) and the current message.
 pub fn build_query(previous: &[String], message: &str, max_chars: usize) -> String {
-    let mut parts: Vec<&str> = previous.iter().map(|s| s.trim()).filter(|s| !s.is_empty()).collect();
+    let mut parts: Vec<&str> = previous
+        .iter()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .collect();
     parts.push(message.trim());
     let joined = parts.join(SEPARATOR);
     clip_tail(&joined, max_chars).trim_start().to_string()
@@ -27,7 +31,11 @@ mod tests {
 
     #[test]
     fn joins_and_keeps_tail() {
-        let q = build_query(&["I met Dana".into(), "She runs Atlas".into()], "did she like it?", 300);
+        let q = build_query(
+            &["I met Dana".into(), "She runs Atlas".into()],
+            "did she like it?",
+            300,
+        );
         assert_eq!(q, "I met Dana | She runs Atlas | did she like it?");
         let long = "가".repeat(400);
         let q = build_query(&[long], "끝?", 300);

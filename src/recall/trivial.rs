@@ -29,8 +29,16 @@ fn normalize(s: &str) -> String {
 impl TrivialFilter {
     /// Builds the filter from phrases (normalised the same way as messages).
     pub fn new<I: IntoIterator<Item = S>, S: AsRef<str>>(phrases: I) -> Self {
-        let phrases: HashSet<String> = phrases.into_iter().map(|p| normalize(p.as_ref())).filter(|p| !p.is_empty()).collect();
-        let max_words = phrases.iter().map(|p| p.split(' ').count()).max().unwrap_or(1);
+        let phrases: HashSet<String> = phrases
+            .into_iter()
+            .map(|p| normalize(p.as_ref()))
+            .filter(|p| !p.is_empty())
+            .collect();
+        let max_words = phrases
+            .iter()
+            .map(|p| p.split(' ').count())
+            .max()
+            .unwrap_or(1);
         Self { phrases, max_words }
     }
 
@@ -72,13 +80,20 @@ fn is_laugh(n: &str) -> bool {
         return false;
     }
     // Korean laugh/cry jamo, in compatibility (ㅋ U+314B) and, after NFKC, conjoining (U+110F) forms
-    let laugh_jamo = |c: char| matches!(c, 'ㅋ' | 'ㅎ' | 'ㅠ' | 'ㅜ' | '\u{110F}' | '\u{1112}' | '\u{1172}' | '\u{116E}');
+    let laugh_jamo = |c: char| {
+        matches!(
+            c,
+            'ㅋ' | 'ㅎ' | 'ㅠ' | 'ㅜ' | '\u{110F}' | '\u{1112}' | '\u{1172}' | '\u{116E}'
+        )
+    };
     if compact.iter().all(|&c| laugh_jamo(c)) {
         return true;
     }
     // "haha", "hahaha", "hehe", "lolol"
     let s: String = compact.iter().collect();
-    ["ha", "he", "hi", "lo"].iter().any(|syl| s.len() >= 4 && s.len() % 2 == 0 && s == syl.repeat(s.len() / 2))
+    ["ha", "he", "hi", "lo"]
+        .iter()
+        .any(|syl| s.len() >= 4 && s.len() % 2 == 0 && s == syl.repeat(s.len() / 2))
 }
 
 #[cfg(test)]
@@ -93,10 +108,32 @@ mod tests {
     #[test]
     fn english_korean_and_emoji() {
         let f = filter();
-        for m in ["hi", "Hello!", "thanks!!", "Thank you so much :)", "ok", "OK thanks", "👍", "🙏🏽🙏🏽", "...", "안녕하세요!", "감사합니다~", "ㅋㅋㅋㅋ", "hahaha", "  ", "ｏｋ"] {
+        for m in [
+            "hi",
+            "Hello!",
+            "thanks!!",
+            "Thank you so much :)",
+            "ok",
+            "OK thanks",
+            "👍",
+            "🙏🏽🙏🏽",
+            "...",
+            "안녕하세요!",
+            "감사합니다~",
+            "ㅋㅋㅋㅋ",
+            "hahaha",
+            "  ",
+            "ｏｋ",
+        ] {
             assert!(f.is_trivial(m), "{m:?} should be trivial");
         }
-        for m in ["what was the incident number?", "thanks, where did I move?", "hi, remind me of Dana's project", "제 동생 결혼식 언제야?", "ok so what about Kafka"] {
+        for m in [
+            "what was the incident number?",
+            "thanks, where did I move?",
+            "hi, remind me of Dana's project",
+            "제 동생 결혼식 언제야?",
+            "ok so what about Kafka",
+        ] {
             assert!(!f.is_trivial(m), "{m:?} should not be trivial");
         }
     }

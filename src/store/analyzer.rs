@@ -12,24 +12,26 @@
 //!   Non-Latin words that are not CJK (Cyrillic, Greek, ...) are kept as-is.
 
 use rust_stemmers::{Algorithm, Stemmer};
-use unicode_normalization::UnicodeNormalization;
 use std::sync::OnceLock;
+use unicode_normalization::UnicodeNormalization;
 
 /// English stop words dropped before indexing (function words only).
 pub const STOP_WORDS: &[&str] = &[
-    "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by", "from", "as", "is", "are",
-    "was", "were", "be", "been", "being", "am", "do", "does", "did", "have", "has", "had", "it", "its", "this", "that",
-    "these", "those", "i", "me", "my", "you", "your", "he", "him", "his", "she", "her", "we", "us", "our", "they", "them",
-    "their", "so", "if", "then", "than", "too", "very", "just", "not", "no", "can", "will", "would", "could", "should",
-    "what", "which", "who", "whom", "when", "where", "why", "how", "there", "here", "about", "into", "up", "out",
-    "s", "t", "ll", "ve", "re", "d", "m", "oh", "yeah", "wow", "hey",
+    "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by",
+    "from", "as", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did",
+    "have", "has", "had", "it", "its", "this", "that", "these", "those", "i", "me", "my", "you",
+    "your", "he", "him", "his", "she", "her", "we", "us", "our", "they", "them", "their", "so",
+    "if", "then", "than", "too", "very", "just", "not", "no", "can", "will", "would", "could",
+    "should", "what", "which", "who", "whom", "when", "where", "why", "how", "there", "here",
+    "about", "into", "up", "out", "s", "t", "ll", "ve", "re", "d", "m", "oh", "yeah", "wow", "hey",
 ];
 
 fn is_cjk(c: char) -> bool {
     matches!(c as u32,
         0x1100..=0x11FF | 0x3130..=0x318F | 0xAC00..=0xD7AF | // Hangul
         0x3040..=0x30FF | // Hiragana, Katakana
-        0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FFFF) // CJK ideographs
+        0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FFFF)
+    // CJK ideographs
 }
 
 fn is_mark(c: char) -> bool {
@@ -93,7 +95,10 @@ mod tests {
 
     #[test]
     fn english_is_stemmed_and_stopped() {
-        assert_eq!(analyze("She MARRIED the painters!"), vec!["marri", "painter"]);
+        assert_eq!(
+            analyze("She MARRIED the painters!"),
+            vec!["marri", "painter"]
+        );
         assert_eq!(analyze("marry"), vec!["marri"]);
     }
 

@@ -9,29 +9,54 @@ fn ep(scope: &Scope, n: &str) -> EpisodeId {
 }
 
 fn scopes() -> (Scope, Scope) {
-    (Scope::new("alice", "bot").unwrap(), Scope::new("bob", "bot").unwrap())
+    (
+        Scope::new("alice", "bot").unwrap(),
+        Scope::new("bob", "bot").unwrap(),
+    )
 }
 
 /// Keyword index contract: upsert replaces, search is scoped and ranked, delete is scoped.
 pub async fn keyword_index_contract(idx: &dyn KeywordIndex) {
     let (a, b) = scopes();
-    let doc = |s: &Scope, n: &str, text: &str| KeywordDoc { scope: s.clone(), episode_id: ep(s, n), summary: text.into(), user_text: String::new(), assistant_text: String::new(), dates: String::new(), date_tokens: String::new() };
+    let doc = |s: &Scope, n: &str, text: &str| KeywordDoc {
+        scope: s.clone(),
+        episode_id: ep(s, n),
+        summary: text.into(),
+        user_text: String::new(),
+        assistant_text: String::new(),
+        dates: String::new(),
+        date_tokens: String::new(),
+    };
     idx.upsert(vec![
-        doc(&a, "1", "Alice moved to Portland and works on Project Atlas"),
+        doc(
+            &a,
+            "1",
+            "Alice moved to Portland and works on Project Atlas",
+        ),
         doc(&a, "2", "Alice adopted a cat named Miso"),
         doc(&b, "1", "Bob moved to Portland too"),
     ])
     .await
     .unwrap();
-    let r = idx.search(&a, &KeywordQuery::text("Portland move"), 10).await.unwrap();
+    let r = idx
+        .search(&a, &KeywordQuery::text("Portland move"), 10)
+        .await
+        .unwrap();
     assert_eq!(r.hits.len(), 1, "only alice's matching doc");
     assert_eq!(r.hits[0].episode_id, ep(&a, "1"));
     assert!(r.hits[0].score > 0.0);
     assert_eq!(r.query_terms, 2);
     assert!(r.reference_score > 0.0 && r.hits[0].score <= 3.0 * r.reference_score);
     // upsert replaces by id
-    idx.upsert(vec![doc(&a, "1", "Alice lives in Seattle")]).await.unwrap();
-    assert!(idx.search(&a, &KeywordQuery::text("Portland"), 10).await.unwrap().hits.is_empty());
+    idx.upsert(vec![doc(&a, "1", "Alice lives in Seattle")])
+        .await
+        .unwrap();
+    assert!(idx
+        .search(&a, &KeywordQuery::text("Portland"), 10)
+        .await
+        .unwrap()
+        .hits
+        .is_empty());
     assert_eq!(idx.count(&a).await.unwrap(), 2);
     // delete with another scope's ids is a no-op
     idx.delete(&b, &[ep(&a, "2")]).await.unwrap();
@@ -40,11 +65,24 @@ pub async fn keyword_index_contract(idx: &dyn KeywordIndex) {
     assert_eq!(idx.count(&a).await.unwrap(), 1);
     assert_eq!(idx.count(&b).await.unwrap(), 1);
     // Korean is searchable
-    idx.upsert(vec![doc(&a, "3", "동생 결혼식은 10월에 부산에서 해요")]).await.unwrap();
-    let r = idx.search(&a, &KeywordQuery::text("결혼식 언제"), 10).await.unwrap();
-    assert_eq!(r.hits.first().map(|h| h.episode_id.clone()), Some(ep(&a, "3")));
+    idx.upsert(vec![doc(&a, "3", "동생 결혼식은 10월에 부산에서 해요")])
+        .await
+        .unwrap();
+    let r = idx
+        .search(&a, &KeywordQuery::text("결혼식 언제"), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.hits.first().map(|h| h.episode_id.clone()),
+        Some(ep(&a, "3"))
+    );
     // a query of only stop words / emoji matches nothing, without error
-    assert!(idx.search(&a, &KeywordQuery::text("the 👍"), 10).await.unwrap().hits.is_empty());
+    assert!(idx
+        .search(&a, &KeywordQuery::text("the 👍"), 10)
+        .await
+        .unwrap()
+        .hits
+        .is_empty());
 }
 
 fn unit(v: &[f32]) -> Vec<f32> {
@@ -56,19 +94,48 @@ fn unit(v: &[f32]) -> Vec<f32> {
 pub async fn vector_index_contract(idx: &dyn VectorIndex) {
     let (a, b) = scopes();
     assert_eq!(idx.dim(), 4);
-    let p = |s: &Scope, n: &str, v: &[f32]| VectorPoint { scope: s.clone(), episode_id: ep(s, n), unit: 0, vector: unit(v) };
-    idx.upsert(vec![p(&a, "1", &[1.0, 0.0, 0.0, 0.0]), p(&a, "2", &[0.0, 1.0, 0.0, 0.0]), p(&b, "1", &[1.0, 0.0, 0.0, 0.0])])
+    let p = |s: &Scope, n: &str, v: &[f32]| VectorPoint {
+        scope: s.clone(),
+        episode_id: ep(s, n),
+        unit: 0,
+        vector: unit(v),
+    };
+    idx.upsert(vec![
+        p(&a, "1", &[1.0, 0.0, 0.0, 0.0]),
+        p(&a, "2", &[0.0, 1.0, 0.0, 0.0]),
+        p(&b, "1", &[1.0, 0.0, 0.0, 0.0]),
+    ])
+    .await
+    .unwrap();
+    let hits = idx
+        .search(&a, &unit(&[0.9, 0.1, 0.0, 0.0]), 10)
         .await
         .unwrap();
-    let hits = idx.search(&a, &unit(&[0.9, 0.1, 0.0, 0.0]), 10).await.unwrap();
     assert_eq!(hits.len(), 2, "only alice's points");
     assert_eq!(hits[0].episode_id, ep(&a, "1"));
-    assert!(hits[0].score > 0.9 && hits[0].score <= 1.0001, "cosine: {}", hits[0].score);
+    assert!(
+        hits[0].score > 0.9 && hits[0].score <= 1.0001,
+        "cosine: {}",
+        hits[0].score
+    );
     assert!(hits[0].score > hits[1].score);
-    assert!(idx.upsert(vec![VectorPoint { scope: a.clone(), episode_id: ep(&a, "x"), unit: 0, vector: vec![1.0; 3] }]).await.is_err());
+    assert!(idx
+        .upsert(vec![VectorPoint {
+            scope: a.clone(),
+            episode_id: ep(&a, "x"),
+            unit: 0,
+            vector: vec![1.0; 3]
+        }])
+        .await
+        .is_err());
     // replace
-    idx.upsert(vec![p(&a, "1", &[0.0, 0.0, 1.0, 0.0])]).await.unwrap();
-    let hits = idx.search(&a, &unit(&[0.0, 0.0, 1.0, 0.0]), 1).await.unwrap();
+    idx.upsert(vec![p(&a, "1", &[0.0, 0.0, 1.0, 0.0])])
+        .await
+        .unwrap();
+    let hits = idx
+        .search(&a, &unit(&[0.0, 0.0, 1.0, 0.0]), 1)
+        .await
+        .unwrap();
     assert_eq!(hits[0].episode_id, ep(&a, "1"));
     assert_eq!(idx.count(&a).await.unwrap(), 2);
     // several units of one episode: it appears once, with its best unit's score
@@ -77,15 +144,28 @@ pub async fn vector_index_contract(idx: &dyn VectorIndex) {
     let mut u2 = p(&a, "2", &[0.0, 0.0, 0.95, 0.05]);
     u2.unit = 2;
     idx.upsert(vec![u1, u2]).await.unwrap();
-    let hits = idx.search(&a, &unit(&[0.0, 0.0, 1.0, 0.0]), 10).await.unwrap();
+    let hits = idx
+        .search(&a, &unit(&[0.0, 0.0, 1.0, 0.0]), 10)
+        .await
+        .unwrap();
     assert_eq!(hits.len(), 2, "{hits:?}");
     assert!(hits.iter().filter(|h| h.episode_id == ep(&a, "2")).count() == 1);
     assert_eq!(idx.count(&a).await.unwrap(), 4);
     idx.delete(&a, &[ep(&a, "2")]).await.unwrap();
-    assert_eq!(idx.count(&a).await.unwrap(), 1, "all units of an episode go");
-    idx.upsert(vec![p(&a, "2", &[0.0, 1.0, 0.0, 0.0])]).await.unwrap();
+    assert_eq!(
+        idx.count(&a).await.unwrap(),
+        1,
+        "all units of an episode go"
+    );
+    idx.upsert(vec![p(&a, "2", &[0.0, 1.0, 0.0, 0.0])])
+        .await
+        .unwrap();
     idx.delete(&b, &[ep(&a, "1")]).await.unwrap();
-    assert_eq!(idx.count(&a).await.unwrap(), 2, "another scope cannot delete");
+    assert_eq!(
+        idx.count(&a).await.unwrap(),
+        2,
+        "another scope cannot delete"
+    );
     idx.delete(&a, &[ep(&a, "1")]).await.unwrap();
     assert_eq!(idx.count(&a).await.unwrap(), 1);
     assert_eq!(idx.count(&b).await.unwrap(), 1);
@@ -99,18 +179,48 @@ mod backends {
     #[tokio::test]
     async fn tantivy_on_disk() {
         let dir = tempfile::tempdir().unwrap();
-        let idx = tantivy_index::TantivyIndex::open(dir.path(), Bm25Params { user_boost: 0.5, assistant_boost: 0.5, date_boost: 1.0, relative_date_boost: 1.0, prior_docs: 100 }).unwrap();
+        let idx = tantivy_index::TantivyIndex::open(
+            dir.path(),
+            Bm25Params {
+                user_boost: 0.5,
+                assistant_boost: 0.5,
+                date_boost: 1.0,
+                relative_date_boost: 1.0,
+                prior_docs: 100,
+            },
+        )
+        .unwrap();
         keyword_index_contract(&idx).await;
         drop(idx);
         // reopen: data persisted
-        let idx = tantivy_index::TantivyIndex::open(dir.path(), Bm25Params { user_boost: 0.5, assistant_boost: 0.5, date_boost: 1.0, relative_date_boost: 1.0, prior_docs: 100 }).unwrap();
+        let idx = tantivy_index::TantivyIndex::open(
+            dir.path(),
+            Bm25Params {
+                user_boost: 0.5,
+                assistant_boost: 0.5,
+                date_boost: 1.0,
+                relative_date_boost: 1.0,
+                prior_docs: 100,
+            },
+        )
+        .unwrap();
         let (a, _) = scopes();
         assert_eq!(idx.count(&a).await.unwrap(), 2);
     }
 
     #[tokio::test]
     async fn tantivy_in_ram() {
-        keyword_index_contract(&tantivy_index::TantivyIndex::in_ram(Bm25Params { user_boost: 0.5, assistant_boost: 0.5, date_boost: 1.0, relative_date_boost: 1.0, prior_docs: 0 }).unwrap()).await;
+        keyword_index_contract(
+            &tantivy_index::TantivyIndex::in_ram(Bm25Params {
+                user_boost: 0.5,
+                assistant_boost: 0.5,
+                date_boost: 1.0,
+                relative_date_boost: 1.0,
+                prior_docs: 0,
+            })
+            .unwrap(),
+        )
+        .await;
     }
 
     #[tokio::test]

@@ -23,7 +23,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::model::{Episode, EpisodeId, EventId, Message, MessageId, NewMessage, Scope, Session, SessionId};
+use crate::model::{
+    Episode, EpisodeId, EventId, Message, MessageId, NewMessage, Scope, Session, SessionId,
+};
 
 /// Events on the durable outbox (the bus payloads).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,7 +66,9 @@ impl Event {
     /// The event's scope.
     pub fn scope(&self) -> &Scope {
         match self {
-            Event::SessionCompleted { scope, .. } | Event::EpisodeCreated { scope, .. } | Event::EntityUpserted { scope, .. } => scope,
+            Event::SessionCompleted { scope, .. }
+            | Event::EpisodeCreated { scope, .. }
+            | Event::EntityUpserted { scope, .. } => scope,
         }
     }
 }
@@ -154,17 +158,33 @@ pub trait RecordStore: Send + Sync + 'static {
     /// # Errors
     /// [`crate::Error::InvalidInput`] for an invalid message, or when the
     /// session is already completed (use a new session id).
-    async fn append_message(&self, scope: &Scope, session: &SessionId, msg: &NewMessage, now: DateTime<Utc>) -> Result<MessageId>;
+    async fn append_message(
+        &self,
+        scope: &Scope,
+        session: &SessionId,
+        msg: &NewMessage,
+        now: DateTime<Utc>,
+    ) -> Result<MessageId>;
     /// Session metadata. [`crate::Error::NotFound`] when it does not exist in `scope`.
     async fn session(&self, scope: &Scope, session: &SessionId) -> Result<Session>;
     /// All messages of a session in record order. NotFound as above.
     async fn messages(&self, scope: &Scope, session: &SessionId) -> Result<Vec<Message>>;
     /// The last `n` user messages of a session, oldest first (empty when the session is unknown).
-    async fn recent_user_turns(&self, scope: &Scope, session: &SessionId, n: usize) -> Result<Vec<String>>;
+    async fn recent_user_turns(
+        &self,
+        scope: &Scope,
+        session: &SessionId,
+        n: usize,
+    ) -> Result<Vec<String>>;
     /// Marks the session completed and writes `SessionCompleted` to the
     /// outbox, in one transaction. Returns the event id, or `None` when it was
     /// already completed (idempotent). NotFound when the session does not exist.
-    async fn complete_session(&self, scope: &Scope, session: &SessionId, now: DateTime<Utc>) -> Result<Option<EventId>>;
+    async fn complete_session(
+        &self,
+        scope: &Scope,
+        session: &SessionId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<EventId>>;
     /// Writes (or overwrites) an episode, marks `done` events done and writes
     /// `EpisodeCreated`, in one transaction.
     async fn put_episode(&self, scope: &Scope, episode: &Episode, done: EventId) -> Result<()>;
@@ -172,7 +192,12 @@ pub trait RecordStore: Send + Sync + 'static {
     /// NotFound otherwise.
     async fn episode(&self, scope: &Scope, id: &EpisodeId, now: DateTime<Utc>) -> Result<Episode>;
     /// The listed episodes that exist in `scope` and are live at `now`, in no particular order.
-    async fn episodes(&self, scope: &Scope, ids: &[EpisodeId], now: DateTime<Utc>) -> Result<Vec<Episode>>;
+    async fn episodes(
+        &self,
+        scope: &Scope,
+        ids: &[EpisodeId],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Episode>>;
     /// Number of live episodes in `scope`.
     async fn count_episodes(&self, scope: &Scope) -> Result<usize>;
     /// Deletes episodes of `scope` (raw sessions stay). Returns how many rows went.
@@ -189,7 +214,11 @@ pub trait RecordStore: Send + Sync + 'static {
     /// Open sessions whose last activity (wall clock) is before `before` (maintenance).
     async fn idle_sessions(&self, before: DateTime<Utc>) -> Result<Vec<(Scope, SessionId)>>;
     /// Episodes whose `expires_at` is before `now` (maintenance).
-    async fn expired_episodes(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<(Scope, EpisodeId)>>;
+    async fn expired_episodes(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<(Scope, EpisodeId)>>;
 
     /// Marks an event done and writes its follow-up events, in one transaction.
     async fn finish_event(&self, id: EventId, follow_ups: Vec<Event>) -> Result<()>;
@@ -199,11 +228,23 @@ pub trait RecordStore: Send + Sync + 'static {
     /// Every (scope, episode id) of a user, all agents (erasure).
     async fn user_episodes(&self, user_id: &str) -> Result<Vec<(Scope, EpisodeId)>>;
     /// Appends judged dedup pairs of one entity to the audit log.
-    async fn log_dedup(&self, scope: &Scope, entity: &crate::graph::EntityId, rows: Vec<crate::graph::dedup::LoggedDecision>) -> Result<()>;
+    async fn log_dedup(
+        &self,
+        scope: &Scope,
+        entity: &crate::graph::EntityId,
+        rows: Vec<crate::graph::dedup::LoggedDecision>,
+    ) -> Result<()>;
     /// Counts of dedup decisions in a scope, by decision (`merge`, `keep`, `skip`).
-    async fn dedup_stats(&self, scope: &Scope) -> Result<std::collections::BTreeMap<String, usize>>;
+    async fn dedup_stats(&self, scope: &Scope)
+        -> Result<std::collections::BTreeMap<String, usize>>;
     /// Appends the LLM call records of one job (cost accounting).
-    async fn record_llm_calls(&self, scope: &Scope, session: Option<&SessionId>, event: Option<EventId>, calls: Vec<crate::llm::CallRecord>) -> Result<()>;
+    async fn record_llm_calls(
+        &self,
+        scope: &Scope,
+        session: Option<&SessionId>,
+        event: Option<EventId>,
+        calls: Vec<crate::llm::CallRecord>,
+    ) -> Result<()>;
     /// Cost totals of one scope, or of the whole store for `None` (operators).
     async fn usage_totals(&self, scope: Option<&Scope>) -> Result<UsageTotals>;
     /// The dead-letter table, oldest first (operators).
@@ -217,7 +258,12 @@ pub trait RecordStore: Send + Sync + 'static {
     async fn meta_set(&self, key: &str, value: &str) -> Result<()>;
     /// Every unexpired episode with its scope, in id order after `after`
     /// (keyset pagination for `strata reindex`; operators only).
-    async fn all_episodes(&self, after: Option<EpisodeId>, limit: usize, now: DateTime<Utc>) -> Result<Vec<(Scope, Episode)>>;
+    async fn all_episodes(
+        &self,
+        after: Option<EpisodeId>,
+        limit: usize,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(Scope, Episode)>>;
 }
 
 /// A document for the keyword index: one episode.
@@ -262,7 +308,10 @@ pub struct KeywordQuery<'a> {
 impl<'a> KeywordQuery<'a> {
     /// A query with no resolved dates.
     pub fn text(text: &'a str) -> Self {
-        Self { text, date_tokens: "" }
+        Self {
+            text,
+            date_tokens: "",
+        }
     }
 }
 
@@ -295,7 +344,12 @@ pub trait KeywordIndex: Send + Sync + 'static {
     /// Adds or replaces documents (by episode id) and makes them searchable before returning.
     async fn upsert(&self, docs: Vec<KeywordDoc>) -> Result<()>;
     /// Top `limit` episodes of `scope` for `query`.
-    async fn search(&self, scope: &Scope, query: &KeywordQuery<'_>, limit: usize) -> Result<KeywordResult>;
+    async fn search(
+        &self,
+        scope: &Scope,
+        query: &KeywordQuery<'_>,
+        limit: usize,
+    ) -> Result<KeywordResult>;
     /// Removes episodes of `scope`.
     async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()>;
     /// Documents stored for `scope`.

@@ -11,11 +11,11 @@
 use async_trait::async_trait;
 use qdrant_edge::external::uuid::Uuid as EdgeUuid;
 use qdrant_edge::{
-    Condition, CountRequest, CreateIndex, Distance, EdgeConfigBuilder, EdgeShard, EdgeVectorParamsBuilder,
-    FieldCondition, FieldIndexOperations, Filter, JsonPath, KeywordIndexParams, Match, MatchValue, NamedQuery,
-    PayloadFieldSchema, PayloadSchemaParams, PointId, PointInsertOperations, PointOperations, PointStruct,
-    QueryEnum, QueryRequest, ScoringQuery, UpdateOperation, ValueVariants, WithPayloadInterface,
-    WithVector,
+    Condition, CountRequest, CreateIndex, Distance, EdgeConfigBuilder, EdgeShard,
+    EdgeVectorParamsBuilder, FieldCondition, FieldIndexOperations, Filter, JsonPath,
+    KeywordIndexParams, Match, MatchValue, NamedQuery, PayloadFieldSchema, PayloadSchemaParams,
+    PointId, PointInsertOperations, PointOperations, PointStruct, QueryEnum, QueryRequest,
+    ScoringQuery, UpdateOperation, ValueVariants, WithPayloadInterface, WithVector,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -82,7 +82,9 @@ pub const OPTIMIZE_AFTER_POINTS: usize = 20_000;
 
 impl std::fmt::Debug for EdgeVectorIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EdgeVectorIndex").field("dim", &self.dim).finish()
+        f.debug_struct("EdgeVectorIndex")
+            .field("dim", &self.dim)
+            .finish()
     }
 }
 
@@ -106,7 +108,9 @@ fn point_id(id: &EpisodeId, unit: u32) -> PointId {
 fn scope_filter(scope: &Scope) -> Filter {
     Filter::new_must(Condition::Field(FieldCondition::new_match(
         path("scope"),
-        Match::Value(MatchValue { value: ValueVariants::String(scope.key()) }),
+        Match::Value(MatchValue {
+            value: ValueVariants::String(scope.key()),
+        }),
     )))
 }
 
@@ -120,7 +124,10 @@ impl EdgeVectorIndex {
     pub fn open(dir: &Path, dim: usize) -> Result<Self> {
         std::fs::create_dir_all(dir)?;
         let config = EdgeConfigBuilder::new()
-            .vector("", EdgeVectorParamsBuilder::new(dim, Distance::Cosine).build())
+            .vector(
+                "",
+                EdgeVectorParamsBuilder::new(dim, Distance::Cosine).build(),
+            )
             .build();
         let exists = dir.join("edge_config.json").exists();
         let shard = if exists {
@@ -133,18 +140,25 @@ impl EdgeVectorIndex {
         } else {
             let shard = EdgeShard::new(dir, config).map_err(ve)?;
             shard
-                .update(UpdateOperation::FieldIndexOperation(FieldIndexOperations::CreateIndex(CreateIndex {
-                    field_name: path("scope"),
-                    field_schema: Some(PayloadFieldSchema::FieldParams(PayloadSchemaParams::Keyword(KeywordIndexParams {
-                        is_tenant: Some(true),
-                        ..Default::default()
-                    }))),
-                })))
+                .update(UpdateOperation::FieldIndexOperation(
+                    FieldIndexOperations::CreateIndex(CreateIndex {
+                        field_name: path("scope"),
+                        field_schema: Some(PayloadFieldSchema::FieldParams(
+                            PayloadSchemaParams::Keyword(KeywordIndexParams {
+                                is_tenant: Some(true),
+                                ..Default::default()
+                            }),
+                        )),
+                    }),
+                ))
                 .map_err(ve)?;
             shard
         };
         Ok(Self {
-            shard: Arc::new(ShardHolder { shard: Some(shard), dir: dir.to_path_buf() }),
+            shard: Arc::new(ShardHolder {
+                shard: Some(shard),
+                dir: dir.to_path_buf(),
+            }),
             writes: Arc::new(std::sync::Mutex::new(())),
             unoptimized: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             dim,
@@ -155,21 +169,30 @@ impl EdgeVectorIndex {
     /// seconds for tens of thousands of points). Workers call it after batches.
     pub fn optimize_blocking(&self) -> Result<bool> {
         let _w = self.write_guard()?;
-        self.unoptimized.store(0, std::sync::atomic::Ordering::Relaxed);
+        self.unoptimized
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         self.shard.optimize().map_err(ve)
     }
 
     fn write_guard(&self) -> Result<std::sync::MutexGuard<'_, ()>> {
-        self.writes.lock().map_err(|_| Error::Task("vector write lock poisoned".into()))
+        self.writes
+            .lock()
+            .map_err(|_| Error::Task("vector write lock poisoned".into()))
     }
 
     fn search_blocking(&self, scope: &Scope, vector: &[f32], limit: usize) -> Result<Vec<Hit>> {
         if vector.len() != self.dim {
-            return Err(Error::Vector(format!("query has {} dimensions, index has {}", vector.len(), self.dim)));
+            return Err(Error::Vector(format!(
+                "query has {} dimensions, index has {}",
+                vector.len(),
+                self.dim
+            )));
         }
         let req = QueryRequest {
             prefetches: vec![],
-            query: Some(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery::default_dense(vector.to_vec())))),
+            query: Some(ScoringQuery::Vector(QueryEnum::Nearest(
+                NamedQuery::default_dense(vector.to_vec()),
+            ))),
             filter: Some(scope_filter(scope)),
             score_threshold: None,
             // units of one episode compete for slots: fetch more, keep each episode's best
@@ -190,7 +213,10 @@ impl EdgeVectorIndex {
                 .ok_or_else(|| Error::Vector("point without episode_id payload".into()))?;
             // points arrive best first: the first unit seen is the episode's best
             if hits.len() < limit && !hits.iter().any(|h| h.episode_id.as_str() == id) {
-                hits.push(Hit { episode_id: EpisodeId::parse(id)?, score: p.score });
+                hits.push(Hit {
+                    episode_id: EpisodeId::parse(id)?,
+                    score: p.score,
+                });
             }
         }
         Ok(hits)
@@ -217,7 +243,8 @@ impl VectorIndex for EdgeVectorIndex {
                 )));
             }
         }
-        self.unoptimized.fetch_add(points.len(), std::sync::atomic::Ordering::Relaxed);
+        self.unoptimized
+            .fetch_add(points.len(), std::sync::atomic::Ordering::Relaxed);
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
             let list = points
@@ -255,10 +282,14 @@ impl VectorIndex for EdgeVectorIndex {
             .iter()
             .map(|id| {
                 let mut f = scope_filter(scope);
-                f.must.get_or_insert_with(Vec::new).push(Condition::Field(FieldCondition::new_match(
-                    path("episode_id"),
-                    Match::Value(MatchValue { value: ValueVariants::String(id.as_str().to_string()) }),
-                )));
+                f.must.get_or_insert_with(Vec::new).push(Condition::Field(
+                    FieldCondition::new_match(
+                        path("episode_id"),
+                        Match::Value(MatchValue {
+                            value: ValueVariants::String(id.as_str().to_string()),
+                        }),
+                    ),
+                ));
                 f
             })
             .collect();
@@ -267,7 +298,9 @@ impl VectorIndex for EdgeVectorIndex {
             let _w = this.write_guard()?;
             for filter in filters {
                 this.shard
-                    .update(UpdateOperation::PointOperation(PointOperations::DeletePointsByFilter(filter)))
+                    .update(UpdateOperation::PointOperation(
+                        PointOperations::DeletePointsByFilter(filter),
+                    ))
                     .map_err(ve)?;
             }
             this.shard.flush();
@@ -286,6 +319,14 @@ impl VectorIndex for EdgeVectorIndex {
 
     async fn count(&self, scope: &Scope) -> Result<usize> {
         let (this, filter) = (self.clone(), scope_filter(scope));
-        tokio::task::spawn_blocking(move || this.shard.count(CountRequest { filter: Some(filter), exact: true }).map_err(ve)).await?
+        tokio::task::spawn_blocking(move || {
+            this.shard
+                .count(CountRequest {
+                    filter: Some(filter),
+                    exact: true,
+                })
+                .map_err(ve)
+        })
+        .await?
     }
 }

@@ -143,7 +143,9 @@ impl SqliteStore {
             tx.commit()?;
             tracing::info!(version = i + 1, "applied schema migration");
         }
-        Ok(Self { conn: Arc::new(Mutex::new(conn)) })
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+        })
     }
 
     /// Runs `f` with the connection on the blocking pool.
@@ -154,7 +156,9 @@ impl SqliteStore {
     {
         let conn = self.conn.clone();
         tokio::task::spawn_blocking(move || {
-            let mut guard = conn.lock().map_err(|_| Error::Task("sqlite mutex poisoned".into()))?;
+            let mut guard = conn
+                .lock()
+                .map_err(|_| Error::Task("sqlite mutex poisoned".into()))?;
             f(&mut guard)
         })
         .await?
@@ -162,7 +166,10 @@ impl SqliteStore {
 
     /// Runs `f` synchronously with the connection (for callers already on a blocking thread).
     pub fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
-        let mut guard = self.conn.lock().map_err(|_| Error::Task("sqlite mutex poisoned".into()))?;
+        let mut guard = self
+            .conn
+            .lock()
+            .map_err(|_| Error::Task("sqlite mutex poisoned".into()))?;
         f(&mut guard)
     }
 
@@ -178,7 +185,10 @@ impl SqliteStore {
 }
 
 fn meta_read(c: &Connection, key: &str) -> Result<Option<String>> {
-    Ok(c.query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0)).optional()?)
+    Ok(
+        c.query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
+            .optional()?,
+    )
 }
 
 fn meta_write(c: &Connection, key: &str, value: &str) -> Result<()> {
@@ -187,8 +197,17 @@ fn meta_write(c: &Connection, key: &str, value: &str) -> Result<()> {
 }
 
 /// Collects `(user_id, agent_id, episode id)` rows into scoped episode ids.
-fn scoped_episode_ids(st: &mut rusqlite::Statement<'_>, params: impl rusqlite::Params) -> Result<Vec<(Scope, EpisodeId)>> {
-    let rows = st.query_map(params, |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
+fn scoped_episode_ids(
+    st: &mut rusqlite::Statement<'_>,
+    params: impl rusqlite::Params,
+) -> Result<Vec<(Scope, EpisodeId)>> {
+    let rows = st.query_map(params, |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })?;
     let mut out = Vec::new();
     for r in rows {
         let (u, a, id) = r?;
@@ -204,11 +223,17 @@ fn row_to_episode(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Episode)> 
     Ok((
         id.clone(),
         Episode {
-            id: EpisodeId::parse(&id).map_err(|e| rusqlite::Error::InvalidParameterName(e.to_string()))?,
-            session_id: SessionId::new(session).map_err(|e| rusqlite::Error::InvalidParameterName(e.to_string()))?,
+            id: EpisodeId::parse(&id)
+                .map_err(|e| rusqlite::Error::InvalidParameterName(e.to_string()))?,
+            session_id: SessionId::new(session)
+                .map_err(|e| rusqlite::Error::InvalidParameterName(e.to_string()))?,
             summary: r.get("summary")?,
             abstract_: r.get("abstract")?,
-            summary_kind: if kind == "llm" { SummaryKind::Llm } else { SummaryKind::Extractive },
+            summary_kind: if kind == "llm" {
+                SummaryKind::Llm
+            } else {
+                SummaryKind::Extractive
+            },
             started_at: from_ms(r.get("started_at")?),
             ended_at: from_ms(r.get("ended_at")?),
             created_at: from_ms(r.get("created_at")?),
@@ -232,7 +257,13 @@ fn insert_event(tx: &rusqlite::Transaction<'_>, event: &Event, now: i64) -> Resu
 
 #[async_trait]
 impl RecordStore for SqliteStore {
-    async fn append_message(&self, scope: &Scope, session: &SessionId, msg: &NewMessage, now: DateTime<Utc>) -> Result<MessageId> {
+    async fn append_message(
+        &self,
+        scope: &Scope,
+        session: &SessionId,
+        msg: &NewMessage,
+        now: DateTime<Utc>,
+    ) -> Result<MessageId> {
         msg.validate()?;
         let (scope, session, msg) = (scope.clone(), session.clone(), msg.clone());
         self.run(move |c| {
@@ -294,7 +325,11 @@ impl RecordStore for SqliteStore {
                     let status: String = r.get(0)?;
                     Ok(Session {
                         id: session.clone(),
-                        status: if status == "open" { SessionStatus::Open } else { SessionStatus::Completed },
+                        status: if status == "open" {
+                            SessionStatus::Open
+                        } else {
+                            SessionStatus::Completed
+                        },
                         started_at: from_ms(r.get(1)?),
                         last_message_at: from_ms(r.get(2)?),
                         message_count: r.get(3)?,
@@ -315,26 +350,34 @@ impl RecordStore for SqliteStore {
                 "SELECT id, seq, role, name, content, ts FROM messages
                  WHERE user_id=?1 AND agent_id=?2 AND session_id=?3 ORDER BY seq",
             )?;
-            let rows = st.query_map(params![scope.user_id(), scope.agent_id(), session.as_str()], |r| {
-                let role: String = r.get(2)?;
-                Ok(Message {
-                    id: MessageId(r.get(0)?),
-                    session_id: session.clone(),
-                    seq: r.get(1)?,
-                    message: NewMessage {
-                        role: Role::parse(&role).unwrap_or(Role::System),
-                        name: r.get(3)?,
-                        content: r.get(4)?,
-                        timestamp: from_ms(r.get(5)?),
-                    },
-                })
-            })?;
+            let rows = st.query_map(
+                params![scope.user_id(), scope.agent_id(), session.as_str()],
+                |r| {
+                    let role: String = r.get(2)?;
+                    Ok(Message {
+                        id: MessageId(r.get(0)?),
+                        session_id: session.clone(),
+                        seq: r.get(1)?,
+                        message: NewMessage {
+                            role: Role::parse(&role).unwrap_or(Role::System),
+                            name: r.get(3)?,
+                            content: r.get(4)?,
+                            timestamp: from_ms(r.get(5)?),
+                        },
+                    })
+                },
+            )?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
         .await
     }
 
-    async fn recent_user_turns(&self, scope: &Scope, session: &SessionId, n: usize) -> Result<Vec<String>> {
+    async fn recent_user_turns(
+        &self,
+        scope: &Scope,
+        session: &SessionId,
+        n: usize,
+    ) -> Result<Vec<String>> {
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -352,7 +395,12 @@ impl RecordStore for SqliteStore {
         .await
     }
 
-    async fn complete_session(&self, scope: &Scope, session: &SessionId, now: DateTime<Utc>) -> Result<Option<EventId>> {
+    async fn complete_session(
+        &self,
+        scope: &Scope,
+        session: &SessionId,
+        now: DateTime<Utc>,
+    ) -> Result<Option<EventId>> {
         let (scope, session) = (scope.clone(), session.clone());
         self.run(move |c| {
             let tx = c.transaction()?;
@@ -412,10 +460,18 @@ impl RecordStore for SqliteStore {
 
     async fn episode(&self, scope: &Scope, id: &EpisodeId, now: DateTime<Utc>) -> Result<Episode> {
         let found = self.episodes(scope, std::slice::from_ref(id), now).await?;
-        found.into_iter().next().ok_or_else(|| Error::NotFound(format!("episode {id}")))
+        found
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::NotFound(format!("episode {id}")))
     }
 
-    async fn episodes(&self, scope: &Scope, ids: &[EpisodeId], now: DateTime<Utc>) -> Result<Vec<Episode>> {
+    async fn episodes(
+        &self,
+        scope: &Scope,
+        ids: &[EpisodeId],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Episode>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -428,7 +484,10 @@ impl RecordStore for SqliteStore {
             let mut out = Vec::with_capacity(ids.len());
             for id in &ids {
                 if let Some((_, ep)) = st
-                    .query_row(params![id.as_str(), scope.user_id(), scope.agent_id(), ms(now)], row_to_episode)
+                    .query_row(
+                        params![id.as_str(), scope.user_id(), scope.agent_id(), ms(now)],
+                        row_to_episode,
+                    )
                     .optional()?
                 {
                     out.push(ep);
@@ -505,7 +564,9 @@ impl RecordStore for SqliteStore {
         self.run(move |c| {
             let marks = vec!["?"; kinds.len()].join(",");
             let n: i64 = c.query_row(
-                &format!("SELECT COUNT(*) FROM outbox WHERE status='pending' AND kind IN ({marks})"),
+                &format!(
+                    "SELECT COUNT(*) FROM outbox WHERE status='pending' AND kind IN ({marks})"
+                ),
                 rusqlite::params_from_iter(kinds.iter()),
                 |r| r.get(0),
             )?;
@@ -546,7 +607,11 @@ impl RecordStore for SqliteStore {
         .await
     }
 
-    async fn expired_episodes(&self, now: DateTime<Utc>, limit: usize) -> Result<Vec<(Scope, EpisodeId)>> {
+    async fn expired_episodes(
+        &self,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<(Scope, EpisodeId)>> {
         self.run(move |c| {
             let mut st = c.prepare_cached(
                 "SELECT user_id, agent_id, id FROM episodes WHERE expires_at IS NOT NULL AND expires_at <= ?1 LIMIT ?2",
@@ -561,7 +626,14 @@ impl RecordStore for SqliteStore {
         self.run(move |c| {
             let tx = c.transaction()?;
             let mut counts = DeleteCounts::default();
-            for table in ["messages", "sessions", "episodes", "outbox", "llm_calls", "dedup_log"] {
+            for table in [
+                "messages",
+                "sessions",
+                "episodes",
+                "outbox",
+                "llm_calls",
+                "dedup_log",
+            ] {
                 let n = tx.execute(&format!("DELETE FROM {table} WHERE user_id = ?1"), [&user])?;
                 counts.rows.insert(table.to_string(), n);
             }
@@ -578,7 +650,10 @@ impl RecordStore for SqliteStore {
         self.run(move |c| {
             let tx = c.transaction()?;
             let now = ms(Utc::now());
-            tx.execute("UPDATE outbox SET status='done', updated_at=?2 WHERE id=?1", params![id.0, now])?;
+            tx.execute(
+                "UPDATE outbox SET status='done', updated_at=?2 WHERE id=?1",
+                params![id.0, now],
+            )?;
             for e in &follow_ups {
                 insert_event(&tx, e, now)?;
             }
@@ -591,13 +666,19 @@ impl RecordStore for SqliteStore {
     async fn user_episodes(&self, user_id: &str) -> Result<Vec<(Scope, EpisodeId)>> {
         let user = user_id.to_string();
         self.run(move |c| {
-            let mut st = c.prepare("SELECT user_id, agent_id, id FROM episodes WHERE user_id=?1")?;
+            let mut st =
+                c.prepare("SELECT user_id, agent_id, id FROM episodes WHERE user_id=?1")?;
             scoped_episode_ids(&mut st, [&user])
         })
         .await
     }
 
-    async fn log_dedup(&self, scope: &Scope, entity: &crate::graph::EntityId, rows: Vec<crate::graph::dedup::LoggedDecision>) -> Result<()> {
+    async fn log_dedup(
+        &self,
+        scope: &Scope,
+        entity: &crate::graph::EntityId,
+        rows: Vec<crate::graph::dedup::LoggedDecision>,
+    ) -> Result<()> {
         if rows.is_empty() {
             return Ok(());
         }
@@ -617,7 +698,10 @@ impl RecordStore for SqliteStore {
         .await
     }
 
-    async fn dedup_stats(&self, scope: &Scope) -> Result<std::collections::BTreeMap<String, usize>> {
+    async fn dedup_stats(
+        &self,
+        scope: &Scope,
+    ) -> Result<std::collections::BTreeMap<String, usize>> {
         let scope = scope.clone();
         self.run(move |c| {
             let mut st = c.prepare("SELECT decision, COUNT(*) FROM dedup_log WHERE user_id=?1 AND agent_id=?2 GROUP BY decision")?;
@@ -627,7 +711,13 @@ impl RecordStore for SqliteStore {
         .await
     }
 
-    async fn record_llm_calls(&self, scope: &Scope, session: Option<&SessionId>, event: Option<EventId>, calls: Vec<crate::llm::CallRecord>) -> Result<()> {
+    async fn record_llm_calls(
+        &self,
+        scope: &Scope,
+        session: Option<&SessionId>,
+        event: Option<EventId>,
+        calls: Vec<crate::llm::CallRecord>,
+    ) -> Result<()> {
         if calls.is_empty() {
             return Ok(());
         }
@@ -725,7 +815,12 @@ impl RecordStore for SqliteStore {
         self.run(move |c| meta_write(c, &key, &value)).await
     }
 
-    async fn all_episodes(&self, after: Option<EpisodeId>, limit: usize, now: DateTime<Utc>) -> Result<Vec<(Scope, Episode)>> {
+    async fn all_episodes(
+        &self,
+        after: Option<EpisodeId>,
+        limit: usize,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(Scope, Episode)>> {
         self.run(move |c| {
             let mut st = c.prepare(&format!(
                 "SELECT user_id, agent_id, {EPISODE_COLS} FROM episodes WHERE id > ?1 AND (expires_at IS NULL OR expires_at > ?2)
@@ -761,9 +856,13 @@ mod tests {
         let p = dir.path().join("s.db");
         SqliteStore::open(&p).unwrap();
         let s = SqliteStore::open(&p).unwrap();
-        let v: i64 = s.with_conn(|c| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?)).unwrap();
+        let v: i64 = s
+            .with_conn(|c| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?))
+            .unwrap();
         assert_eq!(v as usize, MIGRATIONS.len());
-        let mode: String = s.with_conn(|c| Ok(c.pragma_query_value(None, "journal_mode", |r| r.get(0))?)).unwrap();
+        let mode: String = s
+            .with_conn(|c| Ok(c.pragma_query_value(None, "journal_mode", |r| r.get(0))?))
+            .unwrap();
         assert_eq!(mode, "wal");
     }
 
@@ -772,31 +871,71 @@ mod tests {
         let s = SqliteStore::open_in_memory().unwrap();
         let (sc, sid) = (scope("u"), SessionId::new("s1").unwrap());
         let t = Utc.with_ymd_and_hms(2023, 5, 8, 13, 56, 0).unwrap();
-        s.append_message(&sc, &sid, &NewMessage::user("I moved to Berlin", t), Utc::now()).await.unwrap();
-        s.append_message(&sc, &sid, &NewMessage::assistant("Nice", t), Utc::now()).await.unwrap();
+        s.append_message(
+            &sc,
+            &sid,
+            &NewMessage::user("I moved to Berlin", t),
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+        s.append_message(&sc, &sid, &NewMessage::assistant("Nice", t), Utc::now())
+            .await
+            .unwrap();
         let sess = s.session(&sc, &sid).await.unwrap();
         assert_eq!(sess.message_count, 2);
         assert_eq!(sess.started_at, t, "caller timestamp, not ingestion time");
         assert!(s.session(&scope("other"), &sid).await.is_err());
         let ev = s.complete_session(&sc, &sid, Utc::now()).await.unwrap();
         assert!(ev.is_some());
-        assert_eq!(s.complete_session(&sc, &sid, Utc::now()).await.unwrap(), None);
-        let err = s.append_message(&sc, &sid, &NewMessage::user("more", t), Utc::now()).await.unwrap_err();
+        assert_eq!(
+            s.complete_session(&sc, &sid, Utc::now()).await.unwrap(),
+            None
+        );
+        let err = s
+            .append_message(&sc, &sid, &NewMessage::user("more", t), Utc::now())
+            .await
+            .unwrap_err();
         assert!(matches!(err, Error::InvalidInput(_)));
-        let pending = s.pending_events(&[EventKind::SessionCompleted], 10).await.unwrap();
+        let pending = s
+            .pending_events(&[EventKind::SessionCompleted], 10)
+            .await
+            .unwrap();
         assert_eq!(pending.len(), 1);
         s.fail_event(pending[0].id, "boom", 2).await.unwrap();
-        assert_eq!(s.count_pending(&[EventKind::SessionCompleted]).await.unwrap(), 1);
+        assert_eq!(
+            s.count_pending(&[EventKind::SessionCompleted])
+                .await
+                .unwrap(),
+            1
+        );
         s.fail_event(pending[0].id, "boom", 2).await.unwrap();
-        assert_eq!(s.count_pending(&[EventKind::SessionCompleted]).await.unwrap(), 0, "parked after 2 attempts");
-        let parked: i64 = s.with_conn(|c| Ok(c.query_row("SELECT COUNT(*) FROM outbox WHERE status='parked'", [], |r| r.get(0))?)).unwrap();
+        assert_eq!(
+            s.count_pending(&[EventKind::SessionCompleted])
+                .await
+                .unwrap(),
+            0,
+            "parked after 2 attempts"
+        );
+        let parked: i64 = s
+            .with_conn(|c| {
+                Ok(c.query_row(
+                    "SELECT COUNT(*) FROM outbox WHERE status='parked'",
+                    [],
+                    |r| r.get(0),
+                )?)
+            })
+            .unwrap();
         assert_eq!(parked, 1, "parked, not dropped");
     }
 
     #[tokio::test]
     async fn unknown_session_is_not_found() {
         let s = SqliteStore::open_in_memory().unwrap();
-        let e = s.complete_session(&scope("u"), &SessionId::new("nope").unwrap(), Utc::now()).await.unwrap_err();
+        let e = s
+            .complete_session(&scope("u"), &SessionId::new("nope").unwrap(), Utc::now())
+            .await
+            .unwrap_err();
         assert!(matches!(e, Error::NotFound(_)));
     }
 }

@@ -39,11 +39,21 @@ fn row_to_entity(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entity> {
 }
 
 fn fill_entity(c: &Connection, e: &mut Entity) -> Result<()> {
-    let mut st = c.prepare_cached("SELECT alias FROM entity_aliases WHERE entity_id=?1 ORDER BY alias")?;
-    e.aliases = st.query_map([e.id.as_str()], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<_>>()?;
-    let mut st = c.prepare_cached("SELECT episode_id FROM entity_sources WHERE entity_id=?1 ORDER BY episode_id")?;
-    let eps: Vec<String> = st.query_map([e.id.as_str()], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<_>>()?;
-    e.episodes = eps.iter().filter_map(|s| EpisodeId::parse(s).ok()).collect();
+    let mut st =
+        c.prepare_cached("SELECT alias FROM entity_aliases WHERE entity_id=?1 ORDER BY alias")?;
+    e.aliases = st
+        .query_map([e.id.as_str()], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut st = c.prepare_cached(
+        "SELECT episode_id FROM entity_sources WHERE entity_id=?1 ORDER BY episode_id",
+    )?;
+    let eps: Vec<String> = st
+        .query_map([e.id.as_str()], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    e.episodes = eps
+        .iter()
+        .filter_map(|s| EpisodeId::parse(s).ok())
+        .collect();
     Ok(())
 }
 
@@ -53,7 +63,13 @@ fn load_entities(c: &Connection, scope: &Scope, ids: &[String]) -> Result<Vec<En
     ))?;
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
-        if let Some(mut e) = st.query_row(params![id, scope.user_id(), scope.agent_id()], row_to_entity).optional()? {
+        if let Some(mut e) = st
+            .query_row(
+                params![id, scope.user_id(), scope.agent_id()],
+                row_to_entity,
+            )
+            .optional()?
+        {
             fill_entity(c, &mut e)?;
             out.push(e);
         }
@@ -72,7 +88,8 @@ fn row_to_relation(r: &rusqlite::Row<'_>) -> rusqlite::Result<Relation> {
         attributes: serde_json::from_str(&attrs).unwrap_or(serde_json::Value::Null),
         valid_from: r.get::<_, Option<i64>>(5)?.map(from_ms),
         invalid_at: r.get::<_, Option<i64>>(6)?.map(from_ms),
-        episode_id: EpisodeId::parse(&ep).map_err(|e| rusqlite::Error::InvalidParameterName(e.to_string()))?,
+        episode_id: EpisodeId::parse(&ep)
+            .map_err(|e| rusqlite::Error::InvalidParameterName(e.to_string()))?,
     })
 }
 
@@ -100,9 +117,17 @@ fn resolve_key(c: &Connection, scope: &Scope, key: &str) -> Result<Option<String
     };
     // follow merge chains (bounded)
     for _ in 0..8 {
-        let Some(cur) = id.clone() else { return Ok(None) };
-        let next: Option<String> =
-            c.query_row("SELECT merged_into FROM entities WHERE id=?1", [&cur], |r| r.get(0)).optional()?.flatten();
+        let Some(cur) = id.clone() else {
+            return Ok(None);
+        };
+        let next: Option<String> = c
+            .query_row(
+                "SELECT merged_into FROM entities WHERE id=?1",
+                [&cur],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten();
         match next {
             Some(n) => id = Some(n),
             None => return Ok(Some(cur)),
@@ -115,14 +140,19 @@ fn resolve_key(c: &Connection, scope: &Scope, key: &str) -> Result<Option<String
 /// each end ("live?" → "live"; "inc-2024-117" stays whole).
 fn words(key: &str) -> Vec<String> {
     key.split_whitespace()
-        .map(|w| w.trim_matches(|c: char| c.is_ascii_punctuation()).to_string())
+        .map(|w| {
+            w.trim_matches(|c: char| c.is_ascii_punctuation())
+                .to_string()
+        })
         .filter(|w| !w.is_empty())
         .collect()
 }
 
 /// True when `needle` occurs as a contiguous run of `hay` (and is not empty).
 fn contains_run(hay: &[String], needle: &[String]) -> bool {
-    !needle.is_empty() && needle.len() <= hay.len() && hay.windows(needle.len()).any(|w| w == needle)
+    !needle.is_empty()
+        && needle.len() <= hay.len()
+        && hay.windows(needle.len()).any(|w| w == needle)
 }
 
 fn more_specific(old: &str, new: &str) -> bool {
@@ -130,16 +160,27 @@ fn more_specific(old: &str, new: &str) -> bool {
 }
 
 /// Upserts one mention; returns the live entity id.
-fn upsert_entity(c: &Connection, scope: &Scope, m: &EntityMention, episode: &EpisodeId, at: i64) -> Result<Option<String>> {
+fn upsert_entity(
+    c: &Connection,
+    scope: &Scope,
+    m: &EntityMention,
+    episode: &EpisodeId,
+    at: i64,
+) -> Result<Option<String>> {
     let key = identity_key(&m.name);
     if key.is_empty() || crate::text::grapheme_len(&key) > MAX_NAME_CHARS {
         return Ok(None);
     }
     let name = m.name.split_whitespace().collect::<Vec<_>>().join(" ");
-    let kind = if m.kind.trim().is_empty() { UNKNOWN_TYPE.to_string() } else { identity_key(&m.kind) };
+    let kind = if m.kind.trim().is_empty() {
+        UNKNOWN_TYPE.to_string()
+    } else {
+        identity_key(&m.kind)
+    };
     let id = match resolve_key(c, scope, &key)? {
         Some(id) => {
-            let old: String = c.query_row("SELECT type FROM entities WHERE id=?1", [&id], |r| r.get(0))?;
+            let old: String =
+                c.query_row("SELECT type FROM entities WHERE id=?1", [&id], |r| r.get(0))?;
             if more_specific(&old, &kind) {
                 c.execute("UPDATE entities SET type=?2 WHERE id=?1", params![id, kind])?;
             }
@@ -183,13 +224,25 @@ fn upsert_entity(c: &Connection, scope: &Scope, m: &EntityMention, episode: &Epi
 pub const MAX_NAME_CHARS: usize = 200;
 
 fn key_of(c: &Connection, id: &str) -> Result<String> {
-    Ok(c.query_row("SELECT identity_key FROM entities WHERE id=?1", [id], |r| r.get(0))?)
+    Ok(
+        c.query_row("SELECT identity_key FROM entities WHERE id=?1", [id], |r| {
+            r.get(0)
+        })?,
+    )
 }
 
 #[async_trait]
 impl GraphStore for SqliteStore {
-    async fn apply_extraction(&self, scope: &Scope, episode: &EpisodeId, at: DateTime<Utc>, ex: &Extraction, rules: &ApplyRules) -> Result<ApplyReport> {
-        let (scope, episode, ex, rules) = (scope.clone(), episode.clone(), ex.clone(), rules.clone());
+    async fn apply_extraction(
+        &self,
+        scope: &Scope,
+        episode: &EpisodeId,
+        at: DateTime<Utc>,
+        ex: &Extraction,
+        rules: &ApplyRules,
+    ) -> Result<ApplyReport> {
+        let (scope, episode, ex, rules) =
+            (scope.clone(), episode.clone(), ex.clone(), rules.clone());
         self.run(move |c| {
             let tx = c.transaction()?;
             let at_ms = ms(at);
@@ -316,11 +369,21 @@ impl GraphStore for SqliteStore {
     }
 
     async fn entities(&self, scope: &Scope, ids: &[EntityId]) -> Result<Vec<Entity>> {
-        let (scope, ids) = (scope.clone(), ids.iter().map(|i| i.as_str().to_string()).collect::<Vec<_>>());
+        let (scope, ids) = (
+            scope.clone(),
+            ids.iter()
+                .map(|i| i.as_str().to_string())
+                .collect::<Vec<_>>(),
+        );
         self.run(move |c| load_entities(c, &scope, &ids)).await
     }
 
-    async fn entities_of_type(&self, scope: &Scope, kind: Option<&str>, limit: usize) -> Result<Vec<Entity>> {
+    async fn entities_of_type(
+        &self,
+        scope: &Scope,
+        kind: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Entity>> {
         let (scope, kind) = (scope.clone(), kind.map(str::to_string));
         self.run(move |c| {
             let mut st = c.prepare_cached(
@@ -336,7 +399,10 @@ impl GraphStore for SqliteStore {
 
     async fn traverse(&self, scope: &Scope, walk: &Walk) -> Result<Subgraph> {
         if walk.hops > 3 {
-            return Err(Error::InvalidInput(format!("hops must be within 0..=3, got {}", walk.hops)));
+            return Err(Error::InvalidInput(format!(
+                "hops must be within 0..=3, got {}",
+                walk.hops
+            )));
         }
         let (scope, walk) = (scope.clone(), walk.clone());
         self.run(move |c| {
@@ -389,10 +455,23 @@ impl GraphStore for SqliteStore {
         .await
     }
 
-    async fn merge(&self, scope: &Scope, survivor: &EntityId, merged: &EntityId, reason: &str) -> Result<i64> {
-        let (scope, s, m, reason) = (scope.clone(), survivor.as_str().to_string(), merged.as_str().to_string(), reason.to_string());
+    async fn merge(
+        &self,
+        scope: &Scope,
+        survivor: &EntityId,
+        merged: &EntityId,
+        reason: &str,
+    ) -> Result<i64> {
+        let (scope, s, m, reason) = (
+            scope.clone(),
+            survivor.as_str().to_string(),
+            merged.as_str().to_string(),
+            reason.to_string(),
+        );
         if s == m {
-            return Err(Error::InvalidInput("cannot merge an entity into itself".into()));
+            return Err(Error::InvalidInput(
+                "cannot merge an entity into itself".into(),
+            ));
         }
         self.run(move |c| {
             let tx = c.transaction()?;
@@ -497,7 +576,11 @@ impl GraphStore for SqliteStore {
     }
 
     async fn kept_apart(&self, scope: &Scope, a: &EntityId, b: &EntityId) -> Result<bool> {
-        let (scope, a, b) = (scope.clone(), a.as_str().to_string(), b.as_str().to_string());
+        let (scope, a, b) = (
+            scope.clone(),
+            a.as_str().to_string(),
+            b.as_str().to_string(),
+        );
         self.run(move |c| {
             let n: i64 = c.query_row(
                 "SELECT COUNT(*) FROM merges WHERE user_id=?1 AND agent_id=?2 AND undone_at IS NOT NULL

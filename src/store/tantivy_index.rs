@@ -25,10 +25,14 @@ use async_trait::async_trait;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tantivy::collector::{Count, TopDocs};
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
-use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING};
 use tantivy::query::Bm25StatisticsProvider;
-use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING,
+};
+use tantivy::{
+    doc, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term,
+};
 
 /// BM25 statistics of one scope: the collection is the scope's documents, so
 /// a term every one of a user's episodes holds (their own name, their
@@ -48,17 +52,34 @@ struct ScopeStats<'a> {
 impl<'a> ScopeStats<'a> {
     /// Counts the scope's documents and, for every term in `terms`, the scope's
     /// documents that hold it (one posting-list intersection per term).
-    fn new(searcher: &'a Searcher, scope: &Term, terms: &[Term], prior_docs: u64) -> tantivy::Result<Self> {
+    fn new(
+        searcher: &'a Searcher,
+        scope: &Term,
+        terms: &[Term],
+        prior_docs: u64,
+    ) -> tantivy::Result<Self> {
         let scope_docs = searcher.doc_freq(scope)?;
         let mut df = std::collections::HashMap::with_capacity(terms.len());
         for t in terms {
             let q = BooleanQuery::new(vec![
-                (Occur::Must, Box::new(TermQuery::new(scope.clone(), IndexRecordOption::Basic)) as Box<dyn Query>),
-                (Occur::Must, Box::new(TermQuery::new(t.clone(), IndexRecordOption::Basic))),
+                (
+                    Occur::Must,
+                    Box::new(TermQuery::new(scope.clone(), IndexRecordOption::Basic))
+                        as Box<dyn Query>,
+                ),
+                (
+                    Occur::Must,
+                    Box::new(TermQuery::new(t.clone(), IndexRecordOption::Basic)),
+                ),
             ]);
             df.insert(t.clone(), searcher.search(&q, &Count)? as u64);
         }
-        Ok(Self { searcher, scope_docs, prior_docs, df })
+        Ok(Self {
+            searcher,
+            scope_docs,
+            prior_docs,
+            df,
+        })
     }
 
     fn docs(&self) -> u64 {
@@ -71,7 +92,11 @@ impl Bm25StatisticsProvider for ScopeStats<'_> {
         let n = self.searcher.num_docs();
         let tokens = self.searcher.total_num_tokens(field)?;
         // the index's average document length, scaled to the scope's (prior-floored) size
-        Ok(if n == 0 { 0 } else { (tokens as u128 * self.docs() as u128 / n as u128) as u64 })
+        Ok(if n == 0 {
+            0
+        } else {
+            (tokens as u128 * self.docs() as u128 / n as u128) as u64
+        })
     }
     fn total_num_docs(&self) -> tantivy::Result<u64> {
         Ok(self.docs())
@@ -137,7 +162,9 @@ pub struct TantivyIndex {
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let text = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default().set_tokenizer("whitespace").set_index_option(IndexRecordOption::WithFreqs),
+        TextFieldIndexing::default()
+            .set_tokenizer("whitespace")
+            .set_index_option(IndexRecordOption::WithFreqs),
     );
     let id = b.add_text_field("episode_id", STRING | STORED);
     let scope = b.add_text_field("scope", STRING);
@@ -146,7 +173,18 @@ fn schema() -> (Schema, Fields) {
     let assistant = b.add_text_field("assistant_raw", text.clone());
     let dates = b.add_text_field("dates", text.clone());
     let date_tokens = b.add_text_field("date_tokens", text);
-    (b.build(), Fields { id, scope, summary, user, assistant, dates, date_tokens })
+    (
+        b.build(),
+        Fields {
+            id,
+            scope,
+            summary,
+            user,
+            assistant,
+            dates,
+            date_tokens,
+        },
+    )
 }
 
 impl TantivyIndex {
@@ -183,8 +221,19 @@ impl TantivyIndex {
             ),
             e => kw(e),
         })?;
-        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(kw)?;
-        Ok(Self { inner: Arc::new(Inner { params, reader, writer: Mutex::new(writer), f }) })
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(kw)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                params,
+                reader,
+                writer: Mutex::new(writer),
+                f,
+            }),
+        })
     }
 
     fn scope_term(&self, scope: &Scope) -> Term {
@@ -196,11 +245,23 @@ impl TantivyIndex {
         let id_clauses: Vec<(Occur, Box<dyn Query>)> = ids
             .iter()
             .map(|id| {
-                (Occur::Should, Box::new(TermQuery::new(Term::from_field_text(f.id, id.as_str()), IndexRecordOption::Basic)) as Box<dyn Query>)
+                (
+                    Occur::Should,
+                    Box::new(TermQuery::new(
+                        Term::from_field_text(f.id, id.as_str()),
+                        IndexRecordOption::Basic,
+                    )) as Box<dyn Query>,
+                )
             })
             .collect();
         Box::new(BooleanQuery::new(vec![
-            (Occur::Must, Box::new(TermQuery::new(self.scope_term(scope), IndexRecordOption::Basic))),
+            (
+                Occur::Must,
+                Box::new(TermQuery::new(
+                    self.scope_term(scope),
+                    IndexRecordOption::Basic,
+                )),
+            ),
             (Occur::Must, Box::new(BooleanQuery::new(id_clauses))),
         ]))
     }
@@ -211,31 +272,66 @@ impl TantivyIndex {
     }
 
     /// Blocking search (callers on the async executor use [`KeywordIndex::search`]).
-    pub fn search_blocking(&self, scope: &Scope, query: &KeywordQuery<'_>, limit: usize) -> Result<KeywordResult> {
+    pub fn search_blocking(
+        &self,
+        scope: &Scope,
+        query: &KeywordQuery<'_>,
+        limit: usize,
+    ) -> Result<KeywordResult> {
         let f = self.inner.f;
         let mut terms = analyze(query.text);
         terms.sort();
         terms.dedup();
-        let mut day_terms: Vec<String> = if self.inner.params.relative_date_boost > 0.0 { analyze(query.date_tokens) } else { Vec::new() };
+        let mut day_terms: Vec<String> = if self.inner.params.relative_date_boost > 0.0 {
+            analyze(query.date_tokens)
+        } else {
+            Vec::new()
+        };
         day_terms.sort();
         day_terms.dedup();
         if (terms.is_empty() && day_terms.is_empty()) || limit == 0 {
-            return Ok(KeywordResult { hits: Vec::new(), query_terms: terms.len(), reference_score: 0.0 });
+            return Ok(KeywordResult {
+                hits: Vec::new(),
+                query_terms: terms.len(),
+                reference_score: 0.0,
+            });
         }
         let searcher = self.inner.reader.searcher();
         let p = self.inner.params;
         // (field, weight) searched; the reference score (calibration feature) counts the
         // summary and the user turns; the assistant turns and the dates are bonuses outside it
-        let fields: Vec<(Field, f32)> =
-            [(f.summary, 1.0), (f.user, p.user_boost), (f.assistant, p.assistant_boost), (f.dates, p.date_boost)].into_iter().filter(|(_, w)| *w > 0.0).collect();
-        let mut stat_terms: Vec<Term> = fields.iter().flat_map(|(field, _)| terms.iter().map(|t| Term::from_field_text(*field, t))).collect();
-        stat_terms.extend(day_terms.iter().map(|t| Term::from_field_text(f.date_tokens, t)));
-        let stats = ScopeStats::new(&searcher, &self.scope_term(scope), &stat_terms, p.prior_docs).map_err(kw)?;
+        let fields: Vec<(Field, f32)> = [
+            (f.summary, 1.0),
+            (f.user, p.user_boost),
+            (f.assistant, p.assistant_boost),
+            (f.dates, p.date_boost),
+        ]
+        .into_iter()
+        .filter(|(_, w)| *w > 0.0)
+        .collect();
+        let mut stat_terms: Vec<Term> = fields
+            .iter()
+            .flat_map(|(field, _)| terms.iter().map(|t| Term::from_field_text(*field, t)))
+            .collect();
+        stat_terms.extend(
+            day_terms
+                .iter()
+                .map(|t| Term::from_field_text(f.date_tokens, t)),
+        );
+        let stats = ScopeStats::new(
+            &searcher,
+            &self.scope_term(scope),
+            &stat_terms,
+            p.prior_docs,
+        )
+        .map_err(kw)?;
         // tantivy's BM25 idf: ln(1 + (N - df + 0.5) / (df + 0.5)); at tf = 1 and average
         // length a term contributes exactly idf × boost
         let n = stats.docs() as f64;
         let idf = |field: Field, t: &str| -> Result<f64> {
-            let df = stats.doc_freq(&Term::from_field_text(field, t)).map_err(kw)? as f64;
+            let df = stats
+                .doc_freq(&Term::from_field_text(field, t))
+                .map_err(kw)? as f64;
             Ok((1.0 + (n - df + 0.5) / (df + 0.5)).ln())
         };
         let mut reference = 0.0f64;
@@ -245,41 +341,79 @@ impl TantivyIndex {
                 reference += p.user_boost as f64 * idf(f.user, t)?;
             }
         }
-        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * fields.len());
+        let mut should: Vec<(Occur, Box<dyn Query>)> =
+            Vec::with_capacity(terms.len() * fields.len());
         for (field, weight) in &fields {
             for t in &terms {
-                let q: Box<dyn Query> = Box::new(TermQuery::new(Term::from_field_text(*field, t), IndexRecordOption::WithFreqs));
-                should.push((Occur::Should, if *weight == 1.0 { q } else { Box::new(BoostQuery::new(q, *weight)) }));
+                let q: Box<dyn Query> = Box::new(TermQuery::new(
+                    Term::from_field_text(*field, t),
+                    IndexRecordOption::WithFreqs,
+                ));
+                should.push((
+                    Occur::Should,
+                    if *weight == 1.0 {
+                        q
+                    } else {
+                        Box::new(BoostQuery::new(q, *weight))
+                    },
+                ));
             }
         }
         // resolved relative dates: a bonus outside the reference score, like the dates field
         for t in &day_terms {
-            let q: Box<dyn Query> = Box::new(TermQuery::new(Term::from_field_text(f.date_tokens, t), IndexRecordOption::WithFreqs));
-            should.push((Occur::Should, Box::new(BoostQuery::new(q, p.relative_date_boost))));
+            let q: Box<dyn Query> = Box::new(TermQuery::new(
+                Term::from_field_text(f.date_tokens, t),
+                IndexRecordOption::WithFreqs,
+            ));
+            should.push((
+                Occur::Should,
+                Box::new(BoostQuery::new(q, p.relative_date_boost)),
+            ));
         }
         let q = BooleanQuery::new(vec![
             (
                 Occur::Must,
-                Box::new(BoostQuery::new(Box::new(TermQuery::new(self.scope_term(scope), IndexRecordOption::Basic)), 0.0)),
+                Box::new(BoostQuery::new(
+                    Box::new(TermQuery::new(
+                        self.scope_term(scope),
+                        IndexRecordOption::Basic,
+                    )),
+                    0.0,
+                )),
             ),
             (Occur::Must, Box::new(BooleanQuery::new(should))),
         ]);
         let top = searcher
-            .search_with_statistics_provider(&q, &TopDocs::with_limit(limit).order_by_score(), &stats)
+            .search_with_statistics_provider(
+                &q,
+                &TopDocs::with_limit(limit).order_by_score(),
+                &stats,
+            )
             .map_err(kw)?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
             let d: TantivyDocument = searcher.doc(addr).map_err(kw)?;
             if let Some(id) = d.get_first(f.id).and_then(|v| v.as_str()) {
-                hits.push(Hit { episode_id: EpisodeId::parse(id)?, score });
+                hits.push(Hit {
+                    episode_id: EpisodeId::parse(id)?,
+                    score,
+                });
             }
         }
-        Ok(KeywordResult { hits, query_terms: terms.len(), reference_score: reference as f32 })
+        Ok(KeywordResult {
+            hits,
+            query_terms: terms.len(),
+            reference_score: reference as f32,
+        })
     }
 
     fn upsert_blocking(&self, docs: Vec<KeywordDoc>) -> Result<()> {
         let f = self.inner.f;
-        let mut w = self.inner.writer.lock().map_err(|_| Error::Task("tantivy writer mutex poisoned".into()))?;
+        let mut w = self
+            .inner
+            .writer
+            .lock()
+            .map_err(|_| Error::Task("tantivy writer mutex poisoned".into()))?;
         for d in &docs {
             w.delete_term(Term::from_field_text(f.id, d.episode_id.as_str()));
             w.add_document(doc!(
@@ -307,10 +441,25 @@ impl KeywordIndex for TantivyIndex {
         tokio::task::spawn_blocking(move || this.upsert_blocking(docs)).await?
     }
 
-    async fn search(&self, scope: &Scope, query: &KeywordQuery<'_>, limit: usize) -> Result<KeywordResult> {
+    async fn search(
+        &self,
+        scope: &Scope,
+        query: &KeywordQuery<'_>,
+        limit: usize,
+    ) -> Result<KeywordResult> {
         let (this, scope) = (self.clone(), scope.clone());
         let (text, dates) = (query.text.to_string(), query.date_tokens.to_string());
-        tokio::task::spawn_blocking(move || this.search_blocking(&scope, &KeywordQuery { text: &text, date_tokens: &dates }, limit)).await?
+        tokio::task::spawn_blocking(move || {
+            this.search_blocking(
+                &scope,
+                &KeywordQuery {
+                    text: &text,
+                    date_tokens: &dates,
+                },
+                limit,
+            )
+        })
+        .await?
     }
 
     async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()> {
@@ -320,7 +469,11 @@ impl KeywordIndex for TantivyIndex {
         let this = self.clone();
         let q = self.scope_and_ids(scope, ids);
         tokio::task::spawn_blocking(move || {
-            let mut w = this.inner.writer.lock().map_err(|_| Error::Task("tantivy writer mutex poisoned".into()))?;
+            let mut w = this
+                .inner
+                .writer
+                .lock()
+                .map_err(|_| Error::Task("tantivy writer mutex poisoned".into()))?;
             w.delete_query(q).map_err(kw)?;
             this.commit(&mut w)
         })
@@ -330,7 +483,11 @@ impl KeywordIndex for TantivyIndex {
     async fn compact(&self) -> Result<()> {
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
-            let mut w = this.inner.writer.lock().map_err(|_| Error::Task("tantivy writer mutex poisoned".into()))?;
+            let mut w = this
+                .inner
+                .writer
+                .lock()
+                .map_err(|_| Error::Task("tantivy writer mutex poisoned".into()))?;
             let ids = w.index().searchable_segment_ids().map_err(kw)?;
             if !ids.is_empty() {
                 // merging rewrites the segments without their deleted documents
@@ -352,7 +509,9 @@ impl KeywordIndex for TantivyIndex {
 
 impl std::fmt::Debug for TantivyIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TantivyIndex").field("docs", &self.inner.reader.searcher().num_docs()).finish()
+        f.debug_struct("TantivyIndex")
+            .field("docs", &self.inner.reader.searcher().num_docs())
+            .finish()
     }
 }
 
@@ -363,24 +522,69 @@ mod tests {
 
     #[tokio::test]
     async fn compact_drops_deleted_documents_from_the_segments() {
-        let idx = TantivyIndex::in_ram(Bm25Params { user_boost: 2.0, assistant_boost: 2.0, date_boost: 5.0, relative_date_boost: 1.0, prior_docs: 0 }).unwrap();
+        let idx = TantivyIndex::in_ram(Bm25Params {
+            user_boost: 2.0,
+            assistant_boost: 2.0,
+            date_boost: 5.0,
+            relative_date_boost: 1.0,
+            prior_docs: 0,
+        })
+        .unwrap();
         let s = Scope::new("u", "a").unwrap();
-        let ids: Vec<EpisodeId> = (0..3).map(|i| EpisodeId::for_session(&s, &SessionId::new(format!("s{i}")).unwrap())).collect();
-        let docs = ids.iter().map(|id| KeywordDoc { scope: s.clone(), episode_id: id.clone(), summary: "secret diary".into(), user_text: "secret".into(), assistant_text: String::new(), dates: "8 May 2023".into(), date_tokens: "day20230508 month202305 year2023".into() }).collect();
+        let ids: Vec<EpisodeId> = (0..3)
+            .map(|i| EpisodeId::for_session(&s, &SessionId::new(format!("s{i}")).unwrap()))
+            .collect();
+        let docs = ids
+            .iter()
+            .map(|id| KeywordDoc {
+                scope: s.clone(),
+                episode_id: id.clone(),
+                summary: "secret diary".into(),
+                user_text: "secret".into(),
+                assistant_text: String::new(),
+                dates: "8 May 2023".into(),
+                date_tokens: "day20230508 month202305 year2023".into(),
+            })
+            .collect();
         idx.upsert(docs).await.unwrap();
         idx.delete(&s, &ids[..2]).await.unwrap();
-        let deleted = |idx: &TantivyIndex| idx.inner.reader.searcher().segment_readers().iter().map(|r| r.num_deleted_docs()).sum::<u32>();
+        let deleted = |idx: &TantivyIndex| {
+            idx.inner
+                .reader
+                .searcher()
+                .segment_readers()
+                .iter()
+                .map(|r| r.num_deleted_docs())
+                .sum::<u32>()
+        };
         assert_eq!(deleted(&idx), 2, "a delete only hides documents");
         idx.compact().await.unwrap();
         assert_eq!(deleted(&idx), 0, "compaction rewrites them away");
         assert_eq!(idx.count(&s).await.unwrap(), 1);
-        assert_eq!(idx.search(&s, &KeywordQuery::text("secret"), 5).await.unwrap().hits.len(), 1);
+        assert_eq!(
+            idx.search(&s, &KeywordQuery::text("secret"), 5)
+                .await
+                .unwrap()
+                .hits
+                .len(),
+            1
+        );
     }
 
     #[tokio::test]
     async fn idf_is_counted_inside_the_scope() {
-        let idx = TantivyIndex::in_ram(Bm25Params { user_boost: 0.0, assistant_boost: 0.0, date_boost: 0.0, relative_date_boost: 1.0, prior_docs: 0 }).unwrap();
-        let (a, b) = (Scope::new("a", "bot").unwrap(), Scope::new("b", "bot").unwrap());
+        let idx = TantivyIndex::in_ram(Bm25Params {
+            user_boost: 0.0,
+            assistant_boost: 0.0,
+            date_boost: 0.0,
+            relative_date_boost: 1.0,
+            prior_docs: 0,
+        })
+        .unwrap();
+        let (a, b) = (
+            Scope::new("a", "bot").unwrap(),
+            Scope::new("b", "bot").unwrap(),
+        );
         let doc = |s: &Scope, i: usize, text: &str| KeywordDoc {
             scope: s.clone(),
             episode_id: EpisodeId::for_session(s, &SessionId::new(format!("s{i}")).unwrap()),
@@ -391,14 +595,40 @@ mod tests {
             date_tokens: String::new(),
         };
         // user a names Zed in each of their 5 episodes; user b has 100 episodes, one about Zed
-        let mut docs: Vec<KeywordDoc> = (0..5).map(|i| doc(&a, i, &format!("Zed and topic{i}"))).collect();
-        docs.extend((0..100).map(|i| doc(&b, i, if i == 0 { "Zed visited" } else { "weather talk" })));
+        let mut docs: Vec<KeywordDoc> = (0..5)
+            .map(|i| doc(&a, i, &format!("Zed and topic{i}")))
+            .collect();
+        docs.extend((0..100).map(|i| {
+            doc(
+                &b,
+                i,
+                if i == 0 {
+                    "Zed visited"
+                } else {
+                    "weather talk"
+                },
+            )
+        }));
         idx.upsert(docs).await.unwrap();
-        let in_a = idx.search(&a, &KeywordQuery::text("Zed"), 10).await.unwrap();
-        let in_b = idx.search(&b, &KeywordQuery::text("Zed"), 10).await.unwrap();
+        let in_a = idx
+            .search(&a, &KeywordQuery::text("Zed"), 10)
+            .await
+            .unwrap();
+        let in_b = idx
+            .search(&b, &KeywordQuery::text("Zed"), 10)
+            .await
+            .unwrap();
         // idf = ln(1 + (N - df + 0.5) / (df + 0.5)): a has N = df = 5, b has N = 100, df = 1
-        assert!((in_a.reference_score - (1.0f32 + 0.5 / 5.5).ln()).abs() < 1e-4, "{}", in_a.reference_score);
-        assert!((in_b.reference_score - (1.0f32 + 99.5 / 1.5).ln()).abs() < 1e-4, "{}", in_b.reference_score);
+        assert!(
+            (in_a.reference_score - (1.0f32 + 0.5 / 5.5).ln()).abs() < 1e-4,
+            "{}",
+            in_a.reference_score
+        );
+        assert!(
+            (in_b.reference_score - (1.0f32 + 99.5 / 1.5).ln()).abs() < 1e-4,
+            "{}",
+            in_b.reference_score
+        );
         assert_eq!(in_a.hits.len(), 5);
         assert_eq!(in_b.hits.len(), 1);
     }
@@ -424,14 +654,32 @@ mod tests {
             d
         }
         async fn first(s: &Scope, assistant_boost: f32) -> EpisodeId {
-            let idx = TantivyIndex::in_ram(Bm25Params { user_boost: 2.0, assistant_boost, date_boost: 0.0, relative_date_boost: 0.0, prior_docs: 0 }).unwrap();
+            let idx = TantivyIndex::in_ram(Bm25Params {
+                user_boost: 2.0,
+                assistant_boost,
+                date_boost: 0.0,
+                relative_date_boost: 0.0,
+                prior_docs: 0,
+            })
+            .unwrap();
             idx.upsert(docs(s)).await.unwrap();
-            let r = idx.search(s, &KeywordQuery::text("what does my hamster like?"), 5).await.unwrap();
+            let r = idx
+                .search(s, &KeywordQuery::text("what does my hamster like?"), 5)
+                .await
+                .unwrap();
             r.hits[0].episode_id.clone()
         }
         let s = Scope::new("u", "a").unwrap();
-        assert_eq!(first(&s, 2.0).await, docs(&s)[1].episode_id, "weighed alike, the assistant's repetitions win");
-        assert_eq!(first(&s, 0.67).await, docs(&s)[0].episode_id, "at a third of the user's weight they do not");
+        assert_eq!(
+            first(&s, 2.0).await,
+            docs(&s)[1].episode_id,
+            "weighed alike, the assistant's repetitions win"
+        );
+        assert_eq!(
+            first(&s, 0.67).await,
+            docs(&s)[0].episode_id,
+            "at a third of the user's weight they do not"
+        );
     }
 
     #[test]
@@ -440,7 +688,18 @@ mod tests {
         let mut b = Schema::builder();
         b.add_text_field("episode_id", STRING | STORED);
         Index::create_in_dir(dir.path(), b.build()).unwrap();
-        let e = TantivyIndex::open(dir.path(), Bm25Params { user_boost: 2.0, assistant_boost: 2.0, date_boost: 5.0, relative_date_boost: 1.0, prior_docs: 0 }).unwrap_err().to_string();
+        let e = TantivyIndex::open(
+            dir.path(),
+            Bm25Params {
+                user_boost: 2.0,
+                assistant_boost: 2.0,
+                date_boost: 5.0,
+                relative_date_boost: 1.0,
+                prior_docs: 0,
+            },
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("strata reindex"), "{e}");
     }
 }

@@ -23,17 +23,34 @@ pub const MAX_EMBEDDED_CANDIDATES: usize = 32;
 pub const MAX_SCANNED: usize = 50_000;
 
 /// Runs until stopped.
-pub async fn run(shared: Arc<Shared>, wake: flume::Receiver<()>, stop: tokio::sync::watch::Receiver<bool>) {
-    super::serve(shared, EventKind::EntityUpserted, wake, stop, |s| async move { drain(&s).await }).await
+pub async fn run(
+    shared: Arc<Shared>,
+    wake: flume::Receiver<()>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    super::serve(
+        shared,
+        EventKind::EntityUpserted,
+        wake,
+        stop,
+        |s| async move { drain(&s).await },
+    )
+    .await
 }
 
 /// Processes one batch; returns how many events it took.
 pub async fn drain(shared: &Shared) -> Result<usize> {
-    super::drain_each(shared, EventKind::EntityUpserted, "dedup", |s, e| Box::pin(process(s, e))).await
+    super::drain_each(shared, EventKind::EntityUpserted, "dedup", |s, e| {
+        Box::pin(process(s, e))
+    })
+    .await
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (*x as f64) * (*y as f64)).sum()
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (*x as f64) * (*y as f64))
+        .sum()
 }
 
 async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
@@ -41,14 +58,26 @@ async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
         return shared.records.finish_event(ev.id, vec![]).await;
     };
     let g = &shared.config.graph;
-    let Some(entity) = shared.graph.entities(scope, std::slice::from_ref(entity_id)).await?.into_iter().next() else {
+    let Some(entity) = shared
+        .graph
+        .entities(scope, std::slice::from_ref(entity_id))
+        .await?
+        .into_iter()
+        .next()
+    else {
         // merged away or erased meanwhile
         return shared.records.finish_event(ev.id, vec![]).await;
     };
-    let all = shared.graph.entities_of_type(scope, None, MAX_SCANNED).await?;
+    let all = shared
+        .graph
+        .entities_of_type(scope, None, MAX_SCANNED)
+        .await?;
     let mut scored: Vec<(Entity, f64)> = all
         .into_iter()
-        .filter(|c| c.id != entity.id && (c.kind == entity.kind || c.kind == UNKNOWN_TYPE || entity.kind == UNKNOWN_TYPE))
+        .filter(|c| {
+            c.id != entity.id
+                && (c.kind == entity.kind || c.kind == UNKNOWN_TYPE || entity.kind == UNKNOWN_TYPE)
+        })
         .map(|c| {
             let s = name_similarity(&entity, &c);
             (c, s)
@@ -73,7 +102,12 @@ async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
     let mut log_rows = Vec::new();
     for (c, s) in &scored {
         if shared.graph.kept_apart(scope, &entity.id, &c.id).await? {
-            log_rows.push((c.id.clone(), "keep", *s, "an operator undid their merge".to_string()));
+            log_rows.push((
+                c.id.clone(),
+                "keep",
+                *s,
+                "an operator undid their merge".to_string(),
+            ));
             continue;
         }
         match decide(&entity, c, *s, g.merge_threshold, g.ask_threshold) {
@@ -83,44 +117,79 @@ async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
         }
     }
     if !asks.is_empty() {
-        let pairs: Vec<(Entity, Entity)> = asks.iter().map(|(c, _)| (entity.clone(), c.clone())).collect();
+        let pairs: Vec<(Entity, Entity)> = asks
+            .iter()
+            .map(|(c, _)| (entity.clone(), c.clone()))
+            .collect();
         let log = CallLog::default();
         let answer = shared.chat.confirm_same(&pairs, &log).await;
-        let _ = shared.records.record_llm_calls(scope, None, Some(ev.id), log.take()).await;
+        let _ = shared
+            .records
+            .record_llm_calls(scope, None, Some(ev.id), log.take())
+            .await;
         match answer? {
             Some(same) => {
                 for ((c, s), yes) in asks.into_iter().zip(same) {
                     if yes {
                         merges.push((c, s, format!("similarity {s:.3}, confirmed by the LLM")));
                     } else {
-                        log_rows.push((c.id.clone(), "keep", s, "the LLM said different".to_string()));
+                        log_rows.push((
+                            c.id.clone(),
+                            "keep",
+                            s,
+                            "the LLM said different".to_string(),
+                        ));
                     }
                 }
             }
             None => {
                 for (c, s) in asks {
-                    log_rows.push((c.id.clone(), "keep", s, "ambiguous; no LLM to confirm".to_string()));
+                    log_rows.push((
+                        c.id.clone(),
+                        "keep",
+                        s,
+                        "ambiguous; no LLM to confirm".to_string(),
+                    ));
                 }
             }
         }
     }
     for (c, s, reason) in merges {
         // the older entity survives
-        let (survivor, merged) = if (c.created_at, c.id.as_str()) <= (entity.created_at, entity.id.as_str()) { (&c, &entity) } else { (&entity, &c) };
-        match shared.graph.merge(scope, &survivor.id, &merged.id, &reason).await {
+        let (survivor, merged) =
+            if (c.created_at, c.id.as_str()) <= (entity.created_at, entity.id.as_str()) {
+                (&c, &entity)
+            } else {
+                (&entity, &c)
+            };
+        match shared
+            .graph
+            .merge(scope, &survivor.id, &merged.id, &reason)
+            .await
+        {
             Ok(id) => {
                 tracing::info!(merge_id = id, survivor = %survivor.name, merged = %merged.name, "entities merged");
                 log_rows.push((c.id.clone(), "merge", s, reason));
             }
             // one side was merged away by an earlier pair of this batch
-            Err(crate::Error::NotFound(_)) => log_rows.push((c.id.clone(), "skip", s, "already merged".into())),
+            Err(crate::Error::NotFound(_)) => {
+                log_rows.push((c.id.clone(), "skip", s, "already merged".into()))
+            }
             Err(e) => return Err(e),
         }
         if merged.id == entity.id {
             break;
         }
     }
-    let rows = log_rows.into_iter().map(|(candidate, decision, similarity, reason)| LoggedDecision { candidate, decision, similarity, reason }).collect();
+    let rows = log_rows
+        .into_iter()
+        .map(|(candidate, decision, similarity, reason)| LoggedDecision {
+            candidate,
+            decision,
+            similarity,
+            reason,
+        })
+        .collect();
     shared.records.log_dedup(scope, &entity.id, rows).await?;
     shared.records.finish_event(ev.id, vec![]).await
 }

@@ -18,7 +18,6 @@ use chrono::{Duration, Utc};
 use std::sync::Arc;
 use tokio::sync::watch;
 
-use futures::StreamExt;
 use crate::error::Result;
 use crate::llm::{CallLog, TranscriptTurn};
 use crate::memory::Shared;
@@ -26,12 +25,16 @@ use crate::model::{Episode, EpisodeId, Message, Role, Scope};
 use crate::recall::abstracts::make_abstract;
 use crate::store::{Event, EventKind, KeywordDoc, OutboxEvent, VectorPoint};
 use crate::text::clip_with_ellipsis;
+use futures::StreamExt;
 
 /// Renders the user turns of a session (`users = true`), or all the others
 /// (assistant and system turns), as `speaker: text` lines of the raw transcript.
 fn role_transcript(messages: &[Message], users: bool) -> String {
     let mut s = String::new();
-    for m in messages.iter().filter(|m| (m.message.role == Role::User) == users) {
+    for m in messages
+        .iter()
+        .filter(|m| (m.message.role == Role::User) == users)
+    {
         s.push_str(m.message.speaker());
         s.push_str(": ");
         s.push_str(&m.message.content);
@@ -52,7 +55,11 @@ struct SessionTexts {
 
 impl SessionTexts {
     fn of(shared: &Shared, messages: &[Message]) -> Self {
-        Self { user_text: role_transcript(messages, true), assistant_text: role_transcript(messages, false), turns: turn_units(shared, messages) }
+        Self {
+            user_text: role_transcript(messages, true),
+            assistant_text: role_transcript(messages, false),
+            turns: turn_units(shared, messages),
+        }
     }
 }
 
@@ -65,21 +72,33 @@ struct Prepared {
 /// Runs until stopped (see [`super::serve`]); whenever the outbox runs dry it
 /// lets the vector index optimise (qdrant-edge rebuilds HNSW only after 20k new points).
 pub async fn run(shared: Arc<Shared>, wake: flume::Receiver<()>, stop: watch::Receiver<bool>) {
-    super::serve(shared, EventKind::SessionCompleted, wake, stop, |s| async move {
-        let n = drain(&s).await;
-        if !matches!(n, Ok(k) if k > 0) {
-            if let Err(e) = s.vectors.optimize().await {
-                tracing::warn!(error = %e, "vector index optimisation failed");
+    super::serve(
+        shared,
+        EventKind::SessionCompleted,
+        wake,
+        stop,
+        |s| async move {
+            let n = drain(&s).await;
+            if !matches!(n, Ok(k) if k > 0) {
+                if let Err(e) = s.vectors.optimize().await {
+                    tracing::warn!(error = %e, "vector index optimisation failed");
+                }
             }
-        }
-        n
-    })
+            n
+        },
+    )
     .await
 }
 
 /// Processes one batch; returns how many events it took.
 pub async fn drain(shared: &Shared) -> Result<usize> {
-    let events = shared.records.pending_events(&[EventKind::SessionCompleted], shared.config.workers.batch_size).await?;
+    let events = shared
+        .records
+        .pending_events(
+            &[EventKind::SessionCompleted],
+            shared.config.workers.batch_size,
+        )
+        .await?;
     if events.is_empty() {
         return Ok(0);
     }
@@ -105,7 +124,10 @@ pub async fn drain(shared: &Shared) -> Result<usize> {
                 } else {
                     tracing::warn!(event_id = %ev.id, attempts, error = %e, "summarisation failed; will retry");
                 }
-                shared.records.fail_event(ev.id, &e.to_string(), max_attempts).await?;
+                shared
+                    .records
+                    .fail_event(ev.id, &e.to_string(), max_attempts)
+                    .await?;
             }
         }
     }
@@ -113,7 +135,10 @@ pub async fn drain(shared: &Shared) -> Result<usize> {
     if let Err(e) = commit(shared, &prepared).await {
         tracing::warn!(events = prepared.len(), error = %e, "episode indexing failed");
         for p in &prepared {
-            shared.records.fail_event(p.event.id, &e.to_string(), max_attempts).await?;
+            shared
+                .records
+                .fail_event(p.event.id, &e.to_string(), max_attempts)
+                .await?;
         }
     }
     Ok(n)
@@ -127,25 +152,45 @@ async fn prepare(shared: &Shared, ev: &OutboxEvent) -> Result<Option<Prepared>> 
         Ok(m) => m,
         Err(crate::Error::NotFound(_)) => {
             // erased meanwhile: nothing to promote; close the event
-            shared.records.fail_event(ev.id, "session no longer exists", 1).await?;
+            shared
+                .records
+                .fail_event(ev.id, "session no longer exists", 1)
+                .await?;
             return Ok(None);
         }
         Err(e) => return Err(e),
     };
-    let Some(first) = messages.first() else { return Ok(None) };
+    let Some(first) = messages.first() else {
+        return Ok(None);
+    };
     let turns: Vec<TranscriptTurn> = messages.iter().map(TranscriptTurn::from).collect();
-    let started = messages.iter().map(|m| m.message.timestamp).min().unwrap_or(first.message.timestamp);
+    let started = messages
+        .iter()
+        .map(|m| m.message.timestamp)
+        .min()
+        .unwrap_or(first.message.timestamp);
     let log = CallLog::default();
-    let summary = shared.chat.summarize(&turns, &started.format("%Y-%m-%d").to_string(), &log).await;
+    let summary = shared
+        .chat
+        .summarize(&turns, &started.format("%Y-%m-%d").to_string(), &log)
+        .await;
     // cost records are written whatever the outcome: failed attempts cost too
-    if let Err(e) = shared.records.record_llm_calls(scope, Some(session_id), Some(ev.id), log.take()).await {
+    if let Err(e) = shared
+        .records
+        .record_llm_calls(scope, Some(session_id), Some(ev.id), log.take())
+        .await
+    {
         tracing::warn!(event_id = %ev.id, error = %e, "could not record LLM usage");
     }
     let summary = summary?;
     let mut text = summary.text.trim().to_string();
     if text.is_empty() {
         // nothing salient (all chit-chat): keep the first message so the episode still exists
-        text = format!("{}: {}", first.message.speaker(), clip_with_ellipsis(first.message.content.trim(), 200));
+        text = format!(
+            "{}: {}",
+            first.message.speaker(),
+            clip_with_ellipsis(first.message.content.trim(), 200)
+        );
     }
     let now = Utc::now();
     let ttl = shared.config.episodes.ttl_days;
@@ -156,11 +201,19 @@ async fn prepare(shared: &Shared, ev: &OutboxEvent) -> Result<Option<Prepared>> 
         summary: text,
         summary_kind: summary.kind,
         started_at: started,
-        ended_at: messages.iter().map(|m| m.message.timestamp).max().unwrap_or(first.message.timestamp),
+        ended_at: messages
+            .iter()
+            .map(|m| m.message.timestamp)
+            .max()
+            .unwrap_or(first.message.timestamp),
         created_at: now,
         expires_at: (ttl > 0).then(|| now + Duration::days(ttl as i64)),
     };
-    Ok(Some(Prepared { event: ev.clone(), episode, texts: SessionTexts::of(shared, &messages) }))
+    Ok(Some(Prepared {
+        event: ev.clone(),
+        episode,
+        texts: SessionTexts::of(shared, &messages),
+    }))
 }
 
 /// What the indexes need of one episode.
@@ -197,14 +250,25 @@ async fn index(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
             user_text: p.texts.user_text.clone(),
             assistant_text: p.texts.assistant_text.clone(),
             // the session's days are keyword terms too, never shown
-            dates: crate::recall::dates::session_date_terms(p.episode.started_at, p.episode.ended_at),
-            date_tokens: crate::recall::dates::date_tokens(p.episode.started_at, p.episode.ended_at),
+            dates: crate::recall::dates::session_date_terms(
+                p.episode.started_at,
+                p.episode.ended_at,
+            ),
+            date_tokens: crate::recall::dates::date_tokens(
+                p.episode.started_at,
+                p.episode.ended_at,
+            ),
         })
         .collect();
     let points: Vec<VectorPoint> = owners
         .into_iter()
         .zip(vectors)
-        .map(|((i, unit), vector)| VectorPoint { scope: batch[i].scope.clone(), episode_id: batch[i].episode.id.clone(), unit, vector })
+        .map(|((i, unit), vector)| VectorPoint {
+            scope: batch[i].scope.clone(),
+            episode_id: batch[i].episode.id.clone(),
+            unit,
+            vector,
+        })
         .collect();
     let n = points.len();
     shared.keyword.upsert(docs).await?;
@@ -218,11 +282,18 @@ async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
     }
     let items: Vec<IndexItem<'_>> = batch
         .iter()
-        .map(|p| IndexItem { scope: p.event.event.scope(), episode: &p.episode, texts: &p.texts })
+        .map(|p| IndexItem {
+            scope: p.event.event.scope(),
+            episode: &p.episode,
+            texts: &p.texts,
+        })
         .collect();
     index(shared, &items).await?;
     for p in batch {
-        shared.records.put_episode(p.event.event.scope(), &p.episode, p.event.id).await?;
+        shared
+            .records
+            .put_episode(p.event.event.scope(), &p.episode, p.event.id)
+            .await?;
         shared.bus.publish(EventKind::EpisodeCreated);
         tracing::debug!(episode_id = %p.episode.id, session_id = %p.episode.session_id, "episode created");
     }
@@ -245,7 +316,11 @@ pub async fn reindex_batch(shared: &Shared, batch: &[(Scope, Episode)]) -> Resul
     let items: Vec<IndexItem<'_>> = batch
         .iter()
         .enumerate()
-        .map(|(i, (scope, ep))| IndexItem { scope, episode: ep, texts: &texts[i] })
+        .map(|(i, (scope, ep))| IndexItem {
+            scope,
+            episode: ep,
+            texts: &texts[i],
+        })
         .collect();
     index(shared, &items).await
 }
@@ -259,7 +334,9 @@ fn turn_units(shared: &Shared, messages: &[Message]) -> Vec<String> {
     let assistants = shared.config.episodes.embed_assistant_turns;
     messages
         .iter()
-        .filter(|m| (assistants || m.message.role == Role::User) && !shared.is_trivial(&m.message.content))
+        .filter(|m| {
+            (assistants || m.message.role == Role::User) && !shared.is_trivial(&m.message.content)
+        })
         .map(|m| format!("{}: {}", m.message.speaker(), m.message.content))
         .collect()
 }

@@ -17,7 +17,12 @@ pub async fn sweep(shared: &Shared, now: chrono::DateTime<Utc>) -> Result<usize>
     let idle = shared.records.idle_sessions(before).await?;
     let mut n = 0;
     for (scope, session) in idle {
-        if shared.records.complete_session(&scope, &session, now).await?.is_some() {
+        if shared
+            .records
+            .complete_session(&scope, &session, now)
+            .await?
+            .is_some()
+        {
             n += 1;
             tracing::info!(scope = %scope, session_id = %session, "ended idle session");
         }
@@ -30,7 +35,8 @@ pub async fn sweep(shared: &Shared, now: chrono::DateTime<Utc>) -> Result<usize>
 
 /// Sweeps every `min(idle_timeout / 4, 60 s)` until `stop` turns true.
 pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let period = std::time::Duration::from_secs((shared.config.sessions.idle_timeout_secs / 4).clamp(1, 60));
+    let period =
+        std::time::Duration::from_secs((shared.config.sessions.idle_timeout_secs / 4).clamp(1, 60));
     loop {
         tokio::select! {
             _ = tokio::time::sleep(period) => {}

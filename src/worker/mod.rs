@@ -29,14 +29,23 @@ pub(crate) async fn drain_each(
     shared: &Shared,
     kind: EventKind,
     what: &'static str,
-    process: for<'a> fn(&'a Shared, &'a crate::store::OutboxEvent) -> futures::future::BoxFuture<'a, Result<()>>,
+    process: for<'a> fn(
+        &'a Shared,
+        &'a crate::store::OutboxEvent,
+    ) -> futures::future::BoxFuture<'a, Result<()>>,
 ) -> Result<usize> {
-    let events = shared.records.pending_events(&[kind], shared.config.workers.batch_size).await?;
+    let events = shared
+        .records
+        .pending_events(&[kind], shared.config.workers.batch_size)
+        .await?;
     let n = events.len();
     for ev in events {
         if let Err(e) = process(shared, &ev).await {
             tracing::warn!(event_id = %ev.id, attempts = ev.attempts + 1, error = %e, job = what, "job failed");
-            shared.records.fail_event(ev.id, &e.to_string(), shared.config.workers.max_attempts).await?;
+            shared
+                .records
+                .fail_event(ev.id, &e.to_string(), shared.config.workers.max_attempts)
+                .await?;
         }
     }
     Ok(n)
@@ -47,8 +56,13 @@ pub(crate) async fn drain_each(
 /// On stop it finishes what can be processed now and returns; events still
 /// waiting out a backoff stay in the outbox and run on the next open, so a
 /// failing endpoint never holds up a shutdown.
-pub(crate) async fn serve<F, Fut>(shared: Arc<Shared>, kind: EventKind, wake: flume::Receiver<()>, mut stop: watch::Receiver<bool>, drain: F)
-where
+pub(crate) async fn serve<F, Fut>(
+    shared: Arc<Shared>,
+    kind: EventKind,
+    wake: flume::Receiver<()>,
+    mut stop: watch::Receiver<bool>,
+    drain: F,
+) where
     F: Fn(Arc<Shared>) -> Fut,
     Fut: Future<Output = Result<usize>>,
 {
@@ -62,7 +76,11 @@ where
             break;
         }
         let pending = shared.records.count_pending(&[kind]).await.unwrap_or(0) > 0;
-        let wait = if pending { std::time::Duration::from_millis(250) } else { std::time::Duration::from_secs(3600) };
+        let wait = if pending {
+            std::time::Duration::from_millis(250)
+        } else {
+            std::time::Duration::from_secs(3600)
+        };
         tokio::select! {
             _ = wake.recv_async() => {}
             _ = stop.changed() => {}

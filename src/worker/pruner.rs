@@ -33,7 +33,11 @@ pub async fn prune(shared: &Shared, now: DateTime<Utc>) -> Result<PruneReport> {
         }
         let mut by_scope: BTreeMap<String, (Scope, Vec<EpisodeId>)> = BTreeMap::new();
         for (scope, id) in expired {
-            by_scope.entry(scope.key()).or_insert_with(|| (scope.clone(), Vec::new())).1.push(id);
+            by_scope
+                .entry(scope.key())
+                .or_insert_with(|| (scope.clone(), Vec::new()))
+                .1
+                .push(id);
         }
         for (scope, ids) in by_scope.into_values() {
             shared.keyword.delete(&scope, &ids).await?;
@@ -52,7 +56,9 @@ pub async fn prune(shared: &Shared, now: DateTime<Utc>) -> Result<PruneReport> {
 /// [`Error::Config`] when `pruner.cron` does not parse.
 pub async fn schedule(shared: Arc<Shared>) -> Result<JobScheduler> {
     let cron = shared.config.pruner.cron.clone();
-    let sched = JobScheduler::new().await.map_err(|e| Error::Task(e.to_string()))?;
+    let sched = JobScheduler::new()
+        .await
+        .map_err(|e| Error::Task(e.to_string()))?;
     // the job holds a weak reference: the stores close when `Memory` goes, not when the scheduler does
     let weak = Arc::downgrade(&shared);
     let job = Job::new_async(cron.as_str(), move |_id, _lock| {
@@ -65,7 +71,13 @@ pub async fn schedule(shared: Arc<Shared>) -> Result<JobScheduler> {
         })
     })
     .map_err(|e| Error::Config(format!("pruner.cron {cron:?}: {e}")))?;
-    sched.add(job).await.map_err(|e| Error::Task(e.to_string()))?;
-    sched.start().await.map_err(|e| Error::Task(e.to_string()))?;
+    sched
+        .add(job)
+        .await
+        .map_err(|e| Error::Task(e.to_string()))?;
+    sched
+        .start()
+        .await
+        .map_err(|e| Error::Task(e.to_string()))?;
     Ok(sched)
 }

@@ -19,13 +19,30 @@ use crate::memory::Shared;
 use crate::store::{Event, EventKind, OutboxEvent};
 
 /// Runs until stopped.
-pub async fn run(shared: Arc<Shared>, wake: flume::Receiver<()>, stop: tokio::sync::watch::Receiver<bool>) {
-    super::serve(shared, EventKind::EpisodeCreated, wake, stop, |s| async move { drain(&s).await }).await
+pub async fn run(
+    shared: Arc<Shared>,
+    wake: flume::Receiver<()>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    super::serve(
+        shared,
+        EventKind::EpisodeCreated,
+        wake,
+        stop,
+        |s| async move { drain(&s).await },
+    )
+    .await
 }
 
 /// Processes one batch; returns how many events it took.
 pub async fn drain(shared: &Shared) -> Result<usize> {
-    super::drain_each(shared, EventKind::EpisodeCreated, "entity extraction", |s, e| Box::pin(process(s, e))).await
+    super::drain_each(
+        shared,
+        EventKind::EpisodeCreated,
+        "entity extraction",
+        |s, e| Box::pin(process(s, e)),
+    )
+    .await
 }
 
 async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
@@ -51,17 +68,45 @@ async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
         }
     }
     let log = CallLog::default();
-    let llm = shared.chat.extract(&episode.summary, &speakers, &episode.started_at.format("%Y-%m-%d").to_string(), &log).await;
-    if let Err(e) = shared.records.record_llm_calls(scope, Some(&episode.session_id), Some(ev.id), log.take()).await {
+    let llm = shared
+        .chat
+        .extract(
+            &episode.summary,
+            &speakers,
+            &episode.started_at.format("%Y-%m-%d").to_string(),
+            &log,
+        )
+        .await;
+    if let Err(e) = shared
+        .records
+        .record_llm_calls(scope, Some(&episode.session_id), Some(ev.id), log.take())
+        .await
+    {
         tracing::warn!(event_id = %ev.id, error = %e, "could not record LLM usage");
     }
     let extraction = match llm? {
         Some(x) => x,
         None => extract(&turns),
     };
-    let report = shared.graph.apply_extraction(scope, episode_id, episode.started_at, &extraction, &shared.config.graph.rules()).await?;
+    let report = shared
+        .graph
+        .apply_extraction(
+            scope,
+            episode_id,
+            episode.started_at,
+            &extraction,
+            &shared.config.graph.rules(),
+        )
+        .await?;
     tracing::debug!(episode_id = %episode_id, entities = report.entities.len(), relations = report.relations, invalidated = report.invalidated, "graph updated");
-    let follow: Vec<Event> = report.entities.into_iter().map(|entity_id| Event::EntityUpserted { scope: scope.clone(), entity_id }).collect();
+    let follow: Vec<Event> = report
+        .entities
+        .into_iter()
+        .map(|entity_id| Event::EntityUpserted {
+            scope: scope.clone(),
+            entity_id,
+        })
+        .collect();
     shared.records.finish_event(ev.id, follow).await?;
     shared.bus.publish(EventKind::EntityUpserted);
     Ok(())

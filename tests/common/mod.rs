@@ -14,12 +14,17 @@ use strata::{Config, Memory};
 pub fn model_dir() -> PathBuf {
     std::env::var_os("STRATA_TEST_MODEL")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2"))
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2")
+        })
 }
 
 /// Files of the int8 ONNX embedder (fetched by `scripts/fetch-model.sh` beside the f32 model).
 pub fn onnx_files() -> strata::llm::onnx::OnnxFiles {
-    let models = model_dir().parent().map(|p| p.to_path_buf()).unwrap_or_default();
+    let models = model_dir()
+        .parent()
+        .map(|p| p.to_path_buf())
+        .unwrap_or_default();
     strata::llm::onnx::OnnxFiles {
         model: models.join("all-MiniLM-L6-v2-int8/model.onnx"),
         tokenizer: model_dir().join("tokenizer.json"),
@@ -31,7 +36,10 @@ pub fn onnx_files() -> strata::llm::onnx::OnnxFiles {
 pub fn embedder() -> Arc<dyn Embedder> {
     static E: OnceLock<Arc<LocalEmbedder>> = OnceLock::new();
     E.get_or_init(|| {
-        Arc::new(LocalEmbedder::load(&model_dir(), 32, 256).unwrap_or_else(|e| panic!("{e} (tests need the real model)")))
+        Arc::new(
+            LocalEmbedder::load(&model_dir(), 32, 256)
+                .unwrap_or_else(|e| panic!("{e} (tests need the real model)")),
+        )
     })
     .clone()
 }
@@ -48,5 +56,13 @@ pub fn config() -> (Config, tempfile::TempDir) {
 
 /// Opens a memory on `config` with the shared model.
 pub async fn open(config: Config) -> Memory {
-    Memory::open_with(config, Components { embedder: Some(embedder()), ..Default::default() }).await.unwrap()
+    Memory::open_with(
+        config,
+        Components {
+            embedder: Some(embedder()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
 }
