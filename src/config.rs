@@ -213,6 +213,11 @@ pub struct RecallConfig {
     pub fusion: Fusion,
     /// RRF constant k (default 60, from Cormack et al. 2009).
     pub rrf_k: f64,
+    /// Keyword boost of the episode's summary field (default 0: the summary is
+    /// not searched by BM25, only embedded; the offline extractive summary
+    /// repeats transcript sentences the user and assistant fields already
+    /// hold. ARCHITECTURE.md, "The summary field").
+    pub summary_boost: f32,
     /// Keyword boost of the user turns of the raw transcript relative to the summary.
     pub user_text_boost: f32,
     /// Keyword boost of the assistant turns of the raw transcript relative to the summary.
@@ -408,6 +413,7 @@ impl Config {
             return bad("recall.rrf_k", "must be positive");
         }
         for (key, boost) in [
+            ("recall.summary_boost", r.summary_boost),
             ("recall.user_text_boost", r.user_text_boost),
             ("recall.assistant_text_boost", r.assistant_text_boost),
             ("recall.date_boost", r.date_boost),

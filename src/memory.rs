@@ -416,6 +416,7 @@ impl Memory {
         let embedder_id = format!("{} ({} dims)", embedder.model_id(), embedder.dim());
         let dir = config.data_dir.clone();
         let bm25 = crate::store::tantivy_index::Bm25Params {
+            summary_boost: config.recall.summary_boost,
             user_boost: config.recall.user_text_boost,
             assistant_boost: config.recall.assistant_text_boost,
             date_boost: config.recall.date_boost,

@@ -1084,9 +1084,15 @@ mod tests {
         let (a, b) = fit_logistic_weighted(&s, &w);
         let (c, d) = fit_logistic(&doubled);
         // (equal up to the tiny ridge, which sees 60 and 61 samples)
-        assert!((a[0] - c[0]).abs() < 1e-4 && (b - d).abs() < 1e-4, "{a:?} {b} vs {c:?} {d}");
+        assert!(
+            (a[0] - c[0]).abs() < 1e-4 && (b - d).abs() < 1e-4,
+            "{a:?} {b} vs {c:?} {d}"
+        );
         let (e, f) = fit_logistic(&s);
-        assert!((a[0] - e[0]).abs() > 1e-3 || (b - f).abs() > 1e-3, "the weight changed the fit: {a:?} {b} vs {e:?} {f}");
+        assert!(
+            (a[0] - e[0]).abs() > 1e-3 || (b - f).abs() > 1e-3,
+            "the weight changed the fit: {a:?} {b} vs {e:?} {f}"
+        );
         // two sources with opposite trends: the bigger one does not outvote the smaller
         let line = |score_of_gold: f64, other: f64| json!({"reference": 10.0, "gold": ["g"], "candidates": {"g": [score_of_gold, score_of_gold / 10.0], "x": [other, other / 10.0]}});
         let (mut big, mut small) = (Labelled::default(), Labelled::default());

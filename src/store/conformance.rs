@@ -182,6 +182,7 @@ mod backends {
         let idx = tantivy_index::TantivyIndex::open(
             dir.path(),
             Bm25Params {
+                summary_boost: 1.0,
                 user_boost: 0.5,
                 assistant_boost: 0.5,
                 date_boost: 1.0,
@@ -196,6 +197,7 @@ mod backends {
         let idx = tantivy_index::TantivyIndex::open(
             dir.path(),
             Bm25Params {
+                summary_boost: 1.0,
                 user_boost: 0.5,
                 assistant_boost: 0.5,
                 date_boost: 1.0,
@@ -212,6 +214,7 @@ mod backends {
     async fn tantivy_in_ram() {
         keyword_index_contract(
             &tantivy_index::TantivyIndex::in_ram(Bm25Params {
+                summary_boost: 1.0,
                 user_boost: 0.5,
                 assistant_boost: 0.5,
                 date_boost: 1.0,

@@ -133,6 +133,8 @@ struct Fields {
 /// Scoring parameters of the keyword index.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bm25Params {
+    /// Weight of the summary field; `recall.summary_boost`.
+    pub summary_boost: f32,
     /// Weight of the user turns against the summary field (1.0); `recall.user_text_boost`.
     pub user_boost: f32,
     /// Weight of the assistant turns; `recall.assistant_text_boost`.
@@ -301,7 +303,7 @@ impl TantivyIndex {
         // (field, weight) searched; the reference score (calibration feature) counts the
         // summary and the user turns; the assistant turns and the dates are bonuses outside it
         let fields: Vec<(Field, f32)> = [
-            (f.summary, 1.0),
+            (f.summary, p.summary_boost),
             (f.user, p.user_boost),
             (f.assistant, p.assistant_boost),
             (f.dates, p.date_boost),
@@ -336,7 +338,9 @@ impl TantivyIndex {
         };
         let mut reference = 0.0f64;
         for t in &terms {
-            reference += idf(f.summary, t)?;
+            if p.summary_boost > 0.0 {
+                reference += p.summary_boost as f64 * idf(f.summary, t)?;
+            }
             if p.user_boost > 0.0 {
                 reference += p.user_boost as f64 * idf(f.user, t)?;
             }
@@ -523,6 +527,7 @@ mod tests {
     #[tokio::test]
     async fn compact_drops_deleted_documents_from_the_segments() {
         let idx = TantivyIndex::in_ram(Bm25Params {
+            summary_boost: 1.0,
             user_boost: 2.0,
             assistant_boost: 2.0,
             date_boost: 5.0,
@@ -574,6 +579,7 @@ mod tests {
     #[tokio::test]
     async fn idf_is_counted_inside_the_scope() {
         let idx = TantivyIndex::in_ram(Bm25Params {
+            summary_boost: 1.0,
             user_boost: 0.0,
             assistant_boost: 0.0,
             date_boost: 0.0,
@@ -655,6 +661,7 @@ mod tests {
         }
         async fn first(s: &Scope, assistant_boost: f32) -> EpisodeId {
             let idx = TantivyIndex::in_ram(Bm25Params {
+                summary_boost: 1.0,
                 user_boost: 2.0,
                 assistant_boost,
                 date_boost: 0.0,
@@ -682,6 +689,56 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn the_summary_field_weighs_by_its_boost_and_counts_in_the_reference() {
+        let s = Scope::new("u", "a").unwrap();
+        let doc = |i: usize, summary: &str, user: &str| KeywordDoc {
+            scope: s.clone(),
+            episode_id: EpisodeId::for_session(&s, &SessionId::new(format!("s{i}")).unwrap()),
+            summary: summary.to_string(),
+            user_text: format!("user: {user}\n"),
+            assistant_text: String::new(),
+            dates: String::new(),
+            date_tokens: String::new(),
+        };
+        let docs = vec![
+            doc(0, "Mina plays the cello", "the weather is nice"),
+            doc(1, "", "my cello lesson moved"),
+        ];
+        let search = |summary_boost: f32| {
+            let docs = docs.clone();
+            let s = s.clone();
+            async move {
+                let idx = TantivyIndex::in_ram(Bm25Params {
+                    summary_boost,
+                    user_boost: 1.0,
+                    assistant_boost: 0.0,
+                    date_boost: 0.0,
+                    relative_date_boost: 0.0,
+                    prior_docs: 0,
+                })
+                .unwrap();
+                idx.upsert(docs).await.unwrap();
+                idx.search(&s, &KeywordQuery::text("cello"), 5)
+                    .await
+                    .unwrap()
+            }
+        };
+        let on = search(1.0).await;
+        let off = search(0.0).await;
+        assert_eq!(on.hits.len(), 2, "{on:?}");
+        assert_eq!(
+            off.hits.len(),
+            1,
+            "a summary at boost 0 is not searched: {off:?}"
+        );
+        assert_eq!(off.hits[0].episode_id, docs[1].episode_id);
+        assert!(
+            off.reference_score < on.reference_score,
+            "the reference counts the summary only when it is searched"
+        );
+    }
+
     #[test]
     fn an_index_with_an_older_schema_asks_for_a_reindex() {
         let dir = tempfile::tempdir().unwrap();
@@ -691,6 +748,7 @@ mod tests {
         let e = TantivyIndex::open(
             dir.path(),
             Bm25Params {
+                summary_boost: 1.0,
                 user_boost: 2.0,
                 assistant_boost: 2.0,
                 date_boost: 5.0,
