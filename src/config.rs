@@ -39,6 +39,49 @@ pub struct Config {
     pub llm: LlmConfig,
     /// Semantic tier: entity/relation graph.
     pub graph: GraphConfig,
+    /// `strata serve`: the HTTP and MCP server.
+    pub server: ServerConfig,
+}
+
+/// `[server]`: limits of `strata serve` (see `config/default.toml`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address `strata serve` listens on when `--listen` is not given.
+    pub listen: String,
+    /// Largest request body, in bytes (413 above it).
+    pub max_body_bytes: usize,
+    /// Longest a request may take, in ms (then 503 `timeout`).
+    pub request_timeout_ms: u64,
+    /// Requests handled at once; more get 503 `overloaded` with `Retry-After`.
+    pub max_concurrent_requests: usize,
+    /// Requests per second allowed per API key (token bucket); 0 = no limit.
+    pub rate_limit_per_sec: u32,
+    /// Burst size of the per-key bucket (requests); 0 = equal to `rate_limit_per_sec`.
+    pub rate_limit_burst: u32,
+    /// `Host` header values accepted on `/mcp` (DNS-rebinding protection);
+    /// empty = any host (only sensible behind API keys on a trusted proxy).
+    pub mcp_allowed_hosts: Vec<String>,
+}
+
+/// Where a configuration comes from: re-read by `SIGHUP` and
+/// `POST /v1/admin/reload` (the same layers as at start-up).
+#[derive(Debug, Clone, Default)]
+pub struct ConfigSource {
+    /// The `--config FILE`, if any.
+    pub file: Option<PathBuf>,
+    /// `key=value` overrides from the command line, applied last.
+    pub overrides: Vec<(String, String)>,
+}
+
+impl ConfigSource {
+    /// Loads the layered configuration (see [`Config::load`]).
+    ///
+    /// # Errors
+    /// As [`Config::load`].
+    pub fn load(&self) -> Result<Config> {
+        Config::load(self.file.as_deref(), &self.overrides)
+    }
 }
 
 /// `[graph]`: the semantic tier.
@@ -300,7 +343,14 @@ pub struct EmbeddingConfig {
     /// `memory_search`), in ms; past it, or on an embedder error, hybrid
     /// recall returns the keyword half alone (logged as a warning).
     pub query_timeout_ms: u64,
-    /// Folder with `model.safetensors`, `tokenizer.json`, `config.json`.
+    /// Where the local model files live; relative `model_dir`, `onnx_model`
+    /// and `onnx_runtime` resolve against it. Empty = the per-user data
+    /// directory, [`default_models_home`] (`~/.local/share/strata/models` on
+    /// Linux), so an installed binary finds its model from any working
+    /// directory. `strata model fetch` and `scripts/fetch-model.sh` fill it.
+    pub models_home: PathBuf,
+    /// Folder with `model.safetensors`, `tokenizer.json`, `config.json`
+    /// (relative: under `models_home`).
     pub model_dir: PathBuf,
     /// Inputs per forward pass.
     pub batch_size: usize,
@@ -314,6 +364,45 @@ pub struct EmbeddingConfig {
     pub onnx_threads: usize,
     /// In-memory cache capacity, in vectors.
     pub cache_entries: usize,
+}
+
+/// The per-user models folder: `$XDG_DATA_HOME/strata/models`, else
+/// `~/.local/share/strata/models` on Linux (`dirs::data_dir()`); `./models`
+/// when the platform has no such directory.
+pub fn default_models_home() -> PathBuf {
+    dirs::data_dir()
+        .map(|d| d.join("strata").join("models"))
+        .unwrap_or_else(|| PathBuf::from("models"))
+}
+
+impl EmbeddingConfig {
+    /// `models_home`, or [`default_models_home`] when empty.
+    pub fn models_home(&self) -> PathBuf {
+        if self.models_home.as_os_str().is_empty() {
+            default_models_home()
+        } else {
+            self.models_home.clone()
+        }
+    }
+    fn under_home(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.models_home().join(p)
+        }
+    }
+    /// The resolved folder of the f32 model and the tokenizer.
+    pub fn model_path(&self) -> PathBuf {
+        self.under_home(&self.model_dir)
+    }
+    /// The resolved int8 ONNX model file.
+    pub fn onnx_model_path(&self) -> PathBuf {
+        self.under_home(&self.onnx_model)
+    }
+    /// The resolved ONNX Runtime library.
+    pub fn onnx_runtime_path(&self) -> PathBuf {
+        self.under_home(&self.onnx_runtime)
+    }
 }
 
 /// `[workers]`.
@@ -501,6 +590,22 @@ impl Config {
         }
         if g.max_results == 0 || g.max_results > 1000 {
             return bad("graph.max_results", "must be within 1..=1000");
+        }
+        let sv = &self.server;
+        if sv.max_body_bytes < 1024 {
+            return bad("server.max_body_bytes", "must be at least 1024");
+        }
+        if sv.request_timeout_ms == 0 {
+            return bad("server.request_timeout_ms", "must be positive");
+        }
+        if sv.max_concurrent_requests == 0 {
+            return bad("server.max_concurrent_requests", "must be positive");
+        }
+        if sv.listen.parse::<std::net::SocketAddr>().is_err() {
+            return bad(
+                "server.listen",
+                "must be an IP address and port, e.g. 127.0.0.1:8750",
+            );
         }
         if self.pruner.cron.split_whitespace().count() < 6 {
             return bad(

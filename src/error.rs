@@ -48,6 +48,24 @@ pub enum Error {
     /// The runtime is shutting down.
     #[error("memory is shut down")]
     Shutdown,
+    /// No credential, or one that is unknown or revoked (HTTP 401).
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// The credential is valid but does not cover this scope or operation
+    /// (HTTP 403). The message never says whether the scope exists.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// The request conflicts with the state of the target, e.g. a message
+    /// recorded into a session that was already ended (HTTP 409).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The caller exceeded its request budget (HTTP 429); retry after the
+    /// number of seconds given.
+    #[error("rate limited: retry after {retry_after_secs} s")]
+    RateLimited {
+        /// Seconds until a request would be admitted again.
+        retry_after_secs: u64,
+    },
 }
 
 impl From<tokio::task::JoinError> for Error {

@@ -17,7 +17,7 @@
 //!
 //! # #[tokio::main] async fn main() -> strata::Result<()> {
 //! let dir = tempfile::tempdir()?;
-//! let mut config = Config::default(); // the model is read from ./models (scripts/fetch-model.sh)
+//! let mut config = Config::default(); // the model is read from embedding.models_home (`strata model fetch`)
 //! config.data_dir = dir.path().to_path_buf();
 //! let memory = Memory::open(config).await?;
 //! let scope = Scope::new("mina", "assistant")?;
@@ -48,6 +48,8 @@
 //! - [`recall`]: trivial filter, recall query, calibrated fusion, abstracts.
 //! - [`memory`]: the [`Memory`] API.
 //! - [`eval`]: LoCoMo replay, BM25 baseline and metrics.
+//! - [`keys`]: API keys (creation, authentication, revocation).
+//! - [`server`]: `strata serve` — REST + OpenAPI, MCP, auth, metrics (the only module that knows HTTP).
 //! - [`cli`]: the `strata` command line (a thin client of the library).
 #![warn(missing_docs)]
 
@@ -57,10 +59,12 @@ pub mod config;
 pub mod error;
 pub mod eval;
 pub mod graph;
+pub mod keys;
 pub mod llm;
 pub mod memory;
 pub mod model;
 pub mod recall;
+pub mod server;
 pub mod store;
 pub mod text;
 pub mod worker;

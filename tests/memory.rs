@@ -485,6 +485,7 @@ async fn a_question_naming_a_date_finds_that_days_session() {
                 fusion: None,
                 apply_threshold: false,
                 as_of: None,
+                explain: false,
             },
         )
         .await

@@ -2,7 +2,13 @@
 //! every individually timed iteration for p50/p99.
 #![allow(dead_code)]
 
+use chrono::{Duration, Utc};
+use std::sync::Arc;
 use std::time::{Duration as StdDuration, Instant};
+use strata::llm::onnx::{OnnxEmbedder, OnnxFiles};
+use strata::model::{Episode, EpisodeId, EventId, SummaryKind};
+use strata::store::{KeywordDoc, VectorPoint};
+use strata::{Config, Memory, Scope, SessionId};
 
 /// Prints p50/p99 of individually timed iterations (criterion reports means).
 pub fn report(name: &str, samples: &mut [StdDuration]) {
@@ -38,4 +44,108 @@ pub fn timed<T>(
         total += d;
     }
     total
+}
+
+const NAMES: &[&str] = &[
+    "Dana", "Sam", "Yuna", "Mina", "Leo", "Ivy", "Omar", "Kenji", "Rosa", "Ada",
+];
+const TOPICS: &[&str] = &[
+    "the ClickHouse migration",
+    "a trip to Lisbon",
+    "sourdough baking",
+    "the marathon plan",
+    "Kafka consumer lag",
+    "the wedding in Busan",
+    "a new cello teacher",
+    "the Grafana dashboards",
+    "moving to Portland",
+    "the chess club",
+    "a vegetarian recipe",
+    "the quarterly review",
+    "adopting a cat",
+    "learning Rust",
+    "the kitchen renovation",
+];
+const VERBS: &[&str] = &[
+    "talked about",
+    "worried about",
+    "planned",
+    "finished",
+    "asked advice on",
+    "celebrated",
+    "postponed",
+];
+
+pub fn sentence(i: usize) -> String {
+    format!(
+        "{} {} {} with {} on day {}.",
+        NAMES[i % NAMES.len()],
+        VERBS[(i / 10) % VERBS.len()],
+        TOPICS[(i / 70) % TOPICS.len()],
+        NAMES[(i / 3 + 1) % NAMES.len()],
+        i % 28 + 1
+    )
+}
+
+/// The default local embedder (`embedding.provider = "onnx"`: MiniLM int8 on ONNX Runtime, one thread).
+pub fn model() -> Arc<OnnxEmbedder> {
+    let e = Config::default().embedding;
+    let files = OnnxFiles {
+        model: e.onnx_model_path(),
+        tokenizer: e.model_path().join("tokenizer.json"),
+        runtime: e.onnx_runtime_path(),
+    };
+    Arc::new(OnnxEmbedder::load(&files, 32, 256, 1).expect("run scripts/fetch-model.sh first"))
+}
+
+/// Writes `n` synthetic episodes straight into the stores of `scope` (SQLite row,
+/// tantivy doc, qdrant-edge point): two `base` sentences each, vectors averaged.
+pub async fn populate(mem: &Memory, scope: &Scope, n: usize, base: &[(String, Vec<f32>)]) {
+    let s = mem.shared();
+    let now = Utc::now();
+    for chunk_start in (0..n).step_by(1000) {
+        let mut docs = Vec::new();
+        let mut points = Vec::new();
+        let mut eps = Vec::new();
+        for i in chunk_start..(chunk_start + 1000).min(n) {
+            let (a, b) = (&base[i % base.len()], &base[(i * 7 + 3) % base.len()]);
+            let text = format!("{} {}", a.0, b.0);
+            let v: Vec<f32> = a.1.iter().zip(&b.1).map(|(x, y)| x + y).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            let sid = SessionId::new(format!("s{i}")).unwrap();
+            let id = EpisodeId::for_session(scope, &sid);
+            docs.push(KeywordDoc {
+                scope: scope.clone(),
+                episode_id: id.clone(),
+                summary: text.clone(),
+                user_text: text.clone(),
+                assistant_text: String::new(),
+                dates: "8 May 2023".into(),
+                date_tokens: "day20230508 month202305 year2023".into(),
+            });
+            points.push(VectorPoint {
+                scope: scope.clone(),
+                episode_id: id.clone(),
+                unit: 0,
+                vector: v.iter().map(|x| x / norm).collect(),
+            });
+            eps.push(Episode {
+                id,
+                session_id: sid,
+                abstract_: a.0.clone(),
+                summary: text,
+                summary_kind: SummaryKind::Extractive,
+                started_at: now - Duration::days(i as i64 % 700),
+                ended_at: now,
+                created_at: now,
+                expires_at: None,
+            });
+        }
+        s.keyword.upsert(docs).await.unwrap();
+        s.vectors.upsert(points).await.unwrap();
+        for e in &eps {
+            s.records.put_episode(scope, e, EventId(0)).await.unwrap();
+        }
+    }
+    s.vectors.optimize().await.unwrap();
 }

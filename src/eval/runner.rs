@@ -465,6 +465,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
                     fusion: *fusion,
                     apply_threshold: false,
                     as_of: None,
+                    explain: false,
                 };
                 let hits = mem
                     .memory_search_with(&scope, &q.question, 10, opts)

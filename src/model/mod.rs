@@ -9,6 +9,9 @@ use std::fmt;
 
 use crate::error::{Error, Result};
 
+pub mod keys;
+pub use keys::{ApiKey, KeyGrant};
+
 /// Longest accepted `user_id` / `agent_id` / `session_id`, in bytes.
 pub const MAX_ID_BYTES: usize = 256;
 
@@ -42,7 +45,9 @@ fn validate_id(kind: &'static str, value: &str) -> Result<()> {
 /// exists without one, so an unscoped query cannot be expressed. Construct it
 /// with [`Scope::new`], which rejects empty, whitespace-only, over-long
 /// (> [`MAX_ID_BYTES`] bytes), control-character and space-padded ids.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(try_from = "RawScope")]
 pub struct Scope {
     user_id: String,
@@ -100,7 +105,9 @@ impl fmt::Display for Scope {
 
 /// Session id chosen by the caller (e.g. a chat thread id). Validated like
 /// scope ids: non-empty, at most [`MAX_ID_BYTES`] bytes, no control characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(transparent)]
 pub struct SessionId(String);
 
@@ -129,7 +136,7 @@ impl fmt::Display for SessionId {
 macro_rules! int_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema)]
         #[serde(transparent)]
         pub struct $name(pub i64);
         impl fmt::Display for $name {
@@ -175,7 +182,9 @@ pub fn is_hex_id(s: &str, prefix: &str) -> bool {
 /// Id of an episode: `ep_` followed by 32 hex digits (128 bits) of the BLAKE3
 /// hash of (scope key, session id). Deterministic, so re-running promotion for the
 /// same session overwrites the same episode (workers are idempotent).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(transparent)]
 pub struct EpisodeId(String);
 
@@ -215,7 +224,7 @@ impl fmt::Display for EpisodeId {
 }
 
 /// Who spoke a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// The end user.
@@ -255,7 +264,7 @@ impl Role {
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 /// A message to record in the working tier.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NewMessage {
     /// Who spoke.
     pub role: Role,
@@ -265,8 +274,10 @@ pub struct NewMessage {
     pub name: Option<String>,
     /// The text, stored whole (up to [`MAX_MESSAGE_BYTES`]).
     pub content: String,
-    /// The caller's timestamp of the message. Replays pass the original time,
-    /// so each session keeps its own date; it is never the ingestion time.
+    /// The caller's timestamp of the message (RFC 3339). Replays pass the
+    /// original time, so each session keeps its own date; when a caller
+    /// leaves it out (JSON), the time of arrival is used.
+    #[serde(default = "Utc::now")]
     pub timestamp: DateTime<Utc>,
 }
 
@@ -332,8 +343,47 @@ impl NewMessage {
     }
 }
 
+/// One turn of a bulk load: the `strata import` JSONL line as JSON, for
+/// back-filling history. `user_id` and `agent_id` may be left out when the
+/// scope is given by the caller (the HTTP path); when present they must
+/// equal it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportTurn {
+    /// End user (optional where the scope is implied).
+    #[serde(default)]
+    pub user_id: Option<String>,
+    /// Agent (optional where the scope is implied).
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// The session the turn belongs to.
+    pub session_id: SessionId,
+    /// Who spoke.
+    pub role: Role,
+    /// Optional display name of the speaker.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The text.
+    pub content: String,
+    /// When it was said (RFC 3339); the time of arrival when left out.
+    #[serde(default = "Utc::now")]
+    pub timestamp: DateTime<Utc>,
+}
+
+impl ImportTurn {
+    /// The message this turn records.
+    pub fn message(&self) -> NewMessage {
+        NewMessage {
+            role: self.role,
+            name: self.name.clone(),
+            content: self.content.clone(),
+            timestamp: self.timestamp,
+        }
+    }
+}
+
 /// A stored message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Message {
     /// Row id.
     pub id: MessageId,
@@ -347,7 +397,7 @@ pub struct Message {
 }
 
 /// Lifecycle of a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SessionStatus {
     /// Still taking messages (working tier).
@@ -357,7 +407,7 @@ pub enum SessionStatus {
 }
 
 /// A session's metadata.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Session {
     /// The caller's session id.
     pub id: SessionId,
@@ -372,7 +422,7 @@ pub struct Session {
 }
 
 /// How an episode's summary was produced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SummaryKind {
     /// Offline extractive summariser: selected sentences of the session, not an LLM.
@@ -392,7 +442,7 @@ impl SummaryKind {
 }
 
 /// One finished session, summarised: the episodic tier.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Episode {
     /// Deterministic id (see [`EpisodeId::for_session`]).
     pub id: EpisodeId,

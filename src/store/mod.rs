@@ -24,11 +24,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::model::{
-    Episode, EpisodeId, EventId, Message, MessageId, NewMessage, Scope, Session, SessionId,
+    ApiKey, Episode, EpisodeId, EventId, Message, MessageId, NewMessage, Scope, Session, SessionId,
 };
 
 /// Events on the durable outbox (the bus payloads).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {
     /// A session was ended (by the caller or the idle timeout): summarise it.
@@ -108,7 +108,7 @@ pub struct OutboxEvent {
 
 /// A job parked in the dead-letter table (`dead_letter` view over the outbox):
 /// it failed `attempts` times and waits for `strata jobs retry`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ParkedJob {
     /// Outbox row id (what `strata jobs retry ID` takes).
     pub id: EventId,
@@ -125,7 +125,7 @@ pub struct ParkedJob {
 }
 
 /// LLM cost totals (from the `llm_calls` table).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct UsageTotals {
     /// Requests sent, including failed attempts.
     pub calls: u64,
@@ -139,8 +139,23 @@ pub struct UsageTotals {
     pub sessions: u64,
 }
 
+/// Row counts of the system of record, over every scope (operators).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct StoreSizes {
+    /// Sessions, open and completed.
+    pub sessions: u64,
+    /// Of which still open (working tier).
+    pub open_sessions: u64,
+    /// Recorded messages.
+    pub messages: u64,
+    /// Episodes (expired ones until the pruner removes them).
+    pub episodes: u64,
+    /// Jobs in the dead-letter table.
+    pub parked_jobs: u64,
+}
+
 /// Counts of rows removed by an erasure or prune, per table.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DeleteCounts {
     /// Rows per table name.
     pub rows: std::collections::BTreeMap<String, usize>,
@@ -156,8 +171,9 @@ pub trait RecordStore: Send + Sync + 'static {
     /// `now` is the wall-clock time used for the idle timeout.
     ///
     /// # Errors
-    /// [`crate::Error::InvalidInput`] for an invalid message, or when the
-    /// session is already completed (use a new session id).
+    /// [`crate::Error::InvalidInput`] for an invalid message;
+    /// [`crate::Error::Conflict`] when the session is already completed (use
+    /// a new session id).
     async fn append_message(
         &self,
         scope: &Scope,
@@ -165,6 +181,17 @@ pub trait RecordStore: Send + Sync + 'static {
         msg: &NewMessage,
         now: DateTime<Utc>,
     ) -> Result<MessageId>;
+    /// Appends several messages (each to its session, created when new) in
+    /// one transaction: all are stored or none. Returns their ids in order.
+    ///
+    /// # Errors
+    /// As [`RecordStore::append_message`], for the first failing message.
+    async fn append_messages(
+        &self,
+        scope: &Scope,
+        turns: Vec<(SessionId, NewMessage)>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<MessageId>>;
     /// Session metadata. [`crate::Error::NotFound`] when it does not exist in `scope`.
     async fn session(&self, scope: &Scope, session: &SessionId) -> Result<Session>;
     /// All messages of a session in record order. NotFound as above.
@@ -256,6 +283,21 @@ pub trait RecordStore: Send + Sync + 'static {
     async fn meta_get(&self, key: &str) -> Result<Option<String>>;
     /// Writes a key of the `meta` table.
     async fn meta_set(&self, key: &str, value: &str) -> Result<()>;
+    /// Stores an API key: its record and the SHA-256 (hex) of its secret.
+    async fn put_api_key(&self, key: &ApiKey, secret_sha256: &str) -> Result<()>;
+    /// The key whose secret hashes to `secret_sha256` (revoked keys too;
+    /// the caller checks `revoked_at`). Authentication only.
+    async fn api_key_by_hash(&self, secret_sha256: &str) -> Result<Option<ApiKey>>;
+    /// Every key, revoked ones included, oldest first (operators).
+    async fn api_keys(&self) -> Result<Vec<ApiKey>>;
+    /// Revokes a key (idempotent) and returns it.
+    /// [`crate::Error::NotFound`] for an unknown id.
+    async fn revoke_api_key(&self, id: &str, now: DateTime<Utc>) -> Result<ApiKey>;
+    /// True once any key was ever created (revoked ones count: revoking
+    /// every key never re-opens a server).
+    async fn api_keys_created(&self) -> Result<bool>;
+    /// Row counts of the whole store (operators, `/metrics`).
+    async fn store_sizes(&self) -> Result<StoreSizes>;
     /// Every unexpired episode with its scope, in id order after `after`
     /// (keyset pagination for `strata reindex`; operators only).
     async fn all_episodes(

@@ -11,7 +11,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::{DeleteCounts, Event, EventKind, OutboxEvent, ParkedJob, RecordStore, UsageTotals};
+use super::{
+    DeleteCounts, Event, EventKind, OutboxEvent, ParkedJob, RecordStore, StoreSizes, UsageTotals,
+};
 use crate::error::{Error, Result};
 use crate::model::*;
 
@@ -82,6 +84,18 @@ const MIGRATIONS: &[&str] = &[
         decision TEXT NOT NULL, similarity REAL NOT NULL, reason TEXT NOT NULL, at INTEGER NOT NULL
     );
     CREATE INDEX dedup_log_scope ON dedup_log (user_id, agent_id);
+    "#,
+    // 5: API keys of the HTTP and MCP server (only the SHA-256 of each secret)
+    r#"
+    CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        secret_sha256 TEXT NOT NULL UNIQUE,
+        admin INTEGER NOT NULL CHECK (admin IN (0, 1)),
+        user_id TEXT, agent_id TEXT,
+        label TEXT NOT NULL,
+        created_at INTEGER NOT NULL, revoked_at INTEGER,
+        CHECK (admin = 1 OR user_id IS NOT NULL)
+    );
     "#,
 ];
 
@@ -255,6 +269,79 @@ fn insert_event(tx: &rusqlite::Transaction<'_>, event: &Event, now: i64) -> Resu
     Ok(EventId(tx.last_insert_rowid()))
 }
 
+/// Appends one message inside `tx` (creating the session when new).
+fn append_in_tx(
+    tx: &rusqlite::Transaction<'_>,
+    scope: &Scope,
+    session: &SessionId,
+    msg: &NewMessage,
+    now: DateTime<Utc>,
+) -> Result<MessageId> {
+    let (u, a, s) = (scope.user_id(), scope.agent_id(), session.as_str());
+    let existing: Option<(String, i64)> = tx
+        .query_row(
+            "SELECT status, message_count FROM sessions WHERE user_id=?1 AND agent_id=?2 AND session_id=?3",
+            params![u, a, s],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let ts = ms(msg.timestamp);
+    let seq = match existing {
+        Some((status, _)) if status == "completed" => {
+            return Err(Error::Conflict(format!(
+                "session {s} is already ended; record new messages under a new session id"
+            )))
+        }
+        Some((_, count)) => {
+            tx.execute(
+                "UPDATE sessions SET message_count = message_count + 1,
+                    started_at = MIN(started_at, ?4), last_message_at = MAX(last_message_at, ?4),
+                    last_activity_at = ?5
+                 WHERE user_id=?1 AND agent_id=?2 AND session_id=?3",
+                params![u, a, s, ts, ms(now)],
+            )?;
+            count
+        }
+        None => {
+            tx.execute(
+                "INSERT INTO sessions (user_id, agent_id, session_id, status, started_at, last_message_at, last_activity_at, message_count)
+                 VALUES (?1, ?2, ?3, 'open', ?4, ?4, ?5, 1)",
+                params![u, a, s, ts, ms(now)],
+            )?;
+            0
+        }
+    };
+    tx.execute(
+        "INSERT INTO messages (user_id, agent_id, session_id, seq, role, name, content, ts, recorded_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![u, a, s, seq, msg.role.as_str(), msg.name, msg.content, ts, ms(now)],
+    )?;
+    Ok(MessageId(tx.last_insert_rowid()))
+}
+
+fn row_to_key(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKey> {
+    let user: Option<String> = r.get("user_id")?;
+    let agent: Option<String> = r.get("agent_id")?;
+    let admin: bool = r.get("admin")?;
+    let grant = match (admin, user, agent) {
+        (true, _, _) => KeyGrant::Admin,
+        (false, Some(user_id), Some(agent_id)) => KeyGrant::Agent { user_id, agent_id },
+        (false, Some(user_id), None) => KeyGrant::User { user_id },
+        (false, None, _) => {
+            return Err(rusqlite::Error::InvalidParameterName(
+                "api key row with neither admin nor user".into(),
+            ))
+        }
+    };
+    Ok(ApiKey {
+        id: r.get("id")?,
+        grant,
+        label: r.get("label")?,
+        created_at: from_ms(r.get("created_at")?),
+        revoked_at: r.get::<_, Option<i64>>("revoked_at")?.map(from_ms),
+    })
+}
+
 #[async_trait]
 impl RecordStore for SqliteStore {
     async fn append_message(
@@ -264,52 +351,31 @@ impl RecordStore for SqliteStore {
         msg: &NewMessage,
         now: DateTime<Utc>,
     ) -> Result<MessageId> {
-        msg.validate()?;
-        let (scope, session, msg) = (scope.clone(), session.clone(), msg.clone());
+        let mut ids = self
+            .append_messages(scope, vec![(session.clone(), msg.clone())], now)
+            .await?;
+        ids.pop()
+            .ok_or_else(|| Error::Task("append_messages returned no id".into()))
+    }
+
+    async fn append_messages(
+        &self,
+        scope: &Scope,
+        turns: Vec<(SessionId, NewMessage)>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<MessageId>> {
+        for (_, m) in &turns {
+            m.validate()?;
+        }
+        let scope = scope.clone();
         self.run(move |c| {
             let tx = c.transaction()?;
-            let (u, a, s) = (scope.user_id(), scope.agent_id(), session.as_str());
-            let existing: Option<(String, i64)> = tx
-                .query_row(
-                    "SELECT status, message_count FROM sessions WHERE user_id=?1 AND agent_id=?2 AND session_id=?3",
-                    params![u, a, s],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            let ts = ms(msg.timestamp);
-            let seq = match existing {
-                Some((status, _)) if status == "completed" => {
-                    return Err(Error::InvalidInput(format!(
-                        "session {s} is completed; record new messages under a new session id"
-                    )))
-                }
-                Some((_, count)) => {
-                    tx.execute(
-                        "UPDATE sessions SET message_count = message_count + 1,
-                            started_at = MIN(started_at, ?4), last_message_at = MAX(last_message_at, ?4),
-                            last_activity_at = ?5
-                         WHERE user_id=?1 AND agent_id=?2 AND session_id=?3",
-                        params![u, a, s, ts, ms(now)],
-                    )?;
-                    count
-                }
-                None => {
-                    tx.execute(
-                        "INSERT INTO sessions (user_id, agent_id, session_id, status, started_at, last_message_at, last_activity_at, message_count)
-                         VALUES (?1, ?2, ?3, 'open', ?4, ?4, ?5, 1)",
-                        params![u, a, s, ts, ms(now)],
-                    )?;
-                    0
-                }
-            };
-            tx.execute(
-                "INSERT INTO messages (user_id, agent_id, session_id, seq, role, name, content, ts, recorded_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![u, a, s, seq, msg.role.as_str(), msg.name, msg.content, ts, ms(now)],
-            )?;
-            let id = tx.last_insert_rowid();
+            let mut ids = Vec::with_capacity(turns.len());
+            for (session, msg) in &turns {
+                ids.push(append_in_tx(&tx, &scope, session, msg, now)?);
+            }
             tx.commit()?;
-            Ok(MessageId(id))
+            Ok(ids)
         })
         .await
     }
@@ -815,6 +881,95 @@ impl RecordStore for SqliteStore {
         self.run(move |c| meta_write(c, &key, &value)).await
     }
 
+    async fn put_api_key(&self, key: &ApiKey, secret_sha256: &str) -> Result<()> {
+        let (key, hash) = (key.clone(), secret_sha256.to_string());
+        self.run(move |c| {
+            let (admin, user, agent) = match &key.grant {
+                KeyGrant::Admin => (true, None, None),
+                KeyGrant::User { user_id } => (false, Some(user_id.clone()), None),
+                KeyGrant::Agent { user_id, agent_id } => {
+                    (false, Some(user_id.clone()), Some(agent_id.clone()))
+                }
+            };
+            c.execute(
+                "INSERT INTO api_keys (id, secret_sha256, admin, user_id, agent_id, label, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![key.id, hash, admin, user, agent, key.label, ms(key.created_at)],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn api_key_by_hash(&self, secret_sha256: &str) -> Result<Option<ApiKey>> {
+        let hash = secret_sha256.to_string();
+        self.run(move |c| {
+            let mut st = c.prepare_cached(
+                "SELECT id, admin, user_id, agent_id, label, created_at, revoked_at
+                 FROM api_keys WHERE secret_sha256 = ?1",
+            )?;
+            Ok(st.query_row([&hash], row_to_key).optional()?)
+        })
+        .await
+    }
+
+    async fn api_keys(&self) -> Result<Vec<ApiKey>> {
+        self.run(|c| {
+            let mut st = c.prepare(
+                "SELECT id, admin, user_id, agent_id, label, created_at, revoked_at
+                 FROM api_keys ORDER BY created_at, id",
+            )?;
+            let rows = st.query_map([], row_to_key)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+
+    async fn revoke_api_key(&self, id: &str, now: DateTime<Utc>) -> Result<ApiKey> {
+        let id = id.to_string();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                params![id, ms(now)],
+            )?;
+            c.query_row(
+                "SELECT id, admin, user_id, agent_id, label, created_at, revoked_at FROM api_keys WHERE id = ?1",
+                [&id],
+                row_to_key,
+            )
+            .optional()?
+            .ok_or_else(|| Error::NotFound(format!("api key {id}")))
+        })
+        .await
+    }
+
+    async fn api_keys_created(&self) -> Result<bool> {
+        self.run(|c| {
+            Ok(
+                c.query_row("SELECT EXISTS (SELECT 1 FROM api_keys)", [], |r| {
+                    r.get::<_, bool>(0)
+                })?,
+            )
+        })
+        .await
+    }
+
+    async fn store_sizes(&self) -> Result<StoreSizes> {
+        self.run(|c| {
+            let one = |sql: &str| -> Result<u64> {
+                Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))? as u64)
+            };
+            Ok(StoreSizes {
+                sessions: one("SELECT COUNT(*) FROM sessions")?,
+                open_sessions: one("SELECT COUNT(*) FROM sessions WHERE status = 'open'")?,
+                messages: one("SELECT COUNT(*) FROM messages")?,
+                episodes: one("SELECT COUNT(*) FROM episodes")?,
+                parked_jobs: one("SELECT COUNT(*) FROM outbox WHERE status = 'parked'")?,
+            })
+        })
+        .await
+    }
+
     async fn all_episodes(
         &self,
         after: Option<EpisodeId>,
@@ -896,7 +1051,7 @@ mod tests {
             .append_message(&sc, &sid, &NewMessage::user("more", t), Utc::now())
             .await
             .unwrap_err();
-        assert!(matches!(err, Error::InvalidInput(_)));
+        assert!(matches!(err, Error::Conflict(_)));
         let pending = s
             .pending_events(&[EventKind::SessionCompleted], 10)
             .await

@@ -633,6 +633,21 @@ impl GraphStore for SqliteStore {
         .await
     }
 
+    async fn total_counts(&self) -> Result<GraphCounts> {
+        self.run(|c| {
+            let one = |sql: &str| -> Result<usize> {
+                Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))? as usize)
+            };
+            Ok(GraphCounts {
+                entities: one("SELECT COUNT(*) FROM entities WHERE merged_into IS NULL")?,
+                relations: one("SELECT COUNT(*) FROM relations")?,
+                invalidated: one("SELECT COUNT(*) FROM relations WHERE invalid_at IS NOT NULL")?,
+                merges: one("SELECT COUNT(*) FROM merges WHERE undone_at IS NULL")?,
+            })
+        })
+        .await
+    }
+
     async fn delete_user_graph(&self, user_id: &str) -> Result<DeleteCounts> {
         let user = user_id.to_string();
         self.run(move |c| {

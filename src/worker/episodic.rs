@@ -103,6 +103,7 @@ pub async fn drain(shared: &Shared) -> Result<usize> {
         return Ok(0);
     }
     let n = events.len();
+    let started = std::time::Instant::now();
     let max_attempts = shared.config.workers.max_attempts;
     let results: Vec<(OutboxEvent, Result<Option<Prepared>>)> = futures::stream::iter(events)
         .map(|ev| async move {
@@ -132,7 +133,15 @@ pub async fn drain(shared: &Shared) -> Result<usize> {
         }
     }
     prepared.sort_by_key(|p| p.event.id.0);
-    if let Err(e) = commit(shared, &prepared).await {
+    let committed = commit(shared, &prepared).await;
+    if committed.is_ok() {
+        // summarise + embed + index of each job of the batch, in seconds
+        let secs = started.elapsed().as_secs_f64();
+        for _ in &prepared {
+            metrics::histogram!("strata_promotion_duration_seconds").record(secs);
+        }
+    }
+    if let Err(e) = committed {
         tracing::warn!(events = prepared.len(), error = %e, "episode indexing failed");
         for p in &prepared {
             shared

@@ -10,13 +10,13 @@ use strata::llm::Embedder;
 use strata::memory::Components;
 use strata::{Config, Memory};
 
-/// The model folder (`STRATA_TEST_MODEL` or `models/all-MiniLM-L6-v2`).
+/// The model folder: `STRATA_TEST_MODEL`, else where the binary looks by
+/// default (`embedding.models_home`, the per-user data directory, where
+/// `scripts/fetch-model.sh` puts it).
 pub fn model_dir() -> PathBuf {
     std::env::var_os("STRATA_TEST_MODEL")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2")
-        })
+        .unwrap_or_else(|| Config::default().embedding.model_path())
 }
 
 /// Files of the int8 ONNX embedder (fetched by `scripts/fetch-model.sh` beside the f32 model).

@@ -1,0 +1,267 @@
+//! Bounded loopback load test of `strata serve` (a bench, not a timed test):
+//! 32 simulated chatbots, each turn one `inject` + one `record`, on a scope
+//! holding 10,000 episodes, with a fresh query text every turn (so the
+//! query embedding is included). The same workload runs first against the
+//! library in this process (the baseline of the same run), then over HTTP
+//! against the `strata` binary started on 127.0.0.1. Prints turns/s, p50 and
+//! p99 per turn for both, the HTTP cost over the library, and the server's
+//! resident memory idle and under load.
+//!
+//! `cargo bench --profile dev --bench server_load`; `STRATA_LOAD_CLIENTS`
+//! (32), `STRATA_LOAD_TURNS` (turns per client, 20) and `STRATA_LOAD_EPISODES`
+//! (10000) change the shape. It stops by itself: clients × turns requests.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use strata::memory::Components;
+use strata::{Config, Memory, NewMessage, Scope, SessionId};
+
+mod common;
+use common::{model, populate, sentence};
+
+fn env_usize(k: &str, d: usize) -> usize {
+    std::env::var(k)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(d)
+}
+
+const QUESTIONS: &[&str] = &[
+    "what did Dana say about the migration?",
+    "when is the wedding in Busan",
+    "did Sam finish the marathon plan",
+    "any news on the cat adoption?",
+    "how is the kitchen renovation going",
+    "remind me what Omar planned for the chess club",
+];
+
+fn question(client: usize, turn: usize) -> String {
+    format!(
+        "{} (chat {client}, turn {turn})",
+        QUESTIONS[(client + turn) % QUESTIONS.len()]
+    )
+}
+
+struct Stats {
+    turns: usize,
+    wall: Duration,
+    lat: Vec<Duration>,
+}
+
+impl Stats {
+    fn pct(&self, p: f64) -> f64 {
+        let mut v = self.lat.clone();
+        v.sort();
+        let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+        v[i].as_secs_f64() * 1e3
+    }
+    fn tps(&self) -> f64 {
+        self.turns as f64 / self.wall.as_secs_f64()
+    }
+}
+
+async fn drive<F, Fut>(clients: usize, turns: usize, turn: F) -> Stats
+where
+    F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let turn = Arc::new(turn);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let turn = turn.clone();
+            tokio::spawn(async move {
+                let mut lat = Vec::with_capacity(turns);
+                for t in 0..turns {
+                    let s = Instant::now();
+                    turn(c, t).await;
+                    lat.push(s.elapsed());
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut lat = Vec::new();
+    for t in tasks {
+        lat.extend(t.await.unwrap());
+    }
+    Stats {
+        turns: clients * turns,
+        wall: started.elapsed(),
+        lat,
+    }
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .map(|x| x.parse::<f64>().unwrap_or(0.0))
+            })
+        })
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo bench -- --list` / `cargo test --benches`
+    }
+    let clients = env_usize("STRATA_LOAD_CLIENTS", 32);
+    let turns = env_usize("STRATA_LOAD_TURNS", 20);
+    let episodes = env_usize("STRATA_LOAD_EPISODES", 10_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let scope = Scope::new("load", "bot").unwrap();
+    let model = model();
+    let texts: Vec<String> = (0..1000).map(sentence).collect();
+    let vecs = model.embed_blocking(&texts).unwrap();
+    let base: Vec<(String, Vec<f32>)> = texts.into_iter().zip(vecs).collect();
+    let mut cfg = Config::default();
+    cfg.data_dir = dir.path().to_path_buf();
+    cfg.pruner.enabled = false;
+
+    // 1. the library, in process, same workload
+    let lib = rt.block_on(async {
+        let mem = Memory::open_with(
+            cfg.clone(),
+            Components {
+                embedder: Some(model.clone()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        populate(&mem, &scope, episodes, &base).await;
+        let m = mem.clone();
+        let sc = scope.clone();
+        let stats = drive(clients, turns, move |c, t| {
+            let (m, sc) = (m.clone(), sc.clone());
+            async move {
+                let sid = SessionId::new(format!("lib-{c}")).unwrap();
+                let q = question(c, t);
+                m.inject(&sc, &sid, &q).await.unwrap();
+                m.record(&sc, &sid, NewMessage::user(q, chrono::Utc::now()))
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+        mem.shutdown().await.unwrap();
+        stats
+    });
+
+    // 2. the binary over HTTP on loopback, same stores
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--set",
+            "pruner.enabled=false",
+            "--set",
+            "server.max_concurrent_requests=256",
+        ])
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env("STRATA_LOG", "warn")
+        .spawn()
+        .unwrap();
+    let base_url = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let (http, idle, peak) = rt.block_on(async {
+        for _ in 0..600 {
+            if client
+                .get(format!("{base_url}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let pid = server.id();
+        let idle = rss_mib(pid);
+        let peak = Arc::new(std::sync::Mutex::new(idle));
+        let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (p2, s2) = (peak.clone(), sampling.clone());
+        let sampler = tokio::spawn(async move {
+            while s2.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = rss_mib(pid);
+                {
+                    let mut g = p2.lock().unwrap();
+                    *g = g.max(r);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        let (c2, u2) = (client.clone(), base_url.clone());
+        let stats = drive(clients, turns, move |c, t| {
+            let (client, base) = (c2.clone(), u2.clone());
+            async move {
+                let q = question(c, t);
+                let s = format!("{base}/v1/users/load/agents/bot/sessions/http-{c}");
+                let r = client
+                    .post(format!("{s}/inject"))
+                    .header("content-type", "application/json")
+                    .body(json!({"message": q}).to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+                let r = client
+                    .post(format!("{s}/messages"))
+                    .header("content-type", "application/json")
+                    .body(json!({"role": "user", "content": q}).to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 201);
+            }
+        })
+        .await;
+        sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+        sampler.await.unwrap();
+        let peak = *peak.lock().unwrap();
+        (stats, idle, peak)
+    });
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    let _ = server.wait();
+
+    println!("load: {clients} chatbots x {turns} turns (inject + record), {episodes} episodes in the scope, fresh query text each turn");
+    println!("| path | turns/s | p50 ms | p99 ms |");
+    println!("|---|---|---|---|");
+    for (name, s) in [
+        ("library (baseline, same run)", &lib),
+        ("HTTP (strata serve)", &http),
+    ] {
+        println!(
+            "| {name} | {:.1} | {:.2} | {:.2} |",
+            s.tps(),
+            s.pct(0.5),
+            s.pct(0.99)
+        );
+    }
+    println!(
+        "HTTP cost over the library: p50 +{:.2} ms, p99 +{:.2} ms; throughput ratio {:.2}",
+        http.pct(0.5) - lib.pct(0.5),
+        http.pct(0.99) - lib.pct(0.99),
+        http.tps() / lib.tps()
+    );
+    println!("strata serve resident memory: idle {idle:.0} MiB, peak under load {peak:.0} MiB");
+}

@@ -1,0 +1,281 @@
+//! MCP (Model Context Protocol) with `rmcp`: the three memory tools and the
+//! system-prompt paragraph as a prompt, over stdio (`strata mcp --user U
+//! --agent A`) or streamable HTTP at `/mcp` (the scope comes from the key).
+//!
+//! Over HTTP the scope is the key's: an agent key names it; a user key takes
+//! the agent from the `X-Strata-Agent-Id` header; an admin key (or an open
+//! loopback server) takes both `X-Strata-User-Id` and `X-Strata-Agent-Id`.
+//! The same [`super::Principal::allows`] check as the REST routes applies.
+//! Tool errors come back as MCP tool errors (`isError: true`) with a
+//! readable message; nothing a caller sends can stop the server.
+
+use std::sync::Arc;
+
+use rmcp::handler::server::router::prompt::PromptRouter;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{PromptMessage, Role, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{
+    prompt, prompt_handler, prompt_router, tool, tool_handler, tool_router, RoleServer,
+    ServerHandler, ServiceExt,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{AppState, Principal};
+use crate::error::{Error, Result};
+use crate::memory::GraphSearch;
+use crate::model::{EpisodeId, KeyGrant, Scope};
+use crate::Memory;
+
+/// Header naming the user on `/mcp` (admin keys, open servers).
+pub const USER_HEADER: &str = "x-strata-user-id";
+/// Header naming the agent on `/mcp` (user and admin keys, open servers).
+pub const AGENT_HEADER: &str = "x-strata-agent-id";
+
+/// Arguments of `memory_search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SearchArgs {
+    /// What to look for in earlier conversations: a topic, a name, a decision.
+    pub query: String,
+    /// How many episodes to return (1..=100, default 5).
+    #[serde(default)]
+    pub top_k: Option<usize>,
+}
+
+/// Arguments of `memory_expand`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExpandArgs {
+    /// An episode id (`ep_` + 32 hex digits) from memory_search or from the Memory Context.
+    pub id: String,
+    /// Also return the raw messages of that conversation.
+    #[serde(default)]
+    pub raw: bool,
+}
+
+/// Arguments of `knowledge_graph_search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GraphArgs {
+    /// Text naming the people, places, organisations or projects to look up.
+    pub query: String,
+    /// Relations to walk from them (0..=3, default 1).
+    #[serde(default)]
+    pub hops: Option<u8>,
+    /// Include facts that a newer one replaced (e.g. a former address).
+    #[serde(default)]
+    pub include_invalid: bool,
+}
+
+/// The MCP server: one per stdio process, one per HTTP request.
+#[derive(Clone)]
+pub struct McpServer {
+    memory: Memory,
+    /// Fixed scope (stdio); `None` = from the HTTP request.
+    scope: Option<Scope>,
+    tool_router: ToolRouter<Self>,
+    prompt_router: PromptRouter<Self>,
+}
+
+fn json<T: serde::Serialize>(v: &T) -> std::result::Result<String, String> {
+    serde_json::to_string_pretty(v).map_err(|e| e.to_string())
+}
+
+fn readable(e: Error) -> String {
+    match e {
+        Error::Forbidden(_) => super::ApiError::forbidden().message,
+        other => other.to_string(),
+    }
+}
+
+#[tool_router]
+impl McpServer {
+    /// A server over `memory`; `scope` fixes the scope (stdio), `None` takes
+    /// it from each HTTP request's key and headers.
+    pub fn new(memory: Memory, scope: Option<Scope>) -> Self {
+        Self {
+            memory,
+            scope,
+            tool_router: Self::tool_router(),
+            prompt_router: Self::prompt_router(),
+        }
+    }
+
+    fn scope(&self, ctx: &RequestContext<RoleServer>) -> Result<Scope> {
+        if let Some(s) = &self.scope {
+            return Ok(s.clone());
+        }
+        let parts = ctx
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .ok_or_else(|| Error::Unauthenticated("no HTTP request to take a key from".into()))?;
+        let principal = parts
+            .extensions
+            .get::<Principal>()
+            .ok_or_else(|| Error::Unauthenticated("request was not authenticated".into()))?;
+        let header = |n: &str| {
+            parts
+                .headers
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let need = |n: &str| {
+            header(n).ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "this key does not name one scope: send the {n} header"
+                ))
+            })
+        };
+        let (user, agent) = match principal {
+            Principal::Key(k) => match &k.grant {
+                KeyGrant::Agent { user_id, agent_id } => (user_id.clone(), agent_id.clone()),
+                KeyGrant::User { user_id } => (user_id.clone(), need(AGENT_HEADER)?),
+                KeyGrant::Admin => (need(USER_HEADER)?, need(AGENT_HEADER)?),
+            },
+            Principal::Open => (need(USER_HEADER)?, need(AGENT_HEADER)?),
+        };
+        if !principal.allows(&user, Some(&agent)) {
+            return Err(Error::Forbidden(String::new()));
+        }
+        Scope::new(user, agent)
+    }
+
+    /// L1 search.
+    #[tool(
+        name = "memory_search",
+        description = "Search your long-term memory of earlier conversations with this user. Call it when the user refers to something from a past conversation (\"like we discussed\", \"what did I say about...\", \"remind me\") or when a question depends on facts about the user you do not have in this conversation. Returns episode ids with one-line abstracts, scores (0..1, higher is more relevant) and dates; call memory_expand with an id for the full summary."
+    )]
+    async fn memory_search(
+        &self,
+        Parameters(a): Parameters<SearchArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<String, String> {
+        let scope = self.scope(&ctx).map_err(readable)?;
+        let hits = self
+            .memory
+            .memory_search(&scope, &a.query, a.top_k.unwrap_or(5))
+            .await
+            .map_err(readable)?;
+        json(&hits)
+    }
+
+    /// L1 expand.
+    #[tool(
+        name = "memory_expand",
+        description = "Read one remembered conversation in full: its summary, and with raw=true every message. Call it after memory_search, or with an id from the Memory Context in your system prompt, when the abstract is not enough to answer."
+    )]
+    async fn memory_expand(
+        &self,
+        Parameters(a): Parameters<ExpandArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<String, String> {
+        let scope = self.scope(&ctx).map_err(readable)?;
+        let id = EpisodeId::parse(&a.id).map_err(readable)?;
+        let ex = self
+            .memory
+            .memory_expand(&scope, &id, a.raw)
+            .await
+            .map_err(readable)?;
+        json(&ex)
+    }
+
+    /// L2 graph.
+    #[tool(
+        name = "knowledge_graph_search",
+        description = "Look up what you know about people, places, organisations and projects the user has mentioned, and how they relate (who works where, who lives where, who is whose sister), with the dates each fact held. Call it for questions about a named entity or a relationship; set include_invalid to also see facts that changed (a former employer)."
+    )]
+    async fn knowledge_graph_search(
+        &self,
+        Parameters(a): Parameters<GraphArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<String, String> {
+        let scope = self.scope(&ctx).map_err(readable)?;
+        let req = GraphSearch {
+            query: Some(a.query),
+            hops: a.hops.unwrap_or(1),
+            include_invalid: a.include_invalid,
+            ..Default::default()
+        };
+        let r = self
+            .memory
+            .knowledge_graph_search(&scope, &req)
+            .await
+            .map_err(readable)?;
+        json(&r)
+    }
+}
+
+#[prompt_router]
+#[allow(missing_docs)] // the macro adds an undocumented helper per prompt
+impl McpServer {
+    /// The system-prompt paragraph.
+    #[prompt(
+        name = "memory_system_prompt",
+        description = "The paragraph to add to the assistant's system prompt: what its three levels of memory are and when to call memory_search, memory_expand and knowledge_graph_search."
+    )]
+    async fn memory_system_prompt(&self) -> Vec<PromptMessage> {
+        vec![PromptMessage::new_text(
+            Role::User,
+            self.memory.system_prompt(),
+        )]
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+#[prompt_handler(router = self.prompt_router)]
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .build(),
+        )
+        .with_instructions(
+            "Strata long-term memory. Use memory_search to find earlier conversations, memory_expand to read one, knowledge_graph_search for named people, places and their relations. The prompt memory_system_prompt explains when to call each.",
+        )
+    }
+}
+
+/// The streamable HTTP endpoint (stateless, JSON answers).
+pub(super) fn http_service(
+    state: AppState,
+    cancel: tokio_util::sync::CancellationToken,
+) -> StreamableHttpService<McpServer, LocalSessionManager> {
+    let sv = &state.memory.config().server;
+    let mut cfg = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_cancellation_token(cancel)
+        .with_max_request_body_bytes(sv.max_body_bytes);
+    cfg = if sv.mcp_allowed_hosts.is_empty() {
+        cfg.disable_allowed_hosts()
+    } else {
+        cfg.with_allowed_hosts(sv.mcp_allowed_hosts.clone())
+    };
+    let memory = state.memory.clone();
+    StreamableHttpService::new(
+        move || Ok(McpServer::new(memory.clone(), None)),
+        Arc::new(LocalSessionManager::default()),
+        cfg,
+    )
+}
+
+/// `strata mcp`: serves one scope over stdin/stdout until the client closes.
+///
+/// # Errors
+/// [`Error::Task`] when the MCP handshake fails.
+pub async fn serve_stdio(memory: Memory, scope: Scope) -> Result<()> {
+    let running = McpServer::new(memory, Some(scope))
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| Error::Task(format!("mcp: {e}")))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| Error::Task(format!("mcp: {e}")))?;
+    Ok(())
+}

@@ -1,0 +1,1200 @@
+//! `strata serve` end to end: a real HTTP server on 127.0.0.1:0 over real
+//! stores and the real embedding model; real MCP clients (rmcp) over HTTP
+//! and stdio; the binary under SIGTERM; the Python example client.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use strata::model::KeyGrant;
+use strata::{Config, Memory};
+
+struct Server {
+    base: String,
+    memory: Memory,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<strata::Result<()>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    async fn start_with(f: impl FnOnce(&mut Config)) -> Self {
+        let (mut cfg, dir) = common::config();
+        f(&mut cfg);
+        let memory = common::open(cfg).await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(strata::server::serve(
+            listener,
+            memory.clone(),
+            None,
+            async {
+                let _ = rx.await;
+            },
+        ));
+        Server {
+            base,
+            memory,
+            stop: Some(tx),
+            task: Some(task),
+            _dir: dir,
+        }
+    }
+    async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap().unwrap();
+    }
+    fn url(&self, p: &str) -> String {
+        format!("{}{}", self.base, p)
+    }
+}
+
+struct Resp {
+    status: u16,
+    body: Value,
+    headers: reqwest::header::HeaderMap,
+}
+
+async fn call(method: &str, url: &str, key: Option<&str>, body: Option<Value>) -> Resp {
+    let raw = body.map(|b| b.to_string().into_bytes());
+    call_raw(method, url, key, raw, Some("application/json")).await
+}
+
+async fn call_raw(
+    method: &str,
+    url: &str,
+    key: Option<&str>,
+    body: Option<Vec<u8>>,
+    content_type: Option<&str>,
+) -> Resp {
+    let client = reqwest::Client::new();
+    let mut rb = client.request(method.parse().unwrap(), url);
+    if let Some(k) = key {
+        rb = rb.header("authorization", format!("Bearer {k}"));
+    }
+    if let Some(b) = body {
+        if let Some(ct) = content_type {
+            rb = rb.header("content-type", ct);
+        }
+        rb = rb.body(b);
+    }
+    let r = rb.send().await.unwrap();
+    let status = r.status().as_u16();
+    let headers = r.headers().clone();
+    let text = r.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    Resp {
+        status,
+        body,
+        headers,
+    }
+}
+
+fn code(r: &Resp) -> &str {
+    r.body["error"]["code"].as_str().unwrap_or("")
+}
+
+const SCOPE: &str = "/v1/users/alice/agents/bot";
+
+async fn seed(s: &Server, key: Option<&str>) {
+    for (i, text) in [
+        "I adopted a grey cat called Miso last spring.",
+        "Miso sleeps on the radiator every afternoon.",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let r = call(
+            "POST",
+            &s.url(&format!("{SCOPE}/sessions/s1/messages")),
+            key,
+            Some(json!({"role": "user", "content": text, "timestamp": format!("2026-03-0{}T10:00:00Z", i + 1)})),
+        )
+        .await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+        assert!(r.body["message_id"].as_i64().is_some());
+    }
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/sessions/s1/end")),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    s.memory.wait_idle().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_end_to_end() {
+    let s = Server::start().await;
+    seed(&s, None).await;
+    // inject, with explain
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/sessions/s2/inject")),
+        None,
+        Some(json!({"message": "Does Miso the grey cat still sleep on the radiator every afternoon?", "explain": true})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["injected"], 1, "{:?}", r.body);
+    assert!(r.body["section"]
+        .as_str()
+        .unwrap()
+        .starts_with("## Memory Context"));
+    assert_eq!(r.body["trivial"], false);
+    assert!(r.body["top_score"].as_f64().unwrap() >= 0.3);
+    let ex = r.body["explain"].as_array().unwrap();
+    assert_eq!(ex[0]["outcome"], "kept");
+    assert!(ex[0]["bm25"].as_f64().is_some() && ex[0]["keyword_probability"].as_f64().is_some());
+    let episode = r.body["entries"][0]["id"].as_str().unwrap().to_string();
+    // a trivial message
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/sessions/s2/inject")),
+        None,
+        Some(json!({"message": "thanks!"})),
+    )
+    .await;
+    assert_eq!((r.status, r.body["trivial"].as_bool()), (200, Some(true)));
+    // search
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/search")),
+        None,
+        Some(json!({"query": "Miso radiator", "top_k": 3})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["results"][0]["id"], episode.as_str());
+    assert!(r.body.get("explain").is_none());
+    // expand with raw
+    let r = call(
+        "GET",
+        &s.url(&format!("{SCOPE}/episodes/{episode}?raw=true")),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["raw"].as_array().unwrap().len(), 2);
+    assert!(r.body["episode"]["summary"]
+        .as_str()
+        .unwrap()
+        .contains("Miso"));
+    // graph
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/graph/search")),
+        None,
+        Some(json!({"query": "Miso", "hops": 1, "include_invalid": false})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert!(r.body["entities"].is_array());
+    // batch across two sessions, then both are there
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/messages:batch")),
+        None,
+        Some(json!([
+            {"session_id": "b1", "role": "user", "content": "I work at Acme as a welder.", "timestamp": "2025-01-01T09:00:00Z"},
+            {"session_id": "b1", "role": "assistant", "content": "Noted.", "timestamp": "2025-01-01T09:00:05Z"},
+            {"user_id": "alice", "agent_id": "bot", "session_id": "b2", "role": "user", "content": "My sister Jo lives in Lyon."}
+        ])),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    assert_eq!(r.body["recorded"], 3);
+    assert_eq!(r.body["sessions"], json!(["b1", "b2"]));
+    assert_eq!(
+        s.memory
+            .session(
+                &strata::Scope::new("alice", "bot").unwrap(),
+                &strata::SessionId::new("b1").unwrap()
+            )
+            .await
+            .unwrap()
+            .message_count,
+        2
+    );
+    // admin routes (open server: everything allowed on loopback)
+    let r = call("GET", &s.url("/v1/jobs"), None, None).await;
+    assert_eq!(
+        (r.status, r.body.as_array().map(|a| a.len())),
+        (200, Some(0))
+    );
+    let r = call("POST", &s.url("/v1/jobs/999/retry"), None, None).await;
+    assert_eq!((r.status, code(&r)), (404, "not_found"));
+    let r = call("GET", &s.url("/v1/usage"), None, None).await;
+    assert_eq!(r.status, 200);
+    assert!(r.body["calls"].is_u64());
+    let r = call("GET", &s.url("/v1/usage?user_id=alice"), None, None).await;
+    assert_eq!(r.status, 400);
+    let r = call("GET", &s.url("/v1/admin/config"), None, None).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["recall"]["min_score"], 0.3);
+    let r = call("POST", &s.url("/v1/admin/reload"), None, None).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["applied"], json!([]));
+    // ops
+    assert_eq!(
+        call("GET", &s.url("/healthz"), None, None).await.status,
+        200
+    );
+    assert_eq!(call("GET", &s.url("/readyz"), None, None).await.status, 200);
+    let m = call("GET", &s.url("/metrics"), None, None).await;
+    let text = m.body.as_str().unwrap().to_string();
+    for name in [
+        "strata_inject_duration_seconds_bucket",
+        "strata_inject_entries_bucket",
+        "strata_inject_top_score_bucket",
+        "strata_inject_trivial_total",
+        "strata_http_requests_total",
+        "strata_http_request_duration_seconds_bucket",
+        "strata_outbox_pending{worker=\"episodic\"}",
+        "strata_outbox_parked",
+        "strata_promotion_duration_seconds_bucket",
+        "strata_store_rows{table=\"messages\"}",
+        "strata_store_rows{table=\"entities\"}",
+    ] {
+        assert!(text.contains(name), "{name} missing from /metrics:\n{text}");
+    }
+    assert!(
+        text.contains("route=\"/v1/users/{user_id}/agents/{agent_id}/search\""),
+        "{text}"
+    );
+    // forget the user: counts per store, then the episode is gone
+    let r = call("DELETE", &s.url("/v1/users/alice"), None, None).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["scopes"], 1);
+    assert!(r.body["records"]["rows"]["messages"].as_u64().unwrap() >= 5);
+    let r = call(
+        "GET",
+        &s.url(&format!("{SCOPE}/episodes/{episode}")),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!((r.status, code(&r)), (404, "not_found"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_bind_scopes_and_nothing_leaks() {
+    let s = Server::start().await;
+    let m = &s.memory;
+    let agent = |u: &str, a: &str| KeyGrant::Agent {
+        user_id: u.into(),
+        agent_id: a.into(),
+    };
+    let (_, alice_bot) = m
+        .create_api_key(agent("alice", "bot"), "alice bot")
+        .await
+        .unwrap();
+    let (_, alice_all) = m
+        .create_api_key(
+            KeyGrant::User {
+                user_id: "alice".into(),
+            },
+            "",
+        )
+        .await
+        .unwrap();
+    let (_, bob) = m.create_api_key(agent("bob", "bot"), "").await.unwrap();
+    let (_, admin) = m.create_api_key(KeyGrant::Admin, "ops").await.unwrap();
+    let (revoked_key, revoked) = m.create_api_key(agent("alice", "bot"), "").await.unwrap();
+    strata::keys::revoke(m.shared().records.as_ref(), &revoked_key.id)
+        .await
+        .unwrap();
+    seed(&s, Some(&alice_bot)).await;
+    let search = |scope: &str| s.url(&format!("{scope}/search"));
+    let q = || Some(json!({"query": "Miso"}));
+    // no key, a wrong key, a revoked key: 401 with the same code
+    for key in [
+        None,
+        Some("sk_strata_nope"),
+        Some(revoked.as_str()),
+        Some(&"sk_strata_0000000000000000000000000000000000000000000000000000000000000000"[..]),
+    ] {
+        let r = call("POST", &search(SCOPE), key, q()).await;
+        assert_eq!((r.status, code(&r)), (401, "unauthenticated"), "{key:?}");
+        assert!(r.headers.contains_key("www-authenticate"));
+    }
+    // the right keys
+    for key in [&alice_bot, &alice_all, &admin] {
+        let r = call("POST", &search(SCOPE), Some(key), q()).await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.body["results"].as_array().unwrap().len(), 1);
+    }
+    // another user's key, or another agent of the same user: 403, and the
+    // body is the same whether the scope exists (alice/bot) or not (zed/x)
+    let a = call("POST", &search(SCOPE), Some(&bob), q()).await;
+    let b = call("POST", &search("/v1/users/zed/agents/x"), Some(&bob), q()).await;
+    let c = call(
+        "POST",
+        &search("/v1/users/alice/agents/other"),
+        Some(&alice_bot),
+        q(),
+    )
+    .await;
+    assert_eq!((a.status, b.status, c.status), (403, 403, 403));
+    assert_eq!(a.body, b.body);
+    assert_eq!(a.body, c.body);
+    assert_eq!(code(&a), "forbidden");
+    // a user key covers every agent of that user only
+    assert_eq!(
+        call(
+            "POST",
+            &search("/v1/users/alice/agents/other"),
+            Some(&alice_all),
+            q()
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(
+        call(
+            "POST",
+            &search("/v1/users/alicia/agents/bot"),
+            Some(&alice_all),
+            q()
+        )
+        .await
+        .status,
+        403
+    );
+    // operator routes: admin only
+    for (method, path) in [
+        ("GET", "/v1/jobs"),
+        ("GET", "/v1/usage"),
+        ("POST", "/v1/admin/reload"),
+        ("GET", "/v1/admin/config"),
+        ("DELETE", "/v1/users/alice"),
+    ] {
+        for key in [&alice_bot, &alice_all] {
+            let r = call(method, &s.url(path), Some(key), None).await;
+            assert_eq!(r.status, 403, "{method} {path}");
+        }
+    }
+    assert_eq!(
+        call("GET", &s.url("/v1/jobs"), Some(&admin), None)
+            .await
+            .status,
+        200
+    );
+    // once a key exists, nothing under /v1 or /mcp is open; ops routes are
+    assert_eq!(
+        call("GET", &s.url("/v1/jobs"), None, None).await.status,
+        401
+    );
+    assert_eq!(
+        call("POST", &s.url("/mcp"), None, Some(json!({})))
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        call("GET", &s.url("/healthz"), None, None).await.status,
+        200
+    );
+    assert_eq!(
+        call("GET", &s.url("/metrics"), None, None).await.status,
+        200
+    );
+    // bob's key never reaches alice's episode by id either
+    let hits = m
+        .memory_search(&strata::Scope::new("alice", "bot").unwrap(), "Miso", 1)
+        .await
+        .unwrap();
+    let r = call(
+        "GET",
+        &s.url(&format!("/v1/users/bob/agents/bot/episodes/{}", hits[0].id)),
+        Some(&bob),
+        None,
+    )
+    .await;
+    assert_eq!((r.status, code(&r)), (404, "not_found"));
+    // the secret is in no log line and no table
+    let rows = m.shared().records.api_keys().await.unwrap();
+    assert_eq!(rows.len(), 5);
+    assert!(!serde_json::to_string(&rows)
+        .unwrap()
+        .contains(&alice_bot[10..]));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_clear_errors_and_the_server_stays_up() {
+    let s = Server::start_with(|c| c.server.max_body_bytes = 64 * 1024).await;
+    let rec = s.url(&format!("{SCOPE}/sessions/s1/messages"));
+    let send =
+        |b: &[u8], ct: Option<&'static str>| call_raw("POST", &rec, None, Some(b.to_vec()), ct);
+    let r = send(
+        b"{\"role\": \"user\", \"content\": ",
+        Some("application/json"),
+    )
+    .await;
+    assert_eq!(
+        (r.status, code(&r)),
+        (422, "malformed_json"),
+        "{:?}",
+        r.body
+    );
+    let r = send(
+        br#"{"role": "user", "content": 42}"#,
+        Some("application/json"),
+    )
+    .await;
+    assert_eq!((r.status, code(&r)), (422, "invalid_body"));
+    let r = send(
+        br#"{"role": "wizard", "content": "x"}"#,
+        Some("application/json"),
+    )
+    .await;
+    assert_eq!((r.status, code(&r)), (422, "invalid_body"));
+    let r = send(br#"{"role": "user"}"#, Some("application/json")).await;
+    assert_eq!((r.status, code(&r)), (422, "invalid_body"));
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("content"));
+    let r = send(
+        b"{\"role\": \"user\", \"content\": \"\xff\xfe\"}",
+        Some("application/json"),
+    )
+    .await;
+    assert_eq!(r.status, 422, "invalid UTF-8: {:?}", r.body);
+    let r = send(br#"{"role": "user", "content": "hi"}"#, Some("text/plain")).await;
+    assert_eq!((r.status, code(&r)), (415, "unsupported_media_type"));
+    let r = send(br#"{"role": "user", "content": "hi"}"#, None).await;
+    assert_eq!(r.status, 415);
+    let big = format!(
+        r#"{{"role": "user", "content": "{}"}}"#,
+        "x".repeat(70 * 1024)
+    );
+    let r = send(big.as_bytes(), Some("application/json")).await;
+    assert_eq!((r.status, code(&r)), (413, "payload_too_large"));
+    for blank in ["", "   ", "\n\t"] {
+        let r = call(
+            "POST",
+            &rec,
+            None,
+            Some(json!({"role": "user", "content": blank})),
+        )
+        .await;
+        assert_eq!((r.status, code(&r)), (400, "invalid_input"));
+    }
+    // any Unicode is kept whole
+    let r = call(
+        "POST",
+        &rec,
+        None,
+        Some(json!({"role": "user", "content": "민지 🐈 naïve ½ — ok"})),
+    )
+    .await;
+    assert_eq!(r.status, 201);
+    // ids: control characters, padding, 10,000 characters
+    let long = "u".repeat(10_000);
+    for bad in [
+        "/v1/users/al%01ice/agents/bot",
+        "/v1/users/%20alice/agents/bot",
+        &format!("/v1/users/{long}/agents/bot"),
+    ] {
+        let r = call(
+            "POST",
+            &s.url(&format!("{bad}/sessions/s/messages")),
+            None,
+            Some(json!({"role": "user", "content": "x"})),
+        )
+        .await;
+        assert_eq!(
+            (r.status, code(&r)),
+            (400, "invalid_input"),
+            "{}",
+            &bad[..40.min(bad.len())]
+        );
+    }
+    // spaces inside an id are fine
+    let r = call(
+        "POST",
+        &s.url("/v1/users/alice%20smith/agents/bot/sessions/s/messages"),
+        None,
+        Some(json!({"role": "user", "content": "x"})),
+    )
+    .await;
+    assert_eq!(r.status, 201);
+    // unknown and malformed episode ids
+    let r = call(
+        "GET",
+        &s.url(&format!("{SCOPE}/episodes/ep_{}", "0".repeat(32))),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!((r.status, code(&r)), (404, "not_found"));
+    let r = call("GET", &s.url(&format!("{SCOPE}/episodes/nope")), None, None).await;
+    assert_eq!((r.status, code(&r)), (400, "invalid_input"));
+    let r = call(
+        "GET",
+        &s.url(&format!("{SCOPE}/episodes/ep_x?raw=maybe")),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    // ended session: 409 on record, 202 again on end, 404 on an unknown one
+    assert_eq!(
+        call(
+            "POST",
+            &s.url(&format!("{SCOPE}/sessions/s1/end")),
+            None,
+            None
+        )
+        .await
+        .status,
+        202
+    );
+    assert_eq!(
+        call(
+            "POST",
+            &s.url(&format!("{SCOPE}/sessions/s1/end")),
+            None,
+            None
+        )
+        .await
+        .status,
+        202
+    );
+    let r = call(
+        "POST",
+        &rec,
+        None,
+        Some(json!({"role": "user", "content": "late"})),
+    )
+    .await;
+    assert_eq!((r.status, code(&r)), (409, "conflict"));
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/sessions/never/end")),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!((r.status, code(&r)), (404, "not_found"));
+    // batch: one bad turn rejects the batch, nothing stored
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/messages:batch")),
+        None,
+        Some(json!([
+            {"session_id": "z", "role": "user", "content": "fine"},
+            {"session_id": "z", "role": "user", "content": "  "}
+        ])),
+    )
+    .await;
+    assert_eq!((r.status, code(&r)), (400, "invalid_input"));
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("turn 1"));
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/messages:batch")),
+        None,
+        Some(json!([
+            {"user_id": "mallory", "session_id": "z", "role": "user", "content": "sneaky"}
+        ])),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(s
+        .memory
+        .session(
+            &strata::Scope::new("alice", "bot").unwrap(),
+            &strata::SessionId::new("z").unwrap()
+        )
+        .await
+        .is_err());
+    // search and inject validation
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/search")),
+        None,
+        Some(json!({"query": "x", "top_k": 0})),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/search")),
+        None,
+        Some(json!({"query": "x", "extra": 1})),
+    )
+    .await;
+    assert_eq!(r.status, 422);
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/graph/search")),
+        None,
+        Some(json!({"query": "x", "hops": 9})),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    // routes and methods that do not exist
+    let r = call("GET", &s.url("/v1/nope"), None, None).await;
+    assert_eq!((r.status, code(&r)), (404, "no_route"));
+    let r = call("GET", &s.url(&format!("{SCOPE}/search")), None, None).await;
+    assert_eq!(r.status, 405);
+    // a client that disconnects mid-request: the server carries on
+    {
+        use tokio::io::AsyncWriteExt;
+        let addr = s.base.trim_start_matches("http://").to_string();
+        let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        sock.write_all(format!("POST {SCOPE}/sessions/s9/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{{\"role\":").as_bytes()).await.unwrap();
+        drop(sock);
+    }
+    // a burst of 10,000 tiny requests: every one answered (200, or 503 with Retry-After)
+    let client = reqwest::Client::new();
+    let url = s.url("/healthz");
+    let results: Vec<u16> = futures::future::join_all((0..10_000).map(|_| {
+        let (c, u) = (client.clone(), url.clone());
+        async move {
+            c.get(&u)
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .unwrap_or(0)
+        }
+    }))
+    .await;
+    assert!(
+        results.iter().all(|&x| x == 200 || x == 503),
+        "{:?}",
+        results.iter().collect::<BTreeSet<_>>()
+    );
+    assert!(results.iter().filter(|&&x| x == 200).count() > 0);
+    assert_eq!(
+        call("GET", &s.url("/healthz"), None, None).await.status,
+        200
+    );
+    // what was acknowledged is all there
+    let scope = strata::Scope::new("alice", "bot").unwrap();
+    let msgs = s
+        .memory
+        .shared()
+        .records
+        .messages(&scope, &strata::SessionId::new("s1").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0].message.content, "민지 🐈 naïve ½ — ok");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_and_overload_answer_with_retry_after() {
+    let s = Server::start_with(|c| {
+        c.server.rate_limit_per_sec = 2;
+        c.server.rate_limit_burst = 2;
+    })
+    .await;
+    let (_, key) = s.memory.create_api_key(KeyGrant::Admin, "").await.unwrap();
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        let r = call("GET", &s.url("/v1/jobs"), Some(&key), None).await;
+        if r.status == 429 {
+            assert_eq!(code(&r), "rate_limited");
+            assert!(r.headers.contains_key("retry-after"));
+        }
+        statuses.push(r.status);
+    }
+    assert_eq!(&statuses[..2], &[200, 200]);
+    assert!(statuses[2..].contains(&429), "{statuses:?}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_document_and_router_agree() {
+    let s = Server::start().await;
+    let doc = call("GET", &s.url("/openapi.json"), None, None).await.body;
+    assert!(
+        doc["openapi"].as_str().unwrap().starts_with("3.1"),
+        "{}",
+        doc["openapi"]
+    );
+    let paths = doc["paths"].as_object().unwrap();
+    let mut documented = BTreeSet::new();
+    for (path, ops) in paths {
+        for method in ops.as_object().unwrap().keys() {
+            if ["get", "post", "delete", "put", "patch"].contains(&method.as_str()) {
+                documented.insert((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    // the issue's route list, every one documented
+    let expected: BTreeSet<(String, String)> = [
+        (
+            "POST",
+            "/v1/users/{user_id}/agents/{agent_id}/sessions/{session_id}/messages",
+        ),
+        (
+            "POST",
+            "/v1/users/{user_id}/agents/{agent_id}/sessions/{session_id}/inject",
+        ),
+        (
+            "POST",
+            "/v1/users/{user_id}/agents/{agent_id}/sessions/{session_id}/end",
+        ),
+        ("POST", "/v1/users/{user_id}/agents/{agent_id}/search"),
+        (
+            "GET",
+            "/v1/users/{user_id}/agents/{agent_id}/episodes/{episode_id}",
+        ),
+        ("POST", "/v1/users/{user_id}/agents/{agent_id}/graph/search"),
+        ("DELETE", "/v1/users/{user_id}"),
+        (
+            "POST",
+            "/v1/users/{user_id}/agents/{agent_id}/messages:batch",
+        ),
+        ("GET", "/v1/jobs"),
+        ("POST", "/v1/jobs/{id}/retry"),
+        ("GET", "/v1/usage"),
+        ("POST", "/v1/admin/reload"),
+        ("GET", "/v1/admin/config"),
+        ("GET", "/healthz"),
+        ("GET", "/readyz"),
+        ("GET", "/metrics"),
+    ]
+    .iter()
+    .map(|(m, p)| (m.to_string(), p.to_string()))
+    .collect();
+    assert_eq!(documented, expected);
+    // every documented operation is served (the router answers with
+    // something other than its own no_route / method_not_allowed)
+    for (method, path) in &documented {
+        let concrete = path
+            .replace("{user_id}", "u")
+            .replace("{agent_id}", "a")
+            .replace("{session_id}", "s")
+            .replace("{episode_id}", "ep_00000000000000000000000000000000")
+            .replace("{id}", "1");
+        let r = call(method, &s.url(&concrete), None, Some(json!({}))).await;
+        assert!(
+            !["no_route", "method_not_allowed"].contains(&code(&r)),
+            "{method} {path}: {:?}",
+            r.body
+        );
+    }
+    // and a route the document does not name is not served
+    for (method, path) in [
+        ("GET", "/v1/users/u"),
+        ("POST", "/v1/users/u/agents/a/messages"),
+        ("PUT", "/v1/jobs"),
+    ] {
+        let r = call(method, &s.url(path), None, Some(json!({}))).await;
+        assert!(
+            ["no_route", "method_not_allowed"].contains(&code(&r)),
+            "{method} {path}"
+        );
+    }
+    // every schema the document references exists
+    let text = doc.to_string();
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    for part in text.split("#/components/schemas/").skip(1) {
+        let name: String = part.chars().take_while(|c| *c != '"').collect();
+        assert!(schemas.contains_key(&name), "missing schema {name}");
+    }
+    s.stop().await;
+}
+
+fn tool_text(v: &Value) -> String {
+    v["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+async fn exercise_mcp<S>(client: &rmcp::service::RunningService<rmcp::RoleClient, S>, episode: &str)
+where
+    S: rmcp::service::Service<rmcp::RoleClient>,
+{
+    use rmcp::model::{CallToolRequestParams, GetPromptRequestParams};
+    let tools = client.list_all_tools().await.unwrap();
+    let names: BTreeSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(
+        names,
+        ["knowledge_graph_search", "memory_expand", "memory_search"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    );
+    for t in &tools {
+        assert!(
+            t.description.as_deref().unwrap_or("").len() > 80,
+            "{} needs a description",
+            t.name
+        );
+        assert!(serde_json::to_string(&t.input_schema)
+            .unwrap()
+            .contains("properties"));
+    }
+    let args = |v: Value| v.as_object().unwrap().clone();
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("memory_search")
+                .with_arguments(args(json!({"query": "Miso radiator"}))),
+        )
+        .await
+        .unwrap();
+    let r = serde_json::to_value(&r).unwrap();
+    assert_ne!(r["isError"], true, "{r}");
+    assert!(tool_text(&r).contains(episode), "{r}");
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("memory_expand")
+                .with_arguments(args(json!({"id": episode, "raw": true}))),
+        )
+        .await
+        .unwrap();
+    let r = serde_json::to_value(&r).unwrap();
+    assert!(tool_text(&r).contains("radiator"), "{r}");
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("knowledge_graph_search")
+                .with_arguments(args(json!({"query": "Miso"}))),
+        )
+        .await
+        .unwrap();
+    let r = serde_json::to_value(&r).unwrap();
+    assert_ne!(r["isError"], true, "{r}");
+    // tool errors are tool errors, readable, and the server carries on
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("memory_expand")
+                .with_arguments(args(json!({"id": "not-an-id"}))),
+        )
+        .await
+        .unwrap();
+    let r = serde_json::to_value(&r).unwrap();
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(tool_text(&r).contains("malformed episode id"), "{r}");
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("memory_search")
+                .with_arguments(args(json!({"query": "   "}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(serde_json::to_value(&r).unwrap()["isError"], true);
+    let prompts = client.list_prompts(Default::default()).await.unwrap();
+    assert_eq!(prompts.prompts.len(), 1);
+    let p = client
+        .get_prompt(GetPromptRequestParams::new("memory_system_prompt"))
+        .await
+        .unwrap();
+    let p = serde_json::to_value(&p).unwrap();
+    assert!(p.to_string().contains("memory_search"), "{p}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_over_http_with_a_real_client() {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::ServiceExt;
+    let s = Server::start().await;
+    seed(&s, None).await;
+    let episode = s
+        .memory
+        .memory_search(&strata::Scope::new("alice", "bot").unwrap(), "Miso", 1)
+        .await
+        .unwrap()[0]
+        .id
+        .to_string();
+    let (_, key) = s
+        .memory
+        .create_api_key(
+            KeyGrant::Agent {
+                user_id: "alice".into(),
+                agent_id: "bot".into(),
+            },
+            "",
+        )
+        .await
+        .unwrap();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(s.url("/mcp")).auth_header(key.clone()),
+    );
+    let client = ().serve(transport).await.unwrap();
+    exercise_mcp(&client, &episode).await;
+    client.cancel().await.unwrap();
+    // a user key must name the agent; another user's scope is refused
+    let (_, bob) = s
+        .memory
+        .create_api_key(
+            KeyGrant::User {
+                user_id: "bob".into(),
+            },
+            "",
+        )
+        .await
+        .unwrap();
+    let mut headers = std::collections::HashMap::new();
+    headers.insert(
+        reqwest::header::HeaderName::from_static("x-strata-agent-id"),
+        reqwest::header::HeaderValue::from_static("bot"),
+    );
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(s.url("/mcp"))
+            .auth_header(bob)
+            .custom_headers(headers),
+    );
+    let client = ().serve(transport).await.unwrap();
+    let r = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("memory_expand")
+                .with_arguments(json!({"id": episode}).as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    let r = serde_json::to_value(&r).unwrap();
+    assert_eq!(r["isError"], true, "bob's scope has no such episode: {r}");
+    assert!(tool_text(&r).contains("not found"), "{r}");
+    client.cancel().await.unwrap();
+    s.stop().await;
+}
+
+fn bin() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_strata"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c.env_remove("STRATA_LOG");
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_over_stdio_with_a_real_client() {
+    use rmcp::transport::TokioChildProcess;
+    use rmcp::ServiceExt;
+    let (cfg, dir) = common::config();
+    {
+        let m = common::open(cfg.clone()).await;
+        let scope = strata::Scope::new("alice", "bot").unwrap();
+        let sid = strata::SessionId::new("s1").unwrap();
+        m.record(
+            &scope,
+            &sid,
+            strata::NewMessage::user(
+                "Miso sleeps on the radiator every afternoon.",
+                chrono::Utc::now(),
+            ),
+        )
+        .await
+        .unwrap();
+        m.end_session(&scope, &sid).await.unwrap();
+        m.wait_idle().await.unwrap();
+        m.shutdown().await.unwrap();
+    }
+    let episode = strata::EpisodeId::for_session(
+        &strata::Scope::new("alice", "bot").unwrap(),
+        &strata::SessionId::new("s1").unwrap(),
+    )
+    .to_string();
+    let mut cmd = tokio::process::Command::from(bin());
+    // the index was built with the tests' model (f32 on candle): the binary must use the same
+    cmd.args([
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--set",
+        "embedding.provider=local",
+        "mcp",
+        "--user",
+        "alice",
+        "--agent",
+        "bot",
+    ]);
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    exercise_mcp(&client, &episode).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_promotion_then_restart_promotes_each_session_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let start = || {
+        bin()
+            .args([
+                "--data-dir",
+                dir.path().to_str().unwrap(),
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let base = format!("http://127.0.0.1:{port}");
+    let wait_up = || async {
+        for _ in 0..600 {
+            if reqwest::get(format!("{base}/readyz"))
+                .await
+                .is_ok_and(|r| r.status() == 200)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("server did not come up");
+    };
+    let mut child = start();
+    wait_up().await;
+    let n = 24;
+    for i in 0..n {
+        let r = call(
+            "POST",
+            &format!("{base}/v1/users/u/agents/a/messages:batch"),
+            None,
+            Some(json!([
+                {"session_id": format!("s{i}"), "role": "user", "content": format!("Session {i}: I planted {i} tomato seedlings in the greenhouse today.")},
+                {"session_id": format!("s{i}"), "role": "assistant", "content": "Lovely, how are they doing?"}
+            ])),
+        )
+        .await;
+        assert_eq!(r.status, 201);
+    }
+    for i in 0..n {
+        assert_eq!(
+            call(
+                "POST",
+                &format!("{base}/v1/users/u/agents/a/sessions/s{i}/end"),
+                None,
+                None
+            )
+            .await
+            .status,
+            202
+        );
+    }
+    // SIGTERM while promotion runs
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "graceful shutdown exits 0, got {status}");
+    // restart: whatever was left is done now
+    let mut child = start();
+    wait_up().await;
+    for _ in 0..600 {
+        let m = call("GET", &format!("{base}/metrics"), None, None).await;
+        let t = m.body.as_str().unwrap_or_default().to_string();
+        if t.contains("strata_outbox_pending{worker=\"episodic\"} 0")
+            && t.contains("strata_outbox_pending{worker=\"semantic\"} 0")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(child.wait().unwrap().success());
+    // every session promoted exactly once: one episode each, one done
+    // promotion event each, and one EpisodeCreated each (a second promotion
+    // would have written a second one)
+    let db = rusqlite::Connection::open(dir.path().join("strata.db")).unwrap();
+    let one = |sql: &str| db.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+    assert_eq!(one("SELECT COUNT(*) FROM episodes"), n);
+    assert_eq!(
+        one("SELECT COUNT(*) FROM outbox WHERE kind='session_completed' AND status='done'"),
+        n
+    );
+    assert_eq!(
+        one("SELECT COUNT(*) FROM outbox WHERE kind='session_completed'"),
+        n
+    );
+    assert_eq!(
+        one("SELECT COUNT(*) FROM outbox WHERE kind='episode_created'"),
+        n
+    );
+    assert_eq!(one("SELECT COUNT(*) FROM outbox WHERE status='pending'"), 0);
+    assert_eq!(one("SELECT COUNT(*) FROM messages"), 2 * n);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_example_client_runs_against_a_live_server() {
+    let s = Server::start().await;
+    seed(&s, None).await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/python_client.py");
+    let base = s.base.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = std::process::Command::new("python3")
+            .args([
+                script,
+                "--url",
+                &base,
+                "--user",
+                "alice",
+                "--agent",
+                "bot",
+                "--session",
+                "py-1",
+                "--end",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("STRATA_API_KEY")
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(
+                "Does Miso the grey cat still sleep on the radiator every afternoon?\nthanks\n"
+                    .as_bytes(),
+            )
+            .unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Memory Context"), "{stdout}");
+    let scope = strata::Scope::new("alice", "bot").unwrap();
+    let sess = s
+        .memory
+        .session(&scope, &strata::SessionId::new("py-1").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        sess.message_count, 4,
+        "two user turns and two replies recorded"
+    );
+    assert_eq!(sess.status, strata::model::SessionStatus::Completed);
+    s.stop().await;
+}
