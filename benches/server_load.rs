@@ -5,7 +5,8 @@
 //! library in this process (the baseline of the same run), then over HTTP
 //! against the `strata` binary started on 127.0.0.1. Prints turns/s, p50 and
 //! p99 per turn for both, the HTTP cost over the library, and the server's
-//! resident memory idle and under load.
+//! resident memory idle and under load. Each path runs twice: closed loop
+//! (capacity) and paced at `STRATA_LOAD_RATE` turns/s (default 250).
 //!
 //! `cargo bench --profile dev --bench server_load`; `STRATA_LOAD_CLIENTS`
 //! (32), `STRATA_LOAD_TURNS` (turns per client, 20) and `STRATA_LOAD_EPISODES`
@@ -62,7 +63,12 @@ impl Stats {
     }
 }
 
-async fn drive<F, Fut>(clients: usize, turns: usize, turn: F) -> Stats
+/// Runs `clients` chatbots of `turns` turns each. Without `pace`, each sends
+/// its next turn as soon as the last one is answered (closed loop: the
+/// capacity). With `pace`, each sends one turn every `pace` (a user typing),
+/// staggered, and latency counts from the scheduled send time, so a server
+/// that falls behind is charged for the wait (no coordinated omission).
+async fn drive<F, Fut>(clients: usize, turns: usize, pace: Option<Duration>, turn: F) -> Stats
 where
     F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + Send,
@@ -74,8 +80,18 @@ where
             let turn = turn.clone();
             tokio::spawn(async move {
                 let mut lat = Vec::with_capacity(turns);
+                let offset = pace
+                    .map(|p| p * c as u32 / clients as u32)
+                    .unwrap_or_default();
                 for t in 0..turns {
-                    let s = Instant::now();
+                    let s = match pace {
+                        Some(p) => {
+                            let at = started + offset + p * t as u32;
+                            tokio::time::sleep_until(at.into()).await;
+                            at
+                        }
+                        None => Instant::now(),
+                    };
                     turn(c, t).await;
                     lat.push(s.elapsed());
                 }
@@ -115,6 +131,9 @@ fn main() {
     let clients = env_usize("STRATA_LOAD_CLIENTS", 32);
     let turns = env_usize("STRATA_LOAD_TURNS", 20);
     let episodes = env_usize("STRATA_LOAD_EPISODES", 10_000);
+    // the paced phase: turns per second over all chatbots (the target, 250)
+    let rate = env_usize("STRATA_LOAD_RATE", 250).max(1);
+    let pace = Duration::from_secs_f64(clients as f64 / rate as f64);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -142,22 +161,27 @@ fn main() {
         .await
         .unwrap();
         populate(&mem, &scope, episodes, &base).await;
-        let m = mem.clone();
-        let sc = scope.clone();
-        let stats = drive(clients, turns, move |c, t| {
-            let (m, sc) = (m.clone(), sc.clone());
-            async move {
-                let sid = SessionId::new(format!("lib-{c}")).unwrap();
-                let q = question(c, t);
-                m.inject(&sc, &sid, &q).await.unwrap();
-                m.record(&sc, &sid, NewMessage::user(q, chrono::Utc::now()))
-                    .await
-                    .unwrap();
-            }
-        })
-        .await;
+        let mut out = Vec::new();
+        for (phase, p) in [("closed", None), ("paced", Some(pace))] {
+            let m = mem.clone();
+            let sc = scope.clone();
+            out.push(
+                drive(clients, turns, p, move |c, t| {
+                    let (m, sc) = (m.clone(), sc.clone());
+                    async move {
+                        let sid = SessionId::new(format!("lib-{phase}-{c}")).unwrap();
+                        let q = question(c, t);
+                        m.inject(&sc, &sid, &q).await.unwrap();
+                        m.record(&sc, &sid, NewMessage::user(q, chrono::Utc::now()))
+                            .await
+                            .unwrap();
+                    }
+                })
+                .await,
+            );
+        }
         mem.shutdown().await.unwrap();
-        stats
+        out
     });
 
     // 2. the binary over HTTP on loopback, same stores
@@ -208,31 +232,37 @@ fn main() {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });
-        let (c2, u2) = (client.clone(), base_url.clone());
-        let stats = drive(clients, turns, move |c, t| {
-            let (client, base) = (c2.clone(), u2.clone());
-            async move {
-                let q = question(c, t);
-                let s = format!("{base}/v1/users/load/agents/bot/sessions/http-{c}");
-                let r = client
-                    .post(format!("{s}/inject"))
-                    .header("content-type", "application/json")
-                    .body(json!({"message": q}).to_string())
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
-                let r = client
-                    .post(format!("{s}/messages"))
-                    .header("content-type", "application/json")
-                    .body(json!({"role": "user", "content": q}).to_string())
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(r.status(), 201);
-            }
-        })
-        .await;
+        let mut stats = Vec::new();
+        for (phase, p) in [("closed", None), ("paced", Some(pace))] {
+            let (c2, u2) = (client.clone(), base_url.clone());
+            stats.push(
+                drive(clients, turns, p, move |c, t| {
+                    let (client, base) = (c2.clone(), u2.clone());
+                    async move {
+                        let q = question(c, t);
+                        let s =
+                            format!("{base}/v1/users/load/agents/bot/sessions/http-{phase}-{c}");
+                        let r = client
+                            .post(format!("{s}/inject"))
+                            .header("content-type", "application/json")
+                            .body(json!({"message": q}).to_string())
+                            .send()
+                            .await
+                            .unwrap();
+                        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+                        let r = client
+                            .post(format!("{s}/messages"))
+                            .header("content-type", "application/json")
+                            .body(json!({"role": "user", "content": q}).to_string())
+                            .send()
+                            .await
+                            .unwrap();
+                        assert_eq!(r.status(), 201);
+                    }
+                })
+                .await,
+            );
+        }
         sampling.store(false, std::sync::atomic::Ordering::Relaxed);
         sampler.await.unwrap();
         let peak = *peak.lock().unwrap();
@@ -244,24 +274,29 @@ fn main() {
     let _ = server.wait();
 
     println!("load: {clients} chatbots x {turns} turns (inject + record), {episodes} episodes in the scope, fresh query text each turn");
-    println!("| path | turns/s | p50 ms | p99 ms |");
-    println!("|---|---|---|---|");
-    for (name, s) in [
+    println!("closed loop = each chatbot sends its next turn when answered (capacity); paced = {rate} turns/s offered in all, latency from the scheduled send");
+    println!("| path | phase | turns/s | p50 ms | p99 ms |");
+    println!("|---|---|---|---|---|");
+    for (name, runs) in [
         ("library (baseline, same run)", &lib),
         ("HTTP (strata serve)", &http),
     ] {
+        for (phase, s) in ["closed loop", "paced"].iter().zip(runs.iter()) {
+            println!(
+                "| {name} | {phase} | {:.1} | {:.2} | {:.2} |",
+                s.tps(),
+                s.pct(0.5),
+                s.pct(0.99)
+            );
+        }
+    }
+    for (i, phase) in ["closed loop", "paced"].iter().enumerate() {
         println!(
-            "| {name} | {:.1} | {:.2} | {:.2} |",
-            s.tps(),
-            s.pct(0.5),
-            s.pct(0.99)
+            "HTTP cost over the library, {phase}: p50 +{:.2} ms, p99 +{:.2} ms; throughput ratio {:.2}",
+            http[i].pct(0.5) - lib[i].pct(0.5),
+            http[i].pct(0.99) - lib[i].pct(0.99),
+            http[i].tps() / lib[i].tps()
         );
     }
-    println!(
-        "HTTP cost over the library: p50 +{:.2} ms, p99 +{:.2} ms; throughput ratio {:.2}",
-        http.pct(0.5) - lib.pct(0.5),
-        http.pct(0.99) - lib.pct(0.99),
-        http.tps() / lib.tps()
-    );
     println!("strata serve resident memory: idle {idle:.0} MiB, peak under load {peak:.0} MiB");
 }

@@ -665,17 +665,22 @@ async fn bad_input_gets_clear_errors_and_the_server_stays_up() {
     // a burst of 10,000 tiny requests: every one answered (200, or 503 with Retry-After)
     let client = reqwest::Client::new();
     let url = s.url("/healthz");
-    let results: Vec<u16> = futures::future::join_all((0..10_000).map(|_| {
-        let (c, u) = (client.clone(), url.clone());
-        async move {
-            c.get(&u)
-                .send()
-                .await
-                .map(|r| r.status().as_u16())
-                .unwrap_or(0)
-        }
-    }))
-    .await;
+    // (256 in flight at a time: more would hit the kernel's accept backlog, not the server)
+    use futures::StreamExt;
+    let results: Vec<u16> = futures::stream::iter(0..10_000)
+        .map(|_| {
+            let (c, u) = (client.clone(), url.clone());
+            async move {
+                c.get(&u)
+                    .send()
+                    .await
+                    .map(|r| r.status().as_u16())
+                    .unwrap_or(0)
+            }
+        })
+        .buffer_unordered(256)
+        .collect()
+        .await;
     assert!(
         results.iter().all(|&x| x == 200 || x == 503),
         "{:?}",
@@ -828,6 +833,8 @@ where
     S: rmcp::service::Service<rmcp::RoleClient>,
 {
     use rmcp::model::{CallToolRequestParams, GetPromptRequestParams};
+    let info = serde_json::to_value(client.peer_info()).unwrap();
+    assert_eq!(info["serverInfo"]["name"], "strata", "{info}");
     let tools = client.list_all_tools().await.unwrap();
     let names: BTreeSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
     assert_eq!(
@@ -1197,4 +1204,198 @@ async fn python_example_client_runs_against_a_live_server() {
     );
     assert_eq!(sess.status, strata::model::SessionStatus::Completed);
     s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_and_overload_answer_503_with_retry_after() {
+    // a 1 ms budget: a search (query embedding + BM25 + vectors) cannot make it
+    let s = Server::start_with(|c| c.server.request_timeout_ms = 1).await;
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/search")),
+        None,
+        Some(json!({"query": "what did we decide about the kitchen renovation budget?"})),
+    )
+    .await;
+    assert_eq!((r.status, code(&r)), (503, "timeout"), "{:?}", r.body);
+    assert!(r.headers.contains_key("retry-after"));
+    s.stop().await;
+    // one request at a time: a burst is shed at once with 503 overloaded, never queued
+    let s = Server::start_with(|c| c.server.max_concurrent_requests = 1).await;
+    seed(&s, None).await;
+    let url = s.url(&format!("{SCOPE}/search"));
+    let rs = futures::future::join_all((0..24).map(|i| {
+        let url = url.clone();
+        async move {
+            call(
+                "POST",
+                &url,
+                None,
+                Some(json!({"query": format!("Miso radiator afternoon nap number {i}")})),
+            )
+            .await
+        }
+    }))
+    .await;
+    let shed: Vec<&Resp> = rs.iter().filter(|r| r.status == 503).collect();
+    assert!(rs.iter().all(|r| r.status == 200 || r.status == 503));
+    assert!(rs.iter().any(|r| r.status == 200));
+    assert!(
+        !shed.is_empty(),
+        "24 concurrent searches with a limit of 1 must shed some"
+    );
+    for r in shed {
+        assert_eq!(code(r), "overloaded");
+        assert_eq!(r.headers["retry-after"], "1");
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_keys_only_loopback_is_served() {
+    let (cfg, _dir) = common::config();
+    let memory = common::open(cfg).await;
+    // 0.0.0.0 is every interface: refused while no key exists
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let e = strata::server::serve(listener, memory.clone(), None, std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("refusing to listen"), "{e}");
+    // with a key it serves, and every /v1 request needs one
+    let (cfg, _dir2) = common::config();
+    let memory = common::open(cfg).await;
+    let (_, key) = memory.create_api_key(KeyGrant::Admin, "").await.unwrap();
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(strata::server::serve(listener, memory, None, async {
+        let _ = rx.await;
+    }));
+    let base = format!("http://127.0.0.1:{port}");
+    assert_eq!(
+        call("GET", &format!("{base}/v1/jobs"), None, None)
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        call("GET", &format!("{base}/v1/jobs"), Some(&key), None)
+            .await
+            .status,
+        200
+    );
+    tx.send(()).unwrap();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_and_the_reload_route_apply_recall_tunables_and_name_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("strata.toml");
+    std::fs::write(&conf, "[recall]\nmin_score = 0.3\n").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = std::fs::File::create(dir.path().join("log.jsonl")).unwrap();
+    let mut child = bin()
+        .args([
+            "--config",
+            conf.to_str().unwrap(),
+            "--data-dir",
+            dir.path().join("data").to_str().unwrap(),
+        ])
+        .args([
+            "--log-format",
+            "json",
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    for _ in 0..600 {
+        if reqwest::get(format!("{base}/readyz"))
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let min_score = || async {
+        call("GET", &format!("{base}/v1/admin/config"), None, None)
+            .await
+            .body["recall"]["min_score"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(min_score().await, 0.3);
+    // SIGHUP re-reads the file
+    std::fs::write(&conf, "[recall]\nmin_score = 0.45\n").unwrap();
+    assert!(std::process::Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let mut seen = 0.0;
+    for _ in 0..100 {
+        seen = min_score().await;
+        if seen == 0.45 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, 0.45);
+    // the route does the same and names what needs a restart
+    std::fs::write(
+        &conf,
+        "[recall]\nmin_score = 0.5\nuser_text_boost = 3.0\n[episodes]\nttl_days = 30\n",
+    )
+    .unwrap();
+    let r = call("POST", &format!("{base}/v1/admin/reload"), None, None).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["applied"], json!(["recall.min_score"]));
+    assert_eq!(
+        r.body["needs_restart"],
+        json!(["episodes.ttl_days", "recall.user_text_boost"])
+    );
+    assert_eq!(min_score().await, 0.5);
+    // an invalid file changes nothing
+    std::fs::write(&conf, "[recall]\nmin_score = 7\n").unwrap();
+    let r = call("POST", &format!("{base}/v1/admin/reload"), None, None).await;
+    assert_eq!(r.status, 400, "{:?}", r.body);
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("recall.min_score"));
+    assert_eq!(min_score().await, 0.5);
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    assert!(child.wait().unwrap().success());
+    // --log-format json: one JSON object per line, with structured fields
+    let logs = std::fs::read_to_string(dir.path().join("log.jsonl")).unwrap();
+    let lines: Vec<Value> = logs
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["message"] == "strata serve listening" && l["addr"].is_string()),
+        "{logs}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["message"] == "SIGHUP: configuration reloaded"),
+        "{logs}"
+    );
 }

@@ -371,7 +371,7 @@ pub enum EvalCommand {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = if matches!(cli.command, Command::Serve { .. }) {
-        "info,qdrant_edge=error,tantivy=warn"
+        "info,qdrant_edge=error,tantivy=warn,ort=warn"
     } else {
         "warn,qdrant_edge=error"
     };

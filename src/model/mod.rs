@@ -108,8 +108,15 @@ impl fmt::Display for Scope {
 #[derive(
     Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
 )]
-#[serde(transparent)]
+#[serde(try_from = "String")]
 pub struct SessionId(String);
+
+impl TryFrom<String> for SessionId {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self> {
+        SessionId::new(s)
+    }
+}
 
 impl SessionId {
     /// Builds a validated session id.
@@ -185,8 +192,15 @@ pub fn is_hex_id(s: &str, prefix: &str) -> bool {
 #[derive(
     Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
 )]
-#[serde(transparent)]
+#[serde(try_from = "String")]
 pub struct EpisodeId(String);
+
+impl TryFrom<String> for EpisodeId {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self> {
+        EpisodeId::parse(&s)
+    }
+}
 
 impl EpisodeId {
     /// The episode id of `session` in `scope`.
@@ -483,6 +497,16 @@ mod tests {
         let s = Scope::new("민지", "bot").unwrap();
         assert_eq!(s.key(), "민지\u{1f}bot");
         assert!(serde_json::from_str::<Scope>(r#"{"user_id":"","agent_id":"a"}"#).is_err());
+        // ids that arrive as JSON are validated like the ones built in code
+        for bad in [r#""""#, r#""   ""#, r#""ab""#] {
+            assert!(serde_json::from_str::<SessionId>(bad).is_err(), "{bad}");
+        }
+        assert!(serde_json::from_str::<SessionId>(&format!("{:?}", "s".repeat(300))).is_err());
+        assert_eq!(
+            serde_json::to_string(&SessionId::new("s 1").unwrap()).unwrap(),
+            r#""s 1""#
+        );
+        assert!(serde_json::from_str::<EpisodeId>(r#""ep_nope""#).is_err());
     }
 
     #[test]

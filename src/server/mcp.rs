@@ -43,6 +43,7 @@ pub struct SearchArgs {
     pub query: String,
     /// How many episodes to return (1..=100, default 5).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 100))]
     pub top_k: Option<usize>,
 }
 
@@ -63,6 +64,7 @@ pub struct GraphArgs {
     pub query: String,
     /// Relations to walk from them (0..=3, default 1).
     #[serde(default)]
+    #[schemars(range(min = 0, max = 3))]
     pub hops: Option<u8>,
     /// Include facts that a newer one replaced (e.g. a former address).
     #[serde(default)]
@@ -234,6 +236,7 @@ impl ServerHandler for McpServer {
                 .enable_prompts()
                 .build(),
         )
+        .with_server_info(rmcp::model::Implementation::new("strata", env!("CARGO_PKG_VERSION")))
         .with_instructions(
             "Strata long-term memory. Use memory_search to find earlier conversations, memory_expand to read one, knowledge_graph_search for named people, places and their relations. The prompt memory_system_prompt explains when to call each.",
         )

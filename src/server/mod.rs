@@ -80,6 +80,8 @@ pub struct AppState {
     limiter: Option<Arc<governor::DefaultKeyedRateLimiter<String>>>,
     shutting_down: Arc<AtomicBool>,
     loopback: bool,
+    /// The address actually listened on (shown by `/v1/admin/config`).
+    pub listen: Option<SocketAddr>,
 }
 
 /// Buckets of the latency histograms, in seconds (1 ms .. 10 s).
@@ -119,9 +121,67 @@ fn prometheus() -> PrometheusHandle {
             if metrics::set_global_recorder(recorder).is_err() {
                 tracing::warn!("a metrics recorder was already installed; /metrics shows only Strata's own gauges");
             }
+            describe_metrics();
             handle
         })
         .clone()
+}
+
+/// HELP lines of every metric, and the unlabelled counters at 0 so that
+/// dashboards and alerts see them before their first event. Labelled
+/// series (by route, worker, task) appear with their first observation.
+fn describe_metrics() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_histogram!(
+        "strata_inject_duration_seconds",
+        Unit::Seconds,
+        "inject latency, query embedding included"
+    );
+    describe_histogram!(
+        "strata_inject_entries",
+        "abstracts injected per non-trivial inject"
+    );
+    describe_histogram!(
+        "strata_inject_top_score",
+        "best calibrated score of each non-trivial inject (compare with recall.min_score)"
+    );
+    describe_counter!(
+        "strata_inject_trivial_total",
+        "injects skipped as trivial messages"
+    );
+    describe_counter!(
+        "strata_http_requests_total",
+        "HTTP requests by route template, method and status"
+    );
+    describe_histogram!(
+        "strata_http_request_duration_seconds",
+        Unit::Seconds,
+        "HTTP latency by route template and method"
+    );
+    describe_gauge!(
+        "strata_outbox_pending",
+        "jobs waiting in the outbox per worker, backoff included"
+    );
+    describe_gauge!("strata_outbox_parked", "jobs in the dead-letter table");
+    describe_histogram!(
+        "strata_promotion_duration_seconds",
+        Unit::Seconds,
+        "summarise + embed + index time of a promotion job"
+    );
+    describe_counter!(
+        "strata_llm_calls_total",
+        "LLM requests by task, retries included"
+    );
+    describe_counter!("strata_llm_failures_total", "failed LLM requests by task");
+    describe_counter!(
+        "strata_llm_tokens_total",
+        "LLM tokens by task and direction (in, out)"
+    );
+    describe_gauge!(
+        "strata_store_rows",
+        "rows per table of the stores, over every scope"
+    );
+    metrics::counter!("strata_inject_trivial_total").increment(0);
 }
 
 /// Opens the memory from `source` and serves it on `listener` until
@@ -168,7 +228,8 @@ pub async fn serve(
         }
         tracing::warn!(%addr, "no API key exists: serving OPEN on loopback only; every caller has admin rights until `strata keys create` makes one");
     }
-    let state = AppState::new(memory.clone(), source.map(Arc::new), loopback);
+    let mut state = AppState::new(memory.clone(), source.map(Arc::new), loopback);
+    state.listen = Some(addr);
     let token = tokio_util::sync::CancellationToken::new();
     let app = router(state.clone(), token.clone());
     #[cfg(unix)]
@@ -228,6 +289,7 @@ impl AppState {
             limiter,
             shutting_down: Arc::new(AtomicBool::new(false)),
             loopback,
+            listen: None,
         }
     }
 
@@ -331,8 +393,24 @@ fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     .into_response()
 }
 
-/// 503 `shutting_down` for requests that arrive while the server drains.
+/// 503 `shutting_down` for requests that arrive while the server drains;
+/// 413 at once for a body whose `Content-Length` is over the limit (rather
+/// than waiting for bytes that will be refused anyway).
 async fn gate(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let max = st.memory.config().server.max_body_bytes as u64;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the body is larger than the {max}-byte limit (server.max_body_bytes)"),
+        )
+        .into_response();
+    }
     if st.shutting_down.load(Ordering::SeqCst) {
         return ApiError {
             retry_after: Some(1),
@@ -433,7 +511,18 @@ fn caller(req: &Request) -> ApiResult<Principal> {
 /// The scope check of every scoped route: the path's `user_id` (and
 /// `agent_id`) must be covered by the caller's key. One body for every
 /// refusal, whether the scope exists or not.
-async fn require_scope(params: RawPathParams, req: Request, next: Next) -> Response {
+async fn require_scope(
+    params: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let params = match params {
+        Ok(p) => p,
+        Err(e) => {
+            return ApiError::new(StatusCode::BAD_REQUEST, "invalid_input", e.body_text())
+                .into_response()
+        }
+    };
     let p = match caller(&req) {
         Ok(p) => p,
         Err(e) => return e.into_response(),

@@ -456,7 +456,13 @@ async fn reload(State(st): State<AppState>) -> ApiResult<Json<ReloadReport>> {
     responses((status = 200, description = "the active configuration, as JSON (the shape of config/default.toml)", content_type = "application/json"))
 )]
 async fn active_config(State(st): State<AppState>) -> ApiResult<Json<serde_json::Value>> {
-    let mut v = serde_json::to_value(st.memory.active_config()).map_err(crate::Error::from)?;
+    let mut c = st.memory.active_config();
+    // what is in force, not what was asked for: the bound address and the resolved models folder
+    if let Some(addr) = st.listen {
+        c.server.listen = addr.to_string();
+    }
+    c.embedding.models_home = c.embedding.models_home();
+    let mut v = serde_json::to_value(c).map_err(crate::Error::from)?;
     redact(&mut v);
     Ok(Json(v))
 }
