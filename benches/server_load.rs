@@ -38,9 +38,10 @@ const QUESTIONS: &[&str] = &[
     "remind me what Omar planned for the chess club",
 ];
 
-fn question(client: usize, turn: usize) -> String {
+/// A text no earlier turn used (phase included), so the embedding cache never answers.
+fn question(phase: &str, client: usize, turn: usize) -> String {
     format!(
-        "{} (chat {client}, turn {turn})",
+        "{} ({phase} chat {client}, turn {turn})",
         QUESTIONS[(client + turn) % QUESTIONS.len()]
     )
 }
@@ -170,7 +171,7 @@ fn main() {
                     let (m, sc) = (m.clone(), sc.clone());
                     async move {
                         let sid = SessionId::new(format!("lib-{phase}-{c}")).unwrap();
-                        let q = question(c, t);
+                        let q = question(&format!("lib {phase}"), c, t);
                         m.inject(&sc, &sid, &q).await.unwrap();
                         m.record(&sc, &sid, NewMessage::user(q, chrono::Utc::now()))
                             .await
@@ -239,7 +240,7 @@ fn main() {
                 drive(clients, turns, p, move |c, t| {
                     let (client, base) = (c2.clone(), u2.clone());
                     async move {
-                        let q = question(c, t);
+                        let q = question(phase, c, t);
                         let s =
                             format!("{base}/v1/users/load/agents/bot/sessions/http-{phase}-{c}");
                         let r = client

@@ -362,6 +362,9 @@ pub struct EmbeddingConfig {
     pub onnx_runtime: PathBuf,
     /// `onnx` provider: threads of one run (1 = a query uses one core, leaving the other to BM25 and SQLite).
     pub onnx_threads: usize,
+    /// `onnx` provider: sessions in the pool, i.e. embeddings that can run at
+    /// once (default 2, this machine's cores; each holds its own weights).
+    pub onnx_sessions: usize,
     /// In-memory cache capacity, in vectors.
     pub cache_entries: usize,
 }
@@ -517,6 +520,9 @@ impl Config {
         }
         if self.embedding.onnx_threads == 0 {
             return bad("embedding.onnx_threads", "must be positive");
+        }
+        if self.embedding.onnx_sessions == 0 || self.embedding.onnx_sessions > 64 {
+            return bad("embedding.onnx_sessions", "must be within 1..=64");
         }
         if self.embedding.batch_size == 0 {
             return bad("embedding.batch_size", "must be positive");

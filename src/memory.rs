@@ -404,11 +404,12 @@ impl Memory {
                     runtime: e.onnx_runtime_path(),
                 };
                 let onnx = tokio::task::spawn_blocking(move || {
-                    crate::llm::onnx::OnnxEmbedder::load(
+                    crate::llm::onnx::OnnxEmbedder::load_pool(
                         &files,
                         e.batch_size,
                         e.max_tokens,
                         e.onnx_threads,
+                        e.onnx_sessions,
                     )
                 })
                 .await??;

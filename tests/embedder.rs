@@ -97,3 +97,27 @@ async fn onnx_int8_agrees_with_the_f32_model() {
         .to_string();
     assert!(e.contains("scripts/fetch-model.sh"), "{e}");
 }
+
+/// A pool of ONNX sessions embeds concurrently and gives the same vectors as one session.
+#[test]
+fn onnx_session_pool_gives_the_same_vectors() {
+    let one = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1).unwrap();
+    let pool =
+        strata::llm::onnx::OnnxEmbedder::load_pool(&common::onnx_files(), 32, 256, 1, 2).unwrap();
+    let texts: Vec<String> = (0..8)
+        .map(|i| format!("my sister moved to Lyon in {}", 2000 + i))
+        .collect();
+    let want = one.embed_blocking(&texts).unwrap();
+    let got: Vec<Vec<Vec<f32>>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| pool.embed_blocking(&texts).unwrap()))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for g in got {
+        for (a, b) in g.iter().zip(&want) {
+            let cos: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+            assert!(cos > 0.9999, "{cos}");
+        }
+    }
+}

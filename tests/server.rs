@@ -662,6 +662,26 @@ async fn bad_input_gets_clear_errors_and_the_server_stays_up() {
         sock.write_all(format!("POST {SCOPE}/sessions/s9/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{{\"role\":").as_bytes()).await.unwrap();
         drop(sock);
     }
+    // a client that trickles its headers is dropped (slow-loris guard), the server carries on
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = s.base.trim_start_matches("http://").to_string();
+        let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        sock.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        let mut buf = [0u8; 256];
+        let n = tokio::time::timeout(Duration::from_secs(30), sock.read(&mut buf))
+            .await
+            .expect("the server must close it");
+        assert!(matches!(n, Ok(_) | Err(_)));
+        assert!(
+            started.elapsed() >= Duration::from_secs(5),
+            "closed after {:?}",
+            started.elapsed()
+        );
+    }
     // a burst of 10,000 tiny requests: every one answered (200, or 503 with Retry-After)
     let client = reqwest::Client::new();
     let url = s.url("/healthz");

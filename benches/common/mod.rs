@@ -95,7 +95,10 @@ pub fn model() -> Arc<OnnxEmbedder> {
         tokenizer: e.model_path().join("tokenizer.json"),
         runtime: e.onnx_runtime_path(),
     };
-    Arc::new(OnnxEmbedder::load(&files, 32, 256, 1).expect("run scripts/fetch-model.sh first"))
+    Arc::new(
+        OnnxEmbedder::load_pool(&files, 32, 256, e.onnx_threads, e.onnx_sessions)
+            .expect("run scripts/fetch-model.sh first"),
+    )
 }
 
 /// Writes `n` synthetic episodes straight into the stores of `scope` (SQLite row,

@@ -54,7 +54,10 @@ fn environment(lib: &Path) -> Result<&'static ort::environment::Environment> {
 }
 
 struct Inner {
-    session: Mutex<ort::session::Session>,
+    /// A pool: one run at a time per session (`Session::run` takes `&mut`),
+    /// so N sessions let N requests embed at once, one per core.
+    sessions: Vec<Mutex<ort::session::Session>>,
+    next: std::sync::atomic::AtomicUsize,
     tokenizer: Tokenizer,
     batch_size: usize,
     max_tokens: usize,
@@ -99,6 +102,22 @@ impl OnnxEmbedder {
         max_tokens: usize,
         intra_threads: usize,
     ) -> Result<Self> {
+        Self::load_pool(files, batch_size, max_tokens, intra_threads, 1)
+    }
+
+    /// [`OnnxEmbedder::load`] with `sessions` ONNX Runtime sessions (≥ 1), so
+    /// that up to that many embeddings run at once (`embedding.onnx_sessions`;
+    /// each session holds its own copy of the 22 MB int8 weights).
+    ///
+    /// # Errors
+    /// As [`OnnxEmbedder::load`].
+    pub fn load_pool(
+        files: &OnnxFiles,
+        batch_size: usize,
+        max_tokens: usize,
+        intra_threads: usize,
+        sessions: usize,
+    ) -> Result<Self> {
         for p in [&files.model, &files.tokenizer] {
             if !p.exists() {
                 return Err(Error::Embedder(format!(
@@ -108,14 +127,18 @@ impl OnnxEmbedder {
             }
         }
         let env = environment(&files.runtime)?;
-        let session = ort::session::Session::builder(env)
-            .map_err(ee)?
-            .with_intra_threads(intra_threads.max(1))
-            .map_err(ee)?
-            .with_inter_threads(1)
-            .map_err(ee)?
-            .commit_from_file(&files.model)
-            .map_err(|e| Error::Embedder(format!("loading {}: {e}", files.model.display())))?;
+        let mut pool = Vec::with_capacity(sessions.max(1));
+        for _ in 0..sessions.max(1) {
+            let session = ort::session::Session::builder(env)
+                .map_err(ee)?
+                .with_intra_threads(intra_threads.max(1))
+                .map_err(ee)?
+                .with_inter_threads(1)
+                .map_err(ee)?
+                .commit_from_file(&files.model)
+                .map_err(|e| Error::Embedder(format!("loading {}: {e}", files.model.display())))?;
+            pool.push(Mutex::new(session));
+        }
         let max_tokens = max_tokens.clamp(8, 256);
         let mut tokenizer = Tokenizer::from_file(&files.tokenizer).map_err(ee)?;
         tokenizer
@@ -130,7 +153,8 @@ impl OnnxEmbedder {
         }));
         Ok(Self {
             inner: Arc::new(Inner {
-                session: Mutex::new(session),
+                sessions: pool,
+                next: std::sync::atomic::AtomicUsize::new(0),
                 tokenizer,
                 batch_size: batch_size.max(1),
                 max_tokens,
@@ -165,10 +189,7 @@ impl OnnxEmbedder {
                 .map_err(ee)?;
                 let types =
                     ort::value::Tensor::from_array(([n, len], vec![0i64; n * len])).map_err(ee)?;
-                let mut session = i
-                    .session
-                    .lock()
-                    .map_err(|_| Error::Task("onnx session mutex poisoned".into()))?;
+                let mut session = i.session()?;
                 let out = session
                 .run(ort::inputs!["input_ids" => ids, "attention_mask" => mask, "token_type_ids" => types])
                 .map_err(ee)?;
@@ -207,6 +228,22 @@ impl OnnxEmbedder {
                     .collect())
             },
         )
+    }
+}
+
+impl Inner {
+    /// A free session of the pool, else the next one in turn (waiting for it).
+    fn session(&self) -> Result<std::sync::MutexGuard<'_, ort::session::Session>> {
+        let n = self.sessions.len();
+        let start = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for k in 0..n {
+            if let Ok(g) = self.sessions[(start + k) % n].try_lock() {
+                return Ok(g);
+            }
+        }
+        self.sessions[start % n]
+            .lock()
+            .map_err(|_| Error::Task("onnx session mutex poisoned".into()))
     }
 }
 

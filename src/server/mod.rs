@@ -10,6 +10,7 @@
 //! scope against the caller's key before any handler runs; the operator
 //! routes pass [`require_admin`]. Handlers never look at the key.
 //!
+//! Connections are HTTP/1.1 (hyper), with a header read timeout of 10 s.
 //! Layers, outermost first: panic catcher → HTTP metrics → shutting-down
 //! gate → load shedding (503 `overloaded` past `server.max_concurrent_requests`)
 //! → timeout (503 `timeout` after `server.request_timeout_ms`) → body limit
@@ -236,11 +237,7 @@ pub async fn serve(
     let hup = tokio::spawn(reload_on_sighup(state.clone()));
     tracing::info!(%addr, auth = if keys { "api keys" } else { "open (loopback)" }, "strata serve listening");
     let gate = state.shutting_down.clone();
-    let served = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
+    let served = accept_loop(listener, app, async move {
         shutdown.await;
         tracing::info!("shutting down: no new connections; answering the requests in flight");
         gate.store(true, Ordering::SeqCst);
@@ -254,6 +251,63 @@ pub async fn serve(
     tracing::info!("memory shut down; bye");
     served?;
     closed
+}
+
+/// Longest a client may take to send a request's headers (slow-loris guard).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a graceful shutdown waits for open connections to finish.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Accepts HTTP/1.1 connections until `shutdown` resolves, then lets the
+/// open ones finish (idle keep-alive connections close at once; at most
+/// [`DRAIN_TIMEOUT`]). hyper directly rather than `axum::serve`, for the
+/// header read timeout that `axum::serve` does not set: a client that opens a
+/// connection and trickles its headers is dropped after [`HEADER_READ_TIMEOUT`].
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(e) => {
+                    // out of file descriptors and the like: back off, keep serving
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            timeout_secs = DRAIN_TIMEOUT.as_secs(),
+            "connections still open after the drain timeout; closing"
+        );
+    }
+    Ok(())
 }
 
 #[cfg(unix)]
