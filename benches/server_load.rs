@@ -1,9 +1,9 @@
 //! Bounded loopback load test of `strata serve` (a bench, not a timed test):
 //! 32 simulated chatbots, each turn one `inject` + one `record`, on a scope
 //! holding 10,000 episodes, with a fresh query text every turn (so the
-//! query embedding is included). The same workload runs first against the
-//! library in this process (the baseline of the same run), then over HTTP
-//! against the `strata` binary started on 127.0.0.1. Prints turns/s, p50 and
+//! query embedding is included). The same workload runs over HTTP against
+//! the `strata` binary started on 127.0.0.1, then against the library in
+//! this process (the baseline of the same run, on the same stores). Prints turns/s, p50 and
 //! p99 per turn for both, the HTTP cost over the library, and the server's
 //! resident memory idle and under load. Each path runs twice: closed loop
 //! (capacity) and paced at `STRATA_LOAD_RATE` turns/s (default 250).
@@ -150,42 +150,28 @@ fn main() {
     cfg.data_dir = dir.path().to_path_buf();
     cfg.pruner.enabled = false;
 
-    // 1. the library, in process, same workload
-    let lib = rt.block_on(async {
-        let mem = Memory::open_with(
-            cfg.clone(),
-            Components {
-                embedder: Some(model.clone()),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-        populate(&mem, &scope, episodes, &base).await;
-        let mut out = Vec::new();
-        for (phase, p) in [("closed", None), ("paced", Some(pace))] {
-            let m = mem.clone();
-            let sc = scope.clone();
-            out.push(
-                drive(clients, turns, p, move |c, t| {
-                    let (m, sc) = (m.clone(), sc.clone());
-                    async move {
-                        let sid = SessionId::new(format!("lib-{phase}-{c}")).unwrap();
-                        let q = question(&format!("lib {phase}"), c, t);
-                        m.inject(&sc, &sid, &q).await.unwrap();
-                        m.record(&sc, &sid, NewMessage::user(q, chrono::Utc::now()))
-                            .await
-                            .unwrap();
-                    }
-                })
-                .await,
-            );
+    // 0. the scope, written straight into the stores; closed so the server can open them
+    let open = |cfg: Config| {
+        let model = model.clone();
+        async move {
+            Memory::open_with(
+                cfg,
+                Components {
+                    embedder: Some(model),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap()
         }
+    };
+    rt.block_on(async {
+        let mem = open(cfg.clone()).await;
+        populate(&mem, &scope, episodes, &base).await;
         mem.shutdown().await.unwrap();
-        out
     });
 
-    // 2. the binary over HTTP on loopback, same stores
+    // 1. the binary over HTTP on loopback
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -273,6 +259,33 @@ fn main() {
         .args(["-TERM", &server.id().to_string()])
         .status();
     let _ = server.wait();
+
+    // 2. the library in this process, same stores, same workload (after the
+    // server, so both meet an index whose background merges are done)
+    let lib = rt.block_on(async {
+        let mem = open(cfg.clone()).await;
+        let mut out = Vec::new();
+        for (phase, p) in [("closed", None), ("paced", Some(pace))] {
+            let m = mem.clone();
+            let sc = scope.clone();
+            out.push(
+                drive(clients, turns, p, move |c, t| {
+                    let (m, sc) = (m.clone(), sc.clone());
+                    async move {
+                        let sid = SessionId::new(format!("lib-{phase}-{c}")).unwrap();
+                        let q = question(&format!("lib {phase}"), c, t);
+                        m.inject(&sc, &sid, &q).await.unwrap();
+                        m.record(&sc, &sid, NewMessage::user(q, chrono::Utc::now()))
+                            .await
+                            .unwrap();
+                    }
+                })
+                .await,
+            );
+        }
+        mem.shutdown().await.unwrap();
+        out
+    });
 
     println!("load: {clients} chatbots x {turns} turns (inject + record), {episodes} episodes in the scope, fresh query text each turn");
     println!("closed loop = each chatbot sends its next turn when answered (capacity); paced = {rate} turns/s offered in all, latency from the scheduled send");
