@@ -1419,3 +1419,73 @@ async fn sighup_and_the_reload_route_apply_recall_tunables_and_name_the_rest() {
         "{logs}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_answers_the_requests_in_flight() {
+    let s = Server::start().await;
+    // a big batch is still being written when the shutdown starts
+    let turns: Vec<Value> = (0..5000)
+        .map(|i| json!({"session_id": format!("b{}", i / 50), "role": "user", "content": format!("turn {i}: a note about the garden and the tomatoes")}))
+        .collect();
+    let url = s.url(&format!("{SCOPE}/messages:batch"));
+    let req =
+        tokio::spawn(async move { call("POST", &url, None, Some(Value::Array(turns))).await });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let memory = s.memory.clone();
+    s.stop().await;
+    let r = req.await.unwrap();
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    assert_eq!(r.body["recorded"], 5000);
+    // acknowledged means stored: count it in a fresh open of the same store
+    let scope = strata::Scope::new("alice", "bot").unwrap();
+    let n = memory
+        .shared()
+        .records
+        .messages(&scope, &strata::SessionId::new("b99").unwrap())
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(n, 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_explain_says_why_each_candidate_was_cut() {
+    let s = Server::start().await;
+    seed(&s, None).await;
+    let r = call("POST", &s.url(&format!("{SCOPE}/sessions/b/messages")), None, Some(json!({"role": "user", "content": "The radiator in the hall needs bleeding before winter."}))).await;
+    assert_eq!(r.status, 201);
+    assert_eq!(
+        call(
+            "POST",
+            &s.url(&format!("{SCOPE}/sessions/b/end")),
+            None,
+            None
+        )
+        .await
+        .status,
+        202
+    );
+    s.memory.wait_idle().await.unwrap();
+    let r = call(
+        "POST",
+        &s.url(&format!("{SCOPE}/search")),
+        None,
+        Some(json!({"query": "radiator", "top_k": 1, "explain": true})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["results"].as_array().unwrap().len(), 1);
+    let ex = r.body["explain"].as_array().unwrap();
+    assert_eq!(ex.len(), 2, "{ex:?}");
+    assert_eq!(ex[0]["outcome"], "kept");
+    assert_eq!(ex[1]["outcome"], "over_limit");
+    assert_eq!(ex[0]["id"], r.body["results"][0]["id"]);
+    for c in ex {
+        let (p, score) = (
+            c["keyword_probability"].as_f64().unwrap_or(0.0),
+            c["score"].as_f64().unwrap(),
+        );
+        assert!((0.0..=1.0).contains(&p) && (0.0..=1.0).contains(&score));
+    }
+    s.stop().await;
+}
