@@ -97,6 +97,22 @@ const MIGRATIONS: &[&str] = &[
         CHECK (admin = 1 OR user_id IS NOT NULL)
     );
     "#,
+    // 6: message ids are never reused. A plain rowid key hands the next message the
+    // id of the newest one deleted (an erased user's), so an id a client kept could
+    // name someone else's message; AUTOINCREMENT keeps the high-water mark.
+    r#"
+    CREATE TABLE messages_v6 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        user_id TEXT NOT NULL, agent_id TEXT NOT NULL, session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL, role TEXT NOT NULL, name TEXT, content TEXT NOT NULL,
+        ts INTEGER NOT NULL, recorded_at INTEGER NOT NULL,
+        UNIQUE (user_id, agent_id, session_id, seq)
+    );
+    INSERT INTO messages_v6 (id, user_id, agent_id, session_id, seq, role, name, content, ts, recorded_at)
+        SELECT id, user_id, agent_id, session_id, seq, role, name, content, ts, recorded_at FROM messages;
+    DROP TABLE messages;
+    ALTER TABLE messages_v6 RENAME TO messages;
+    "#,
 ];
 
 #[path = "sqlite_graph.rs"]
@@ -1019,6 +1035,69 @@ mod tests {
             .with_conn(|c| Ok(c.pragma_query_value(None, "journal_mode", |r| r.get(0))?))
             .unwrap();
         assert_eq!(mode, "wal");
+    }
+
+    #[tokio::test]
+    async fn message_ids_are_not_reused_after_an_erasure() {
+        let s = SqliteStore::open_in_memory().unwrap();
+        let t = Utc::now();
+        let sid = SessionId::new("s").unwrap();
+        let a = s
+            .append_message(&scope("a"), &sid, &NewMessage::user("one", t), t)
+            .await
+            .unwrap();
+        let b = s
+            .append_message(&scope("b"), &sid, &NewMessage::user("two", t), t)
+            .await
+            .unwrap();
+        s.delete_user_records("b").await.unwrap();
+        let c = s
+            .append_message(&scope("c"), &sid, &NewMessage::user("three", t), t)
+            .await
+            .unwrap();
+        assert!(a < b && b < c, "{a:?} {b:?} {c:?}");
+    }
+
+    #[tokio::test]
+    async fn messages_survive_the_v6_migration() {
+        // a database at schema 5 with messages, then opened by this build
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.db");
+        {
+            let mut c = Connection::open(&p).unwrap();
+            for (i, sql) in MIGRATIONS.iter().enumerate().take(5) {
+                let tx = c.transaction().unwrap();
+                tx.execute_batch(sql).unwrap();
+                tx.pragma_update(None, "user_version", (i + 1) as i64)
+                    .unwrap();
+                tx.commit().unwrap();
+            }
+            c.execute(
+                "INSERT INTO messages (id, user_id, agent_id, session_id, seq, role, content, ts, recorded_at)
+                 VALUES (41, 'u', 'a', 's', 0, 'user', 'kept', 1, 1)",
+                [],
+            )
+            .unwrap();
+        }
+        let s = SqliteStore::open(&p).unwrap();
+        let (id, content): (i64, String) = s
+            .with_conn(|c| {
+                Ok(c.query_row("SELECT id, content FROM messages", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?)
+            })
+            .unwrap();
+        assert_eq!((id, content.as_str()), (41, "kept"));
+        let next = s
+            .append_message(
+                &scope("u"),
+                &SessionId::new("s2").unwrap(),
+                &NewMessage::user("x", Utc::now()),
+                Utc::now(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(next, MessageId(42));
     }
 
     #[tokio::test]
