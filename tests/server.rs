@@ -963,6 +963,25 @@ async fn mcp_over_http_with_a_real_client() {
     let client = ().serve(transport).await.unwrap();
     exercise_mcp(&client, &episode).await;
     client.cancel().await.unwrap();
+    // transport-level refusals come in the API's JSON error shape too
+    let r = call_raw(
+        "POST",
+        &s.url("/mcp"),
+        Some(&key),
+        Some(b"{garbage".to_vec()),
+        Some("application/json"),
+    )
+    .await;
+    assert!(r.status >= 400 && r.status < 500, "{}", r.status);
+    assert!(!code(&r).is_empty(), "{:?}", r.body);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("mcp: "),
+        "{:?}",
+        r.body
+    );
     // a user key must name the agent; another user's scope is refused
     let (_, bob) = s
         .memory

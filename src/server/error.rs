@@ -20,7 +20,7 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorDetail {
     /// Stable machine-readable code: `invalid_input`, `malformed_json`,
-    /// `invalid_body`, `unsupported_media_type`, `payload_too_large`,
+    /// `invalid_body`, `unsupported_media_type`, `payload_too_large`, `not_acceptable`,
     /// `unauthenticated`, `forbidden`, `not_found`, `no_route`,
     /// `method_not_allowed`, `conflict`, `rate_limited`, `overloaded`,
     /// `timeout`, `shutting_down`, `unavailable`, `internal`.

@@ -365,6 +365,7 @@ pub fn router(state: AppState, mcp_cancel: tokio_util::sync::CancellationToken) 
     let sv = state.memory.config().server.clone();
     let mcp = Router::new()
         .route_service("/mcp", mcp::http_service(state.clone(), mcp_cancel))
+        .layer(middleware::from_fn(mcp_json_errors))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate));
     let doc = openapi.clone();
     Router::new()
@@ -477,6 +478,42 @@ async fn gate(State(st): State<AppState>, req: Request, next: Next) -> Response 
         .into_response();
     }
     next.run(req).await
+}
+
+/// rmcp answers transport-level refusals (a body that is not JSON-RPC, a
+/// wrong `Accept`, a bad `Host`) in plain text; they get the API's JSON error
+/// shape here, with rmcp's status and message. JSON-RPC errors (JSON bodies)
+/// pass untouched.
+async fn mcp_json_errors(req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
+    if !status.is_client_error() || is_json {
+        return resp;
+    }
+    let text = match axum::body::to_bytes(resp.into_body(), 64 * 1024).await {
+        Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let code = match status {
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::NOT_ACCEPTABLE => "not_acceptable",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE | StatusCode::UNPROCESSABLE_ENTITY => "malformed_json",
+        _ => "invalid_input",
+    };
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("rejected").to_string()
+    } else {
+        format!("mcp: {text}")
+    };
+    ApiError::new(status, code, message).into_response()
 }
 
 /// Requests by route template and status, and latency by route.
