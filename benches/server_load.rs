@@ -150,9 +150,12 @@ fn main() {
     cfg.data_dir = dir.path().to_path_buf();
     cfg.pruner.enabled = false;
 
-    // 0. the scope, written straight into the stores; closed so the server can open them
+    // 0. the scope, written straight into the stores; closed so the server can open them.
+    // The library baseline uses the embedder the server builds from the same config
+    // (the ONNX pool behind the micro-batcher), so both sides embed the same way.
+    let lib_embedder = rt.block_on(Memory::load_embedder(&cfg)).unwrap();
     let open = |cfg: Config| {
-        let model = model.clone();
+        let model = lib_embedder.clone();
         async move {
             Memory::open_with(
                 cfg,

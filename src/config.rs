@@ -365,6 +365,9 @@ pub struct EmbeddingConfig {
     /// `onnx` provider: sessions in the pool, i.e. embeddings that can run at
     /// once (default 2, this machine's cores; each holds its own weights).
     pub onnx_sessions: usize,
+    /// `onnx` provider: most queued texts combined into one ONNX run when
+    /// requests arrive together (micro-batching; 1 = off).
+    pub onnx_max_batch: usize,
     /// In-memory cache capacity, in vectors.
     pub cache_entries: usize,
 }
@@ -520,6 +523,9 @@ impl Config {
         }
         if self.embedding.onnx_threads == 0 {
             return bad("embedding.onnx_threads", "must be positive");
+        }
+        if self.embedding.onnx_max_batch == 0 || self.embedding.onnx_max_batch > 256 {
+            return bad("embedding.onnx_max_batch", "must be within 1..=256");
         }
         if self.embedding.onnx_sessions == 0 || self.embedding.onnx_sessions > 64 {
             return bad("embedding.onnx_sessions", "must be within 1..=64");

@@ -403,6 +403,7 @@ impl Memory {
                     tokenizer: e.model_path().join("tokenizer.json"),
                     runtime: e.onnx_runtime_path(),
                 };
+                let (workers, max_batch) = (e.onnx_sessions, e.onnx_max_batch);
                 let onnx = tokio::task::spawn_blocking(move || {
                     crate::llm::onnx::OnnxEmbedder::load_pool(
                         &files,
@@ -413,7 +414,12 @@ impl Memory {
                     )
                 })
                 .await??;
-                Ok(Arc::new(onnx))
+                // concurrent queries share ONNX runs (crate::llm::batch)
+                Ok(Arc::new(crate::llm::batch::BatchingEmbedder::new(
+                    Arc::new(onnx),
+                    workers,
+                    max_batch,
+                )))
             }
         }
     }

@@ -121,3 +121,24 @@ fn onnx_session_pool_gives_the_same_vectors() {
         }
     }
 }
+
+/// A query embedded alone and embedded in one ONNX run with longer texts
+/// (what the micro-batcher does under load) gets the same vector: the int8
+/// model quantises activations per run, so this is checked, not assumed.
+#[test]
+fn a_query_batched_with_others_keeps_its_vector() {
+    let e = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1).unwrap();
+    let q = "where does my sister live now?".to_string();
+    let alone = e
+        .embed_blocking(std::slice::from_ref(&q))
+        .unwrap()
+        .remove(0);
+    let others: Vec<String> = (0..7)
+        .map(|i| format!("A much longer message number {i} about the kitchen renovation, the budget, the tiles we picked and the plumber who never called back."))
+        .collect();
+    let mut batch = others.clone();
+    batch.insert(3, q);
+    let together = e.embed_blocking(&batch).unwrap().remove(3);
+    let cos: f32 = alone.iter().zip(&together).map(|(a, b)| a * b).sum();
+    assert!(cos > 0.999, "cosine {cos}");
+}

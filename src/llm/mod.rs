@@ -11,6 +11,7 @@
 //! - [`CallLog`]: per-call cost records (tokens, latency, errors) that the
 //!   workers persist in the `llm_calls` table.
 
+pub mod batch;
 pub mod fetch;
 pub mod local;
 pub mod offline;
