@@ -10,6 +10,7 @@
 //! - the types differ.
 
 use super::{identity_key, Entity, UNKNOWN_TYPE};
+pub use crate::model::LoggedDecision;
 
 /// Words that negate a phrase.
 const NEGATIONS: &[&str] = &[
@@ -71,19 +72,6 @@ pub fn name_similarity(a: &Entity, b: &Entity) -> f64 {
         return 1.0;
     }
     strsim::jaro_winkler(&a.identity_key, &b.identity_key)
-}
-
-/// One judged pair, as written to the `dedup_log` table.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct LoggedDecision {
-    /// The other entity of the pair.
-    pub candidate: super::EntityId,
-    /// `merge`, `keep` or `skip`.
-    pub decision: &'static str,
-    /// Best similarity in [0, 1].
-    pub similarity: f64,
-    /// Why.
-    pub reason: String,
 }
 
 /// The decision for one candidate pair.

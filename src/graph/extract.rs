@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 use unicode_normalization::UnicodeNormalization;
 
 use super::{EntityMention, Extraction, RelationMention, UNKNOWN_TYPE};
-use crate::llm::TranscriptTurn;
+use crate::model::TranscriptTurn;
 use crate::text::split_sentences;
 
 /// Longest name, in words: a longer run of capitalised words is a heading or shouting, not a name.

@@ -23,6 +23,8 @@ use async_trait::async_trait;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
+pub use crate::model::{CallRecord, TranscriptTurn};
+
 use crate::error::{Error, Result};
 use crate::model::SummaryKind;
 
@@ -109,29 +111,6 @@ impl Embedder for CachedEmbedder {
     }
 }
 
-/// One turn of a session transcript handed to a [`ChatModel`].
-#[derive(Debug, Clone)]
-pub struct TranscriptTurn {
-    /// Speaker label (name or role).
-    pub speaker: String,
-    /// What was said.
-    pub text: String,
-    /// When it was said (the caller's timestamp), if known: facts extracted
-    /// from the turn are dated by it.
-    pub at: Option<chrono::DateTime<chrono::Utc>>,
-}
-
-impl From<&crate::model::Message> for TranscriptTurn {
-    /// The message's speaker label (name, else role), content and timestamp.
-    fn from(m: &crate::model::Message) -> Self {
-        Self {
-            speaker: m.message.speaker().to_string(),
-            text: m.message.content.clone(),
-            at: Some(m.message.timestamp),
-        }
-    }
-}
-
 /// A summary produced by a [`ChatModel`].
 #[derive(Debug, Clone)]
 pub struct Summary {
@@ -139,28 +118,6 @@ pub struct Summary {
     pub text: String,
     /// Extractive (offline) or LLM.
     pub kind: SummaryKind,
-}
-
-/// One LLM request attempt, as recorded in the `llm_calls` table.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct CallRecord {
-    /// Prompt task name (`summarize`, `merge_summaries`, ...).
-    pub task: &'static str,
-    /// Model name sent to the server.
-    pub model: String,
-    /// The prompt file's `version`.
-    pub prompt_version: u32,
-    /// 1-based attempt number within one call's retries.
-    pub attempt: u32,
-    /// Why the attempt failed; `None` when it succeeded.
-    pub error: Option<String>,
-    /// Prompt tokens as the server reported them (estimated at 3 bytes per
-    /// token when the server reports no usage).
-    pub input_tokens: u32,
-    /// Completion tokens as the server reported them (estimated likewise).
-    pub output_tokens: u32,
-    /// Wall time of the attempt, in ms.
-    pub latency_ms: u64,
 }
 
 /// Collects the [`CallRecord`]s of one job (thread-safe, append-only).
@@ -223,7 +180,7 @@ pub trait ChatModel: Send + Sync + 'static {
         _speakers: &[String],
         _started_at: &str,
         _log: &CallLog,
-    ) -> Result<Option<crate::graph::Extraction>> {
+    ) -> Result<Option<crate::model::graph::Extraction>> {
         Ok(None)
     }
 
@@ -234,7 +191,7 @@ pub trait ChatModel: Send + Sync + 'static {
     /// [`Error::Chat`] after the model's retries.
     async fn confirm_same(
         &self,
-        _pairs: &[(crate::graph::Entity, crate::graph::Entity)],
+        _pairs: &[(crate::model::graph::Entity, crate::model::graph::Entity)],
         _log: &CallLog,
     ) -> Result<Option<Vec<bool>>> {
         Ok(None)

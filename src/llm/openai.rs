@@ -606,18 +606,18 @@ impl ChatModel for OpenAiChat {
         speakers: &[String],
         started_at: &str,
         log: &CallLog,
-    ) -> Result<Option<crate::graph::Extraction>> {
+    ) -> Result<Option<crate::model::graph::Extraction>> {
         let vars = json!({"summary": summary, "speakers": speakers, "started_at": started_at});
         let v = self
             .complete_json(Task::ExtractEntitiesRelations, &vars, log)
             .await?;
-        let mut ex = crate::graph::Extraction::default();
+        let mut ex = crate::model::graph::Extraction::default();
         for e in v["entities"].as_array().into_iter().flatten() {
-            ex.entities.push(crate::graph::EntityMention {
+            ex.entities.push(crate::model::graph::EntityMention {
                 name: e["name"].as_str().unwrap_or_default().to_string(),
                 kind: e["type"]
                     .as_str()
-                    .unwrap_or(crate::graph::UNKNOWN_TYPE)
+                    .unwrap_or(crate::model::graph::UNKNOWN_TYPE)
                     .to_string(),
                 aliases: e["aliases"]
                     .as_array()
@@ -633,7 +633,7 @@ impl ChatModel for OpenAiChat {
                 .and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
                 .and_then(|d| d.and_hms_opt(0, 0, 0))
                 .map(|d| d.and_utc());
-            ex.relations.push(crate::graph::RelationMention {
+            ex.relations.push(crate::model::graph::RelationMention {
                 source: r["source"].as_str().unwrap_or_default().to_string(),
                 predicate: r["predicate"].as_str().unwrap_or_default().to_string(),
                 target: r["target"].as_str().unwrap_or_default().to_string(),
@@ -645,10 +645,10 @@ impl ChatModel for OpenAiChat {
 
     async fn confirm_same(
         &self,
-        pairs: &[(crate::graph::Entity, crate::graph::Entity)],
+        pairs: &[(crate::model::graph::Entity, crate::model::graph::Entity)],
         log: &CallLog,
     ) -> Result<Option<Vec<bool>>> {
-        let side = |e: &crate::graph::Entity| json!({"name": e.name, "type": e.kind, "aliases": e.aliases, "context": ""});
+        let side = |e: &crate::model::graph::Entity| json!({"name": e.name, "type": e.kind, "aliases": e.aliases, "context": ""});
         let items: Vec<Value> = pairs
             .iter()
             .enumerate()

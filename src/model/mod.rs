@@ -9,8 +9,11 @@ use std::fmt;
 
 use crate::error::{Error, Result};
 
+pub mod graph;
 pub mod keys;
+pub mod records;
 pub use keys::{ApiKey, KeyGrant};
+pub use records::{CallRecord, DeleteCounts, LoggedDecision, TranscriptTurn};
 
 /// Longest accepted `user_id` / `agent_id` / `session_id`, in bytes.
 pub const MAX_ID_BYTES: usize = 256;

@@ -23,6 +23,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+pub use crate::model::DeleteCounts;
 use crate::model::{
     ApiKey, Episode, EpisodeId, EventId, Message, MessageId, NewMessage, Scope, Session, SessionId,
 };
@@ -50,7 +51,7 @@ pub enum Event {
         /// Owner.
         scope: Scope,
         /// The entity.
-        entity_id: crate::graph::EntityId,
+        entity_id: crate::model::graph::EntityId,
     },
 }
 
@@ -154,13 +155,6 @@ pub struct StoreSizes {
     pub parked_jobs: u64,
 }
 
-/// Counts of rows removed by an erasure or prune, per table.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct DeleteCounts {
-    /// Rows per table name.
-    pub rows: std::collections::BTreeMap<String, usize>,
-}
-
 /// The system of record: sessions, messages, episodes and the durable outbox.
 ///
 /// Contract: a write that returns `Ok` is durable. State changes that produce
@@ -258,8 +252,8 @@ pub trait RecordStore: Send + Sync + 'static {
     async fn log_dedup(
         &self,
         scope: &Scope,
-        entity: &crate::graph::EntityId,
-        rows: Vec<crate::graph::dedup::LoggedDecision>,
+        entity: &crate::model::graph::EntityId,
+        rows: Vec<crate::model::LoggedDecision>,
     ) -> Result<()>;
     /// Counts of dedup decisions in a scope, by decision (`merge`, `keep`, `skip`).
     async fn dedup_stats(&self, scope: &Scope)
@@ -270,7 +264,7 @@ pub trait RecordStore: Send + Sync + 'static {
         scope: &Scope,
         session: Option<&SessionId>,
         event: Option<EventId>,
-        calls: Vec<crate::llm::CallRecord>,
+        calls: Vec<crate::model::CallRecord>,
     ) -> Result<()>;
     /// Cost totals of one scope, or of the whole store for `None` (operators).
     async fn usage_totals(&self, scope: Option<&Scope>) -> Result<UsageTotals>;

@@ -758,8 +758,8 @@ impl RecordStore for SqliteStore {
     async fn log_dedup(
         &self,
         scope: &Scope,
-        entity: &crate::graph::EntityId,
-        rows: Vec<crate::graph::dedup::LoggedDecision>,
+        entity: &crate::model::graph::EntityId,
+        rows: Vec<crate::model::LoggedDecision>,
     ) -> Result<()> {
         if rows.is_empty() {
             return Ok(());
@@ -798,7 +798,7 @@ impl RecordStore for SqliteStore {
         scope: &Scope,
         session: Option<&SessionId>,
         event: Option<EventId>,
-        calls: Vec<crate::llm::CallRecord>,
+        calls: Vec<crate::model::CallRecord>,
     ) -> Result<()> {
         if calls.is_empty() {
             return Ok(());

@@ -1,0 +1,233 @@
+//! The semantic tier's shared types: entity and relation ids, entities,
+//! relations, what an extractor saw, subgraphs, merges and counts. They live
+//! in `model/` so that the graph, its stores and the LLM extractor can all
+//! use them without importing each other.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use super::{hashed_id, is_hex_id, EpisodeId, Scope};
+use crate::error::{Error, Result};
+
+/// Id of an entity: `ent_` + 32 hex digits of BLAKE3(scope key, identity key).
+/// Deterministic, so replaying an extraction upserts the same rows.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[serde(transparent)]
+pub struct EntityId(String);
+
+impl EntityId {
+    /// The id of the entity with `key` in `scope`.
+    pub fn for_key(scope: &Scope, key: &str) -> Self {
+        Self(hashed_id("ent_", &[&scope.key(), key]))
+    }
+    /// Parses a caller-supplied id.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless it is `ent_` + 32 lowercase hex digits.
+    pub fn parse(s: &str) -> Result<Self> {
+        parse_hex_id(s, "ent_").map(Self)
+    }
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    /// Wraps a stored id.
+    pub fn from_stored(s: String) -> Self {
+        Self(s)
+    }
+}
+
+/// Id of a relation: `rel_` + 32 hex digits of BLAKE3(scope key, source key,
+/// predicate, target key, episode id, valid_from in ms): one fact per source
+/// episode and time, so "Seattle, then Portland, then Seattle again" within
+/// one session keeps all three statements.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[serde(transparent)]
+pub struct RelationId(String);
+
+impl RelationId {
+    /// The id of a relation stated by `episode`.
+    pub fn for_fact(
+        scope: &Scope,
+        source_key: &str,
+        predicate: &str,
+        target_key: &str,
+        episode: &EpisodeId,
+        valid_from_ms: i64,
+    ) -> Self {
+        Self(hashed_id(
+            "rel_",
+            &[
+                &scope.key(),
+                source_key,
+                predicate,
+                target_key,
+                episode.as_str(),
+                &valid_from_ms.to_string(),
+            ],
+        ))
+    }
+    /// Wraps a stored id.
+    pub fn from_stored(s: String) -> Self {
+        Self(s)
+    }
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+fn parse_hex_id(s: &str, prefix: &str) -> Result<String> {
+    let s = s.trim();
+    if is_hex_id(s, prefix) {
+        Ok(s.to_string())
+    } else {
+        Err(Error::InvalidInput(format!(
+            "{s:?} is not an id of the form {prefix} followed by 32 hex digits"
+        )))
+    }
+}
+
+impl fmt::Display for EntityId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Display for RelationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Entity type used when nothing says more ("a capitalised name").
+pub const UNKNOWN_TYPE: &str = "entity";
+
+/// A node of the graph.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Entity {
+    /// Deterministic id.
+    pub id: EntityId,
+    /// `crate::graph::identity_key` of the name.
+    pub identity_key: String,
+    /// Display name (the first, or longest, form seen).
+    pub name: String,
+    /// person, organization, place, project, tool, ... or `entity` when unknown.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Other names that resolve to this entity (display forms).
+    pub aliases: Vec<String>,
+    /// Free-form attributes (JSON object).
+    pub attributes: serde_json::Value,
+    /// First seen (time of the first source episode).
+    pub created_at: DateTime<Utc>,
+    /// Last changed (time of the latest source episode).
+    pub updated_at: DateTime<Utc>,
+    /// Episodes it was extracted from (provenance).
+    pub episodes: Vec<EpisodeId>,
+}
+
+/// An edge of the graph.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Relation {
+    /// Deterministic id.
+    pub id: RelationId,
+    /// Subject.
+    pub source: EntityId,
+    /// Object.
+    pub target: EntityId,
+    /// snake_case predicate (`works_at`, `lives_in`, `sister_of`, `mentioned_with`, ...).
+    pub predicate: String,
+    /// Free-form attributes (JSON object).
+    pub attributes: serde_json::Value,
+    /// When the fact started to hold (the source session's date unless the text dates it).
+    pub valid_from: Option<DateTime<Utc>>,
+    /// When a newer fact replaced it (functional predicates only); `None` = still valid.
+    pub invalid_at: Option<DateTime<Utc>>,
+    /// The episode that stated it (provenance).
+    pub episode_id: EpisodeId,
+}
+
+/// An entity as an extractor saw it (before resolution to a stored entity).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EntityMention {
+    /// Name as written.
+    pub name: String,
+    /// Type, or [`UNKNOWN_TYPE`].
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Other names used for it in the text.
+    #[serde(default)]
+    pub aliases: Vec<String>,
+}
+
+/// A relation as an extractor saw it (endpoints by name).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelationMention {
+    /// Subject name.
+    pub source: String,
+    /// Predicate (normalised to snake_case on apply).
+    pub predicate: String,
+    /// Object name.
+    pub target: String,
+    /// When the text dates the fact.
+    #[serde(default)]
+    pub valid_from: Option<DateTime<Utc>>,
+}
+
+/// What an extractor found in one episode.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Extraction {
+    /// Entities.
+    pub entities: Vec<EntityMention>,
+    /// Relations; endpoints not listed in `entities` are added as unknown-type entities.
+    pub relations: Vec<RelationMention>,
+}
+
+/// A part of the graph: entities with the relations among them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Subgraph {
+    /// Entities, seeds first, then by hop distance.
+    pub entities: Vec<Entity>,
+    /// Relations whose both ends are in `entities`.
+    pub relations: Vec<Relation>,
+}
+
+/// One merge of the dedup worker (undoable).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MergeRecord {
+    /// Merge id (what `strata graph unmerge` takes).
+    pub id: i64,
+    /// The entity that stayed.
+    pub survivor: EntityId,
+    /// The entity folded into it.
+    pub merged: EntityId,
+    /// Display name of the survivor.
+    pub survivor_name: String,
+    /// Display name of the merged entity.
+    pub merged_name: String,
+    /// Why (scores, guard results, LLM answer).
+    pub reason: String,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// When undone, if it was.
+    pub undone_at: Option<DateTime<Utc>>,
+}
+
+/// Graph size of one scope.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct GraphCounts {
+    /// Live entities (not merged away).
+    pub entities: usize,
+    /// Relations (valid and invalidated).
+    pub relations: usize,
+    /// Of which invalidated.
+    pub invalidated: usize,
+    /// Merges in force.
+    pub merges: usize,
+}
