@@ -68,11 +68,7 @@ fn build(store: &SqliteStore, rt: &tokio::runtime::Runtime, scope: &Scope) {
 }
 
 fn benches(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("strata.db")).unwrap();
     let scope = Scope::new("bench", "graph").unwrap();

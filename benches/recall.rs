@@ -72,11 +72,7 @@ fn candle_model() -> LocalEmbedder {
 }
 
 fn benches(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let model = model();
     let texts: Vec<String> = (0..1000).map(sentence).collect();
     let vecs = model.embed_blocking(&texts).unwrap();

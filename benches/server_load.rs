@@ -135,11 +135,7 @@ fn main() {
     // the paced phase: turns per second over all chatbots (the target, 250)
     let rate = env_usize("STRATA_LOAD_RATE", 250).max(1);
     let pace = Duration::from_secs_f64(clients as f64 / rate as f64);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let dir = tempfile::tempdir().unwrap();
     let scope = Scope::new("load", "bot").unwrap();
     let model = model();

@@ -720,6 +720,7 @@ impl Memory {
             )));
         }
         let mut sessions: Vec<SessionId> = Vec::new();
+        let mut seen: std::collections::HashSet<SessionId> = std::collections::HashSet::new();
         let mut items = Vec::with_capacity(turns.len());
         for (i, t) in turns.into_iter().enumerate() {
             for (field, given, want) in [
@@ -732,13 +733,13 @@ impl Memory {
                     )));
                 }
             }
-            let m = t.message();
+            let (session, m) = t.into_parts();
             m.validate()
                 .map_err(|e| Error::InvalidInput(format!("turn {i}: {e}")))?;
-            if !sessions.contains(&t.session_id) {
-                sessions.push(t.session_id.clone());
+            if seen.insert(session.clone()) {
+                sessions.push(session.clone());
             }
-            items.push((t.session_id, m));
+            items.push((session, m));
         }
         let message_ids = self
             .shared
@@ -768,7 +769,6 @@ impl Memory {
             flatten_json(&serde_json::to_value(new)?),
         );
         let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-        let mut recall = current.recall.clone();
         let mut live_changed = false;
         for k in keys {
             if a.get(k) == b.get(k) {
@@ -786,19 +786,13 @@ impl Memory {
             }
         }
         if live_changed {
-            let n = &new.recall;
-            recall.text_weight = n.text_weight;
-            recall.vector_weight = n.vector_weight;
-            recall.min_score = n.min_score;
-            recall.max_entries = n.max_entries;
-            recall.overfetch = n.overfetch;
-            recall.recent_turns = n.recent_turns;
-            recall.recent_chars = n.recent_chars;
-            recall.fusion = n.fusion;
-            recall.rrf_k = n.rrf_k;
-            recall.keyword_calibration = n.keyword_calibration;
-            recall.vector_calibration = n.vector_calibration;
-            recall.trivial_messages = n.trivial_messages.clone();
+            // the live keys from the new file, every other key as running
+            let mut merged = serde_json::to_value(&current.recall)?;
+            let fresh = serde_json::to_value(&new.recall)?;
+            for key in LIVE_RECALL_KEYS {
+                merged[*key] = fresh[*key].clone();
+            }
+            let recall: RecallConfig = serde_json::from_value(merged)?;
             let t = Arc::new(Tunables::new(recall));
             match self.shared.tunables.write() {
                 Ok(mut g) => *g = t,

@@ -1018,6 +1018,29 @@ async fn mcp_over_http_with_a_real_client() {
     s.stop().await;
 }
 
+/// Sends `sig` (`-TERM`, `-HUP`) to a child process.
+fn signal(child: &std::process::Child, sig: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill {sig} failed");
+}
+
+/// Waits (at most a minute) until the server at `base` answers `/readyz`.
+async fn wait_ready(base: &str) {
+    for _ in 0..600 {
+        if reqwest::get(format!("{base}/readyz"))
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("server at {base} did not come up");
+}
+
 fn bin() -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_strata"));
     c.current_dir(env!("CARGO_MANIFEST_DIR"));
@@ -1093,20 +1116,8 @@ async fn sigterm_during_promotion_then_restart_promotes_each_session_once() {
             .unwrap()
     };
     let base = format!("http://127.0.0.1:{port}");
-    let wait_up = || async {
-        for _ in 0..600 {
-            if reqwest::get(format!("{base}/readyz"))
-                .await
-                .is_ok_and(|r| r.status() == 200)
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("server did not come up");
-    };
     let mut child = start();
-    wait_up().await;
+    wait_ready(&base).await;
     let n = 24;
     for i in 0..n {
         let r = call(
@@ -1135,16 +1146,12 @@ async fn sigterm_during_promotion_then_restart_promotes_each_session_once() {
         );
     }
     // SIGTERM while promotion runs
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
+    signal(&child, "-TERM");
     let status = child.wait().unwrap();
     assert!(status.success(), "graceful shutdown exits 0, got {status}");
     // restart: whatever was left is done now
     let mut child = start();
-    wait_up().await;
+    wait_ready(&base).await;
     for _ in 0..600 {
         let m = call("GET", &format!("{base}/metrics"), None, None).await;
         let t = m.body.as_str().unwrap_or_default().to_string();
@@ -1155,11 +1162,7 @@ async fn sigterm_during_promotion_then_restart_promotes_each_session_once() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
+    signal(&child, "-TERM");
     assert!(child.wait().unwrap().success());
     // every session promoted exactly once: one episode each, one done
     // promotion event each, and one EpisodeCreated each (a second promotion
@@ -1356,15 +1359,7 @@ async fn sighup_and_the_reload_route_apply_recall_tunables_and_name_the_rest() {
         .spawn()
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
-    for _ in 0..600 {
-        if reqwest::get(format!("{base}/readyz"))
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_ready(&base).await;
     let min_score = || async {
         call("GET", &format!("{base}/v1/admin/config"), None, None)
             .await
@@ -1375,11 +1370,7 @@ async fn sighup_and_the_reload_route_apply_recall_tunables_and_name_the_rest() {
     assert_eq!(min_score().await, 0.3);
     // SIGHUP re-reads the file
     std::fs::write(&conf, "[recall]\nmin_score = 0.45\n").unwrap();
-    assert!(std::process::Command::new("kill")
-        .args(["-HUP", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
+    signal(&child, "-HUP");
     let mut seen = 0.0;
     for _ in 0..100 {
         seen = min_score().await;
@@ -1412,11 +1403,7 @@ async fn sighup_and_the_reload_route_apply_recall_tunables_and_name_the_rest() {
         .unwrap()
         .contains("recall.min_score"));
     assert_eq!(min_score().await, 0.5);
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
+    signal(&child, "-TERM");
     assert!(child.wait().unwrap().success());
     // --log-format json: one JSON object per line, with structured fields
     let logs = std::fs::read_to_string(dir.path().join("log.jsonl")).unwrap();

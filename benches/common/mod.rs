@@ -10,6 +10,15 @@ use strata::model::{Episode, EpisodeId, EventId, SummaryKind};
 use strata::store::{KeywordDoc, VectorPoint};
 use strata::{Config, Memory, Scope, SessionId};
 
+/// The benches' runtime: two worker threads, like the machine's two cores.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Prints p50/p99 of individually timed iterations (criterion reports means).
 pub fn report(name: &str, samples: &mut [StdDuration]) {
     if samples.is_empty() {

@@ -388,14 +388,17 @@ pub struct ImportTurn {
 }
 
 impl ImportTurn {
-    /// The message this turn records.
-    pub fn message(&self) -> NewMessage {
-        NewMessage {
-            role: self.role,
-            name: self.name.clone(),
-            content: self.content.clone(),
-            timestamp: self.timestamp,
-        }
+    /// The session this turn goes to and the message it records.
+    pub fn into_parts(self) -> (SessionId, NewMessage) {
+        (
+            self.session_id,
+            NewMessage {
+                role: self.role,
+                name: self.name,
+                content: self.content,
+                timestamp: self.timestamp,
+            },
+        )
     }
 }
 

@@ -53,6 +53,14 @@ impl ApiError {
         }
     }
 
+    /// A 503 with `Retry-After: 1` (overload, timeout, shutdown).
+    pub fn unavailable(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            retry_after: Some(1),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
+        }
+    }
+
     /// The 403 every out-of-scope request gets: the same body whether the
     /// scope exists or not.
     pub fn forbidden() -> Self {

@@ -85,11 +85,10 @@ fn json<T: serde::Serialize>(v: &T) -> std::result::Result<String, String> {
     serde_json::to_string_pretty(v).map_err(|e| e.to_string())
 }
 
+/// The message a tool error shows: the same as the REST API's for that
+/// error (a refusal never says anything about the other scope).
 fn readable(e: Error) -> String {
-    match e {
-        Error::Forbidden(_) => super::ApiError::forbidden().message,
-        other => other.to_string(),
-    }
+    super::ApiError::from(e).message
 }
 
 #[tool_router]

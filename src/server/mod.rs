@@ -412,23 +412,12 @@ pub fn router(state: AppState, mcp_cancel: tokio_util::sync::CancellationToken) 
 
 async fn overloaded(err: tower::BoxError) -> ApiError {
     if err.is::<tower::timeout::error::Elapsed>() {
-        ApiError {
-            retry_after: Some(1),
-            ..ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "timeout",
-                "the request took longer than server.request_timeout_ms",
-            )
-        }
+        ApiError::unavailable(
+            "timeout",
+            "the request took longer than server.request_timeout_ms",
+        )
     } else if err.is::<tower::load_shed::error::Overloaded>() {
-        ApiError {
-            retry_after: Some(1),
-            ..ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "overloaded",
-                "too many requests in flight; retry shortly",
-            )
-        }
+        ApiError::unavailable("overloaded", "too many requests in flight; retry shortly")
     } else {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -467,15 +456,8 @@ async fn gate(State(st): State<AppState>, req: Request, next: Next) -> Response 
         .into_response();
     }
     if st.shutting_down.load(Ordering::SeqCst) {
-        return ApiError {
-            retry_after: Some(1),
-            ..ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting_down",
-                "the server is shutting down",
-            )
-        }
-        .into_response();
+        return ApiError::unavailable("shutting_down", "the server is shutting down")
+            .into_response();
     }
     next.run(req).await
 }

@@ -620,32 +620,11 @@ impl GraphStore for SqliteStore {
 
     async fn graph_counts(&self, scope: &Scope) -> Result<GraphCounts> {
         let scope = scope.clone();
-        self.run(move |c| {
-            let (u, a) = (scope.user_id(), scope.agent_id());
-            let one = |sql: &str| -> Result<usize> { Ok(c.query_row(sql, params![u, a], |r| r.get::<_, i64>(0))? as usize) };
-            Ok(GraphCounts {
-                entities: one("SELECT COUNT(*) FROM entities WHERE user_id=?1 AND agent_id=?2 AND merged_into IS NULL")?,
-                relations: one("SELECT COUNT(*) FROM relations WHERE user_id=?1 AND agent_id=?2")?,
-                invalidated: one("SELECT COUNT(*) FROM relations WHERE user_id=?1 AND agent_id=?2 AND invalid_at IS NOT NULL")?,
-                merges: one("SELECT COUNT(*) FROM merges WHERE user_id=?1 AND agent_id=?2 AND undone_at IS NULL")?,
-            })
-        })
-        .await
+        self.run(move |c| counts(c, Some(&scope))).await
     }
 
     async fn total_counts(&self) -> Result<GraphCounts> {
-        self.run(|c| {
-            let one = |sql: &str| -> Result<usize> {
-                Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))? as usize)
-            };
-            Ok(GraphCounts {
-                entities: one("SELECT COUNT(*) FROM entities WHERE merged_into IS NULL")?,
-                relations: one("SELECT COUNT(*) FROM relations")?,
-                invalidated: one("SELECT COUNT(*) FROM relations WHERE invalid_at IS NOT NULL")?,
-                merges: one("SELECT COUNT(*) FROM merges WHERE undone_at IS NULL")?,
-            })
-        })
-        .await
+        self.run(|c| counts(c, None)).await
     }
 
     async fn delete_user_graph(&self, user_id: &str) -> Result<DeleteCounts> {
@@ -667,6 +646,29 @@ impl GraphStore for SqliteStore {
         })
         .await
     }
+}
+
+/// Graph size of one scope, or of the whole store for `None`.
+fn counts(c: &Connection, scope: Option<&Scope>) -> Result<GraphCounts> {
+    let (scoped, args): (&str, Vec<&str>) = match scope {
+        Some(s) => (
+            "user_id=?1 AND agent_id=?2",
+            vec![s.user_id(), s.agent_id()],
+        ),
+        None => ("1=1", vec![]),
+    };
+    let one = |table: &str, extra: &str| -> Result<usize> {
+        let sql = format!("SELECT COUNT(*) FROM {table} WHERE {scoped}{extra}");
+        Ok(c.query_row(&sql, rusqlite::params_from_iter(&args), |r| {
+            r.get::<_, i64>(0)
+        })? as usize)
+    };
+    Ok(GraphCounts {
+        entities: one("entities", " AND merged_into IS NULL")?,
+        relations: one("relations", "")?,
+        invalidated: one("relations", " AND invalid_at IS NOT NULL")?,
+        merges: one("merges", " AND undone_at IS NULL")?,
+    })
 }
 
 /// Migration 3: the graph tables.
