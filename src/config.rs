@@ -41,6 +41,11 @@ pub struct Config {
     pub graph: GraphConfig,
     /// `strata serve`: the HTTP and MCP server.
     pub server: ServerConfig,
+    /// `[teams]`: team id = member user ids (`sales = ["ann", "bo"]`). A
+    /// team's store lives in `data_dir/shared/teams/<team_id>/`; only
+    /// members read or write it. Empty by default.
+    #[serde(default)]
+    pub teams: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// `[server]`: limits of `strata serve` (see `config/default.toml`).
@@ -516,6 +521,22 @@ impl Config {
         ] {
             if !(boost >= 0.0 && boost.is_finite()) {
                 return bad(key, "must be a finite number, 0 or more");
+            }
+        }
+        for (team, members) in &self.teams {
+            let ok = !team.is_empty()
+                && team.len() <= 64
+                && team
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !ok {
+                return bad(
+                    &format!("teams.{team}"),
+                    "a team id is 1 to 64 ASCII letters, digits, '-' or '_' (it names a directory)",
+                );
+            }
+            if members.iter().any(|m| m.trim().is_empty()) {
+                return bad(&format!("teams.{team}"), "member user ids must not be empty");
             }
         }
         if self.sessions.idle_timeout_secs == 0 {

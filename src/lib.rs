@@ -46,6 +46,7 @@
 //! - [`bus`]: flume wake-ups over the durable outbox.
 //! - [`worker`]: episodic promotion, idle sweeper, pruner.
 //! - [`recall`]: trivial filter, recall query, calibrated fusion, abstracts.
+//! - [`typed`]: typed memories (fact / event / entity / relation), metadata-first retrieval, sharing tiers.
 //! - [`memory`]: the [`Memory`] API.
 //! - [`eval`]: LoCoMo replay, BM25 baseline and metrics.
 //! - [`keys`]: API keys (creation, authentication, revocation).
@@ -67,6 +68,7 @@ pub mod recall;
 pub mod server;
 pub mod store;
 pub mod text;
+pub mod typed;
 pub mod worker;
 
 pub use config::Config;

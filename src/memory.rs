@@ -63,6 +63,8 @@ pub struct Shared {
     pub prompts: Arc<Prompts>,
     /// Wake-ups for workers.
     pub bus: Bus,
+    /// Typed memories (facts, events, entities, relations) and sharing tiers.
+    pub typed: Arc<crate::typed::TypedMemories>,
     tunables: std::sync::RwLock<Arc<Tunables>>,
 }
 
@@ -352,7 +354,8 @@ pub struct Memory {
     scheduler: Arc<tokio::sync::Mutex<Option<tokio_cron_scheduler::JobScheduler>>>,
 }
 
-fn check_query(q: &str) -> Result<()> {
+/// Checks a free-text query: not empty or whitespace, at most [`MAX_QUERY_BYTES`].
+pub(crate) fn check_query(q: &str) -> Result<()> {
     if q.trim().is_empty() {
         return Err(Error::InvalidInput(
             "query must not be empty or whitespace".into(),
@@ -482,7 +485,7 @@ impl Memory {
             let db = SqliteStore::open(&dir.join("strata.db"))?;
             db.set_meta_blocking(META_REINDEXING, "1")?;
             db.set_meta_blocking(META_EMBEDDER, &id)?;
-            for sub in ["keyword", "vectors"] {
+            for sub in ["keyword", "vectors", "knowledge"] {
                 let p = dir.join(sub);
                 if p.exists() {
                     std::fs::remove_dir_all(&p)?;
@@ -508,6 +511,8 @@ impl Memory {
             tracing::info!(episodes, points, "reindexed");
         }
         shared.vectors.optimize().await?;
+        let memories = shared.typed.reindex().await?;
+        tracing::info!(memories, "reindexed typed knowledge");
         shared.records.meta_set(META_REINDEXING, "0").await?;
         Ok(ReindexReport {
             episodes,
@@ -549,7 +554,8 @@ impl Memory {
         };
         let dim = embedder.dim();
         let ephemeral = components.ephemeral;
-        let (records, keyword, vectors) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let teams = config.teams.clone();
+        let (records, keyword, vectors, knowledge) = tokio::task::spawn_blocking(move || -> Result<_> {
             std::fs::create_dir_all(&dir)?;
             let records = if ephemeral {
                 SqliteStore::open_in_memory()?
@@ -565,9 +571,21 @@ impl Memory {
                 TantivyIndex::open(&dir.join("keyword"), bm25)?
             };
             let vectors = EdgeVectorIndex::open(&dir.join("vectors"), dim)?;
-            Ok((records, keyword, vectors))
+            let knowledge =
+                crate::typed::KnowledgeIndex::open(&dir.join("knowledge"), dim, bm25, ephemeral)?;
+            Ok((records, keyword, vectors, knowledge))
         })
         .await??;
+        let records_arc = Arc::new(records.clone());
+        let typed = Arc::new(crate::typed::TypedMemories::new(
+            records_arc.clone(),
+            knowledge,
+            records_arc,
+            embedder.clone(),
+            teams,
+            config.data_dir.join("shared"),
+            bm25,
+        ));
         let tunables = std::sync::RwLock::new(Arc::new(Tunables::new(config.recall.clone())));
         let shared = Arc::new(Shared {
             config,
@@ -579,6 +597,7 @@ impl Memory {
             chat,
             prompts,
             bus: Bus::new(),
+            typed,
             tunables,
         });
         Ok(shared)
@@ -1253,6 +1272,82 @@ impl Memory {
             self.shared.graph.graph_counts(scope).await?,
             self.shared.records.dedup_stats(scope).await?,
         ))
+    }
+
+    /// Remembers a typed memory (fact, event, entity, relation) by its
+    /// type's rules; see [`crate::typed`]. Validate the wire form with
+    /// [`NewMemory::try_from`](crate::model::typed::NewMemory).
+    ///
+    /// # Errors
+    /// Store, index and embedder errors.
+    pub async fn remember(
+        &self,
+        scope: &Scope,
+        memory: crate::model::typed::NewMemory,
+    ) -> Result<crate::typed::Remembered> {
+        self.shared.typed.remember(scope, memory).await
+    }
+
+    /// [`Memory::remember`] for a batch (1..=1000), in order.
+    ///
+    /// # Errors
+    /// As [`crate::typed::TypedMemories::remember_batch`].
+    pub async fn remember_batch(
+        &self,
+        scope: &Scope,
+        memories: Vec<crate::model::typed::NewMemory>,
+    ) -> Result<Vec<crate::typed::Remembered>> {
+        self.shared.typed.remember_batch(scope, memories).await
+    }
+
+    /// Metadata-first retrieval of typed memories (filters, sort, cursor,
+    /// optional semantic query); see [`crate::typed::RetrieveRequest`].
+    ///
+    /// # Errors
+    /// As [`crate::typed::TypedMemories::retrieve`].
+    pub async fn retrieve(
+        &self,
+        scope: &Scope,
+        req: &crate::typed::RetrieveRequest,
+    ) -> Result<crate::typed::RetrieveResult> {
+        self.shared.typed.retrieve(scope, req).await
+    }
+
+    /// One typed memory by id (private store, then the user's tiers).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the user can read no such memory.
+    pub async fn get_memory(
+        &self,
+        scope: &Scope,
+        id: &crate::model::typed::MemoryId,
+    ) -> Result<crate::model::typed::StoredMemory> {
+        self.shared.typed.get(scope, id).await
+    }
+
+    /// Deletes one typed memory from every store it reached.
+    ///
+    /// # Errors
+    /// As [`crate::typed::TypedMemories::forget_memory`].
+    pub async fn forget_memory(
+        &self,
+        scope: &Scope,
+        id: &crate::model::typed::MemoryId,
+    ) -> Result<crate::typed::ForgottenMemory> {
+        self.shared.typed.forget_memory(scope, id).await
+    }
+
+    /// Shares a private typed memory with a team or the public tier.
+    ///
+    /// # Errors
+    /// As [`crate::typed::TypedMemories::share`].
+    pub async fn share(
+        &self,
+        scope: &Scope,
+        id: &crate::model::typed::MemoryId,
+        to: &crate::model::typed::Visibility,
+    ) -> Result<crate::typed::Shared> {
+        self.shared.typed.share(scope, id, to).await
     }
 
     /// Erases a user (every agent) from every store: both indexes first, then

@@ -446,7 +446,7 @@ async fn moving_invalidates_only_the_old_residence() {
     assert_eq!(seattle.invalid_at.unwrap(), day(20));
     assert_eq!(
         seattle.episode_id,
-        EpisodeId::for_session(&s, &SessionId::new("s1").unwrap()),
+        Some(EpisodeId::for_session(&s, &SessionId::new("s1").unwrap())),
         "provenance"
     );
     mem.shutdown().await.unwrap();

@@ -589,7 +589,7 @@ fn print_subgraph(r: &crate::memory::GraphSearchResult) {
             .map(|t| format!(" until {}", t.format("%Y-%m-%d")))
             .unwrap_or_default();
         println!(
-            "  {} -[{}]-> {}  (since {from}{until}; episode {})",
+            "  {} -[{}]-> {}  (since {from}{until}; {})",
             names
                 .get(rel.source.as_str())
                 .unwrap_or(&rel.source.as_str()),
@@ -597,7 +597,11 @@ fn print_subgraph(r: &crate::memory::GraphSearchResult) {
             names
                 .get(rel.target.as_str())
                 .unwrap_or(&rel.target.as_str()),
-            rel.episode_id
+            match (&rel.episode_id, &rel.memory_id) {
+                (Some(e), _) => format!("episode {e}"),
+                (None, Some(m)) => format!("memory {m}"),
+                (None, None) => "no source".into(),
+            }
         );
     }
 }

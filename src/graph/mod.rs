@@ -19,7 +19,7 @@ use unicode_normalization::UnicodeNormalization;
 use crate::error::Result;
 pub use crate::model::graph::{
     Entity, EntityId, EntityMention, Extraction, GraphCounts, MergeRecord, Relation, RelationId,
-    RelationMention, Subgraph, UNKNOWN_TYPE,
+    RelationMention, Subgraph, TypedGraphWrite, UNKNOWN_TYPE,
 };
 use crate::model::DeleteCounts;
 use crate::model::{EpisodeId, Scope};
@@ -148,6 +148,22 @@ pub trait GraphStore: Send + Sync + 'static {
     async fn total_counts(&self) -> Result<GraphCounts>;
     /// Erases a user's graph (all agents); rows removed per table.
     async fn delete_user_graph(&self, user_id: &str) -> Result<DeleteCounts>;
+    /// Writes a typed entity or relation into the same graph the semantic
+    /// tier extracts into (names resolve by identity key and alias, so a
+    /// typed `customer-42` and an extracted "Customer 42" are one node). An
+    /// entity's attributes are replaced by the given (already merged) ones;
+    /// a relation upserts on (subject, predicate, object) with
+    /// `valid_from` = its time. Returns the entity or relation id.
+    async fn put_typed(&self, scope: &Scope, write: &TypedGraphWrite) -> Result<String>;
+    /// Removes what a typed memory wrote: its relation edges, and (for an
+    /// entity key) the entity's typed attributes; the entity node itself goes
+    /// only when no episode mentions it and no other edge touches it.
+    async fn delete_typed(
+        &self,
+        scope: &Scope,
+        memory: &crate::model::typed::MemoryId,
+        entity_key: Option<&str>,
+    ) -> Result<DeleteCounts>;
 }
 
 #[cfg(test)]

@@ -51,6 +51,15 @@ impl EntityId {
 pub struct RelationId(String);
 
 impl RelationId {
+    /// The id of a typed relation: one per (subject, predicate, object) in
+    /// a scope, so remembering it again updates it.
+    pub fn for_typed(scope: &Scope, source_key: &str, predicate: &str, target_key: &str) -> Self {
+        Self(hashed_id(
+            "rel_",
+            &[&scope.key(), source_key, predicate, target_key, "typed"],
+        ))
+    }
+
     /// The id of a relation stated by `episode`.
     pub fn for_fact(
         scope: &Scope,
@@ -149,8 +158,49 @@ pub struct Relation {
     pub valid_from: Option<DateTime<Utc>>,
     /// When a newer fact replaced it (functional predicates only); `None` = still valid.
     pub invalid_at: Option<DateTime<Utc>>,
-    /// The episode that stated it (provenance).
-    pub episode_id: EpisodeId,
+    /// The episode that stated it (provenance); `None` for a typed relation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub episode_id: Option<EpisodeId>,
+    /// The typed memory that stated it (`remember` of a relation or of an
+    /// entity's relation list); `None` for an extracted relation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_id: Option<super::typed::MemoryId>,
+}
+
+/// A typed memory's write to the graph ([`crate::graph::GraphStore::put_typed`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TypedGraphWrite {
+    /// An entity: upserted by key with its merged attributes; each
+    /// `(list name, key)` of its relation lists becomes an edge.
+    Entity {
+        /// The memory that holds it.
+        memory: super::typed::MemoryId,
+        /// `identity_key` as the caller wrote it.
+        key: String,
+        /// Entity type.
+        kind: String,
+        /// The merged attributes (JSON object).
+        attributes: serde_json::Value,
+        /// `(predicate, other entity's key)` edges.
+        edges: Vec<(String, String)>,
+        /// When observed.
+        at: DateTime<Utc>,
+    },
+    /// A relation: upserted on (subject, predicate, object).
+    Relation {
+        /// The memory that holds it.
+        memory: super::typed::MemoryId,
+        /// Subject key and type.
+        subject: (String, String),
+        /// Predicate as written.
+        predicate: String,
+        /// Object key and type.
+        object: (String, String),
+        /// `strength`, `context`, `timestamp` (JSON object).
+        attributes: serde_json::Value,
+        /// When it held.
+        at: DateTime<Utc>,
+    },
 }
 
 /// An entity as an extractor saw it (before resolution to a stored entity).

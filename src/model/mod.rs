@@ -11,7 +11,9 @@ use crate::error::{Error, Result};
 
 pub mod graph;
 pub mod keys;
+pub mod filter;
 pub mod records;
+pub mod typed;
 pub use keys::{ApiKey, KeyGrant};
 pub use records::{CallRecord, DeleteCounts, LoggedDecision, TranscriptTurn};
 

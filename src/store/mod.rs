@@ -15,6 +15,7 @@
 
 pub mod analyzer;
 pub mod qdrant_edge;
+pub mod shared;
 pub mod sqlite;
 pub mod tantivy_index;
 
@@ -24,6 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 pub use crate::model::DeleteCounts;
+use crate::model::filter::{Direction, Field, Filter};
+use crate::model::typed::{MemoryId, MemoryType, NewMemory, StoredMemory};
 use crate::model::{
     ApiKey, Episode, EpisodeId, EventId, Message, MessageId, NewMessage, Scope, Session, SessionId,
 };
@@ -302,13 +305,133 @@ pub trait RecordStore: Send + Sync + 'static {
     ) -> Result<Vec<(Scope, Episode)>>;
 }
 
+/// The key of an index document: an episode id in the episodic indexes, a
+/// memory id in the knowledge indexes of typed memories.
+pub trait DocKey:
+    Clone + Eq + std::hash::Hash + std::fmt::Debug + std::fmt::Display + Send + Sync + 'static
+{
+    /// The key as stored in the index.
+    fn as_str(&self) -> &str;
+    /// Parses a stored key.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] when it is not a key of this kind.
+    fn parse(s: &str) -> Result<Self>;
+    /// The key's 128 bits (the vector point id of its first unit).
+    fn as_u128(&self) -> u128;
+}
+
+impl DocKey for EpisodeId {
+    fn as_str(&self) -> &str {
+        EpisodeId::as_str(self)
+    }
+    fn parse(s: &str) -> Result<Self> {
+        EpisodeId::parse(s)
+    }
+    fn as_u128(&self) -> u128 {
+        self.as_uuid().as_u128()
+    }
+}
+
+impl DocKey for MemoryId {
+    fn as_str(&self) -> &str {
+        MemoryId::as_str(self)
+    }
+    fn parse(s: &str) -> Result<Self> {
+        MemoryId::parse(s)
+    }
+    fn as_u128(&self) -> u128 {
+        u128::from_str_radix(&self.as_str()[4..], 16).unwrap_or(0)
+    }
+}
+
+/// What [`TypedStore::put_memory`] did.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(tag = "outcome", content = "superseded", rename_all = "snake_case")]
+pub enum PutOutcome {
+    /// A new memory.
+    Created,
+    /// A new fact; the held fact with the same key (its id here) got `superseded_at`.
+    Superseded(MemoryId),
+    /// Merged into the held entity with the same `identity_key` (its id is returned).
+    Merged,
+    /// The held relation with the same (subject, predicate, object) was updated (its id is returned).
+    Updated,
+}
+
+/// A read of typed memories (see [`crate::model::filter`]).
+#[derive(Debug, Clone)]
+pub struct MemoryQuery {
+    /// Conditions.
+    pub filter: Filter,
+    /// Order by this path (`created_at`, `updated_at` or `metadata.*`);
+    /// `None` = write order. A metadata sort returns only memories that hold
+    /// a non-array value at the path.
+    pub sort: Option<Field>,
+    /// Direction of the order.
+    pub direction: Direction,
+    /// Page size.
+    pub limit: usize,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Include facts replaced by a newer one with the same key.
+    pub include_superseded: bool,
+    /// Restrict to these ids (the candidates of a semantic query).
+    pub only: Option<Vec<MemoryId>>,
+}
+
+/// Typed memories in a user's private store (the system of record).
+///
+/// Contract: every call is scoped; ids of other scopes behave as unknown ids.
+#[async_trait]
+pub trait TypedStore: Send + Sync + 'static {
+    /// Stores `m` under `id` by its type's upsert rule (fact key supersedes,
+    /// entity key merges, relation triple updates, event appends); returns the
+    /// id that holds it and what happened. One transaction.
+    async fn put_memory(
+        &self,
+        scope: &Scope,
+        id: &MemoryId,
+        m: &NewMemory,
+        now: DateTime<Utc>,
+    ) -> Result<(MemoryId, PutOutcome)>;
+    /// A filtered, ordered page and the cursor of the next page.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] for a malformed cursor.
+    async fn query_memories(
+        &self,
+        scope: &Scope,
+        q: &MemoryQuery,
+    ) -> Result<(Vec<StoredMemory>, Option<String>)>;
+    /// One memory. [`crate::Error::NotFound`] when unknown in `scope`.
+    async fn memory(&self, scope: &Scope, id: &MemoryId) -> Result<StoredMemory>;
+    /// Deletes one memory; returns what was deleted. NotFound as above.
+    async fn delete_memory(&self, scope: &Scope, id: &MemoryId) -> Result<StoredMemory>;
+    /// Adds one to each memory's recall count.
+    async fn count_recalls(&self, scope: &Scope, ids: &[MemoryId]) -> Result<()>;
+    /// Memories held per type (live and superseded).
+    async fn memory_counts(&self, scope: &Scope) -> Result<Vec<(MemoryType, usize)>>;
+    /// Every memory of a user (all agents) with its scope: erasure clears
+    /// the indexes with it before the rows go. Maintenance only.
+    async fn user_memories(&self, user_id: &str) -> Result<Vec<(Scope, MemoryId)>>;
+    /// Indexed, current knowledge of every scope after `after` (a sequence
+    /// number; 0 to start), at most `limit`: `(scope, seq, id, content)`.
+    /// Maintenance (`strata reindex`) only.
+    async fn indexed_knowledge(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(Scope, i64, MemoryId, String)>>;
+}
+
 /// A document for the keyword index: one episode.
 #[derive(Debug, Clone)]
-pub struct KeywordDoc {
+pub struct KeywordDoc<K = EpisodeId> {
     /// Owner.
     pub scope: Scope,
-    /// Episode id (the document key).
-    pub episode_id: EpisodeId,
+    /// The document key: an episode id, or a memory id in the knowledge index.
+    pub episode_id: K,
     /// Summary and abstract text (full weight).
     pub summary: String,
     /// The user turns of the raw transcript, `speaker: text` lines (weighted
@@ -353,18 +476,18 @@ impl<'a> KeywordQuery<'a> {
 
 /// One scored hit from an index.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Hit {
-    /// The episode.
-    pub episode_id: EpisodeId,
+pub struct Hit<K = EpisodeId> {
+    /// The document key (episode, or memory in the knowledge index).
+    pub episode_id: K,
     /// Raw retriever score (BM25 for keyword, cosine for vectors).
     pub score: f32,
 }
 
 /// Keyword hits plus what calibration needs.
-#[derive(Debug, Clone, Default)]
-pub struct KeywordResult {
+#[derive(Debug, Clone)]
+pub struct KeywordResult<K = EpisodeId> {
     /// Hits, best first.
-    pub hits: Vec<Hit>,
+    pub hits: Vec<Hit<K>>,
     /// Distinct analysed query terms.
     pub query_terms: usize,
     /// The query's reference score: the BM25 a document would get by holding
@@ -374,20 +497,30 @@ pub struct KeywordResult {
     pub reference_score: f32,
 }
 
+impl<K> Default for KeywordResult<K> {
+    fn default() -> Self {
+        Self {
+            hits: Vec::new(),
+            query_terms: 0,
+            reference_score: 0.0,
+        }
+    }
+}
+
 /// BM25 keyword index over episodes.
 #[async_trait]
-pub trait KeywordIndex: Send + Sync + 'static {
+pub trait KeywordIndex<K: DocKey = EpisodeId>: Send + Sync + 'static {
     /// Adds or replaces documents (by episode id) and makes them searchable before returning.
-    async fn upsert(&self, docs: Vec<KeywordDoc>) -> Result<()>;
+    async fn upsert(&self, docs: Vec<KeywordDoc<K>>) -> Result<()>;
     /// Top `limit` episodes of `scope` for `query`.
     async fn search(
         &self,
         scope: &Scope,
         query: &KeywordQuery<'_>,
         limit: usize,
-    ) -> Result<KeywordResult>;
+    ) -> Result<KeywordResult<K>>;
     /// Removes episodes of `scope`.
-    async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()>;
+    async fn delete(&self, scope: &Scope, ids: &[K]) -> Result<()>;
     /// Documents stored for `scope`.
     async fn count(&self, scope: &Scope) -> Result<usize>;
     /// Rewrites storage so deleted documents are gone from disk, not only
@@ -400,11 +533,11 @@ pub trait KeywordIndex: Send + Sync + 'static {
 /// A vector for the vector index: one unit of an episode (unit 0 is the
 /// summary; units 1.. are turns of the raw session).
 #[derive(Debug, Clone)]
-pub struct VectorPoint {
+pub struct VectorPoint<K = EpisodeId> {
     /// Owner.
     pub scope: Scope,
-    /// Episode id.
-    pub episode_id: EpisodeId,
+    /// The document key (episode, or memory in the knowledge index).
+    pub episode_id: K,
     /// Unit number within the episode; (episode_id, unit) is the point key.
     pub unit: u32,
     /// Unit-length embedding.
@@ -413,19 +546,19 @@ pub struct VectorPoint {
 
 /// Dense vector index over episodes (cosine similarity).
 #[async_trait]
-pub trait VectorIndex: Send + Sync + 'static {
+pub trait VectorIndex<K: DocKey = EpisodeId>: Send + Sync + 'static {
     /// Dimension of every vector.
     fn dim(&self) -> usize;
     /// Adds or replaces points (by episode id), durable and searchable before returning.
     ///
     /// # Errors
     /// [`crate::Error::Vector`] when a vector's length is not [`VectorIndex::dim`].
-    async fn upsert(&self, points: Vec<VectorPoint>) -> Result<()>;
+    async fn upsert(&self, points: Vec<VectorPoint<K>>) -> Result<()>;
     /// Top `limit` episodes of `scope` by cosine similarity to `vector`; an
     /// episode's score is the best score of its units, each episode appears once.
-    async fn search(&self, scope: &Scope, vector: &[f32], limit: usize) -> Result<Vec<Hit>>;
+    async fn search(&self, scope: &Scope, vector: &[f32], limit: usize) -> Result<Vec<Hit<K>>>;
     /// Removes episodes of `scope` (all their units).
-    async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()>;
+    async fn delete(&self, scope: &Scope, ids: &[K]) -> Result<()>;
     /// Background maintenance (e.g. building the HNSW graph); called by
     /// workers when idle, never on the request path. Default: nothing.
     async fn optimize(&self) -> Result<()> {

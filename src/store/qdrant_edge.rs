@@ -20,7 +20,7 @@ use qdrant_edge::{
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Hit, VectorIndex, VectorPoint};
+use super::{DocKey, Hit, VectorIndex, VectorPoint};
 use crate::error::{Error, Result};
 use crate::model::{EpisodeId, Scope};
 
@@ -38,7 +38,8 @@ fn ve<E: std::fmt::Display>(e: E) -> Error {
 /// `flush` panics if it cannot take the WAL lock at once, so two concurrent
 /// writers must never overlap. Reads do not take the lock.
 #[derive(Clone)]
-pub struct EdgeVectorIndex {
+pub struct EdgeVectorIndex<K = EpisodeId> {
+    _key: std::marker::PhantomData<fn() -> K>,
     shard: Arc<ShardHolder>,
     writes: Arc<std::sync::Mutex<()>>,
     /// Points written since the last optimisation.
@@ -80,7 +81,7 @@ impl Drop for ShardHolder {
 /// below it, the appendable segment's exact scan is fast).
 pub const OPTIMIZE_AFTER_POINTS: usize = 20_000;
 
-impl std::fmt::Debug for EdgeVectorIndex {
+impl<K> std::fmt::Debug for EdgeVectorIndex<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EdgeVectorIndex")
             .field("dim", &self.dim)
@@ -94,9 +95,9 @@ fn path(p: &str) -> JsonPath {
 
 /// Point id of a unit: the episode's 128 bits for unit 0 (the summary),
 /// else the first 128 bits of BLAKE3(episode id, unit).
-fn point_id(id: &EpisodeId, unit: u32) -> PointId {
+fn point_id<K: DocKey>(id: &K, unit: u32) -> PointId {
     if unit == 0 {
-        return PointId::Uuid(EdgeUuid::from_u128(id.as_uuid().as_u128()));
+        return PointId::Uuid(EdgeUuid::from_u128(id.as_u128()));
     }
     let mut h = blake3::Hasher::new();
     h.update(id.as_str().as_bytes());
@@ -114,7 +115,7 @@ fn scope_filter(scope: &Scope) -> Filter {
     )))
 }
 
-impl EdgeVectorIndex {
+impl<K: DocKey> EdgeVectorIndex<K> {
     /// Opens or creates the shard in `dir` for vectors of `dim` dimensions.
     ///
     /// # Errors
@@ -155,6 +156,7 @@ impl EdgeVectorIndex {
             shard
         };
         Ok(Self {
+            _key: std::marker::PhantomData,
             shard: Arc::new(ShardHolder {
                 shard: Some(shard),
                 dir: dir.to_path_buf(),
@@ -180,7 +182,7 @@ impl EdgeVectorIndex {
             .map_err(|_| Error::Task("vector write lock poisoned".into()))
     }
 
-    fn search_blocking(&self, scope: &Scope, vector: &[f32], limit: usize) -> Result<Vec<Hit>> {
+    fn search_blocking(&self, scope: &Scope, vector: &[f32], limit: usize) -> Result<Vec<Hit<K>>> {
         if vector.len() != self.dim {
             return Err(Error::Vector(format!(
                 "query has {} dimensions, index has {}",
@@ -203,7 +205,7 @@ impl EdgeVectorIndex {
             with_payload: WithPayloadInterface::Fields(vec![path("episode_id")]),
         };
         let points = self.shard.query(req).map_err(ve)?;
-        let mut hits: Vec<Hit> = Vec::with_capacity(limit);
+        let mut hits: Vec<Hit<K>> = Vec::with_capacity(limit);
         for p in points {
             let id = p
                 .payload
@@ -214,7 +216,7 @@ impl EdgeVectorIndex {
             // points arrive best first: the first unit seen is the episode's best
             if hits.len() < limit && !hits.iter().any(|h| h.episode_id.as_str() == id) {
                 hits.push(Hit {
-                    episode_id: EpisodeId::parse(id)?,
+                    episode_id: K::parse(id)?,
                     score: p.score,
                 });
             }
@@ -224,12 +226,12 @@ impl EdgeVectorIndex {
 }
 
 #[async_trait]
-impl VectorIndex for EdgeVectorIndex {
+impl<K: DocKey> VectorIndex<K> for EdgeVectorIndex<K> {
     fn dim(&self) -> usize {
         self.dim
     }
 
-    async fn upsert(&self, points: Vec<VectorPoint>) -> Result<()> {
+    async fn upsert(&self, points: Vec<VectorPoint<K>>) -> Result<()> {
         if points.is_empty() {
             return Ok(());
         }
@@ -268,12 +270,12 @@ impl VectorIndex for EdgeVectorIndex {
         .await?
     }
 
-    async fn search(&self, scope: &Scope, vector: &[f32], limit: usize) -> Result<Vec<Hit>> {
+    async fn search(&self, scope: &Scope, vector: &[f32], limit: usize) -> Result<Vec<Hit<K>>> {
         let (this, scope, vector) = (self.clone(), scope.clone(), vector.to_vec());
         tokio::task::spawn_blocking(move || this.search_blocking(&scope, &vector, limit)).await?
     }
 
-    async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()> {
+    async fn delete(&self, scope: &Scope, ids: &[K]) -> Result<()> {
         if ids.is_empty() {
             return Ok(());
         }

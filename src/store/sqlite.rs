@@ -113,10 +113,14 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE messages;
     ALTER TABLE messages_v6 RENAME TO messages;
     "#,
+    // 7: typed memories (fact / event / entity / relation) and their field index
+    typed::MIGRATION,
 ];
 
 #[path = "sqlite_graph.rs"]
 mod graph;
+#[path = "sqlite_typed.rs"]
+pub(crate) mod typed;
 
 fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
@@ -719,6 +723,7 @@ impl RecordStore for SqliteStore {
                 let n = tx.execute(&format!("DELETE FROM {table} WHERE user_id = ?1"), [&user])?;
                 counts.rows.insert(table.to_string(), n);
             }
+            counts.rows.insert("memories".into(), typed::delete_user(&tx, &user)?);
             tx.commit()?;
             // move the WAL into the (securely deleted) main file and empty it, so no
             // copy of the erased pages stays in the write-ahead log

@@ -88,8 +88,8 @@ fn row_to_relation(r: &rusqlite::Row<'_>) -> rusqlite::Result<Relation> {
         attributes: serde_json::from_str(&attrs).unwrap_or(serde_json::Value::Null),
         valid_from: r.get::<_, Option<i64>>(5)?.map(from_ms),
         invalid_at: r.get::<_, Option<i64>>(6)?.map(from_ms),
-        episode_id: EpisodeId::parse(&ep)
-            .map_err(|e| rusqlite::Error::InvalidParameterName(e.to_string()))?,
+        episode_id: EpisodeId::parse(&ep).ok(),
+        memory_id: crate::model::typed::MemoryId::parse(&ep).ok(),
     })
 }
 
@@ -645,6 +645,120 @@ impl GraphStore for SqliteStore {
             Ok(counts)
         })
         .await
+    }
+
+    async fn put_typed(&self, scope: &Scope, write: &TypedGraphWrite) -> Result<String> {
+        let (scope, write) = (scope.clone(), write.clone());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let id = match &write {
+                TypedGraphWrite::Entity { memory, key, kind, attributes, edges, at } => {
+                    let at = ms(*at);
+                    let id = typed_entity(&tx, &scope, key, kind, at)?;
+                    tx.execute(
+                        "UPDATE entities SET attributes=?2 WHERE id=?1",
+                        params![id, attributes.to_string()],
+                    )?;
+                    let own = key_of(&tx, &id)?;
+                    for (predicate, other) in edges {
+                        let t = typed_entity(&tx, &scope, other, UNKNOWN_TYPE, at)?;
+                        let (p, tk) = (identity_key(predicate).replace(' ', "_"), key_of(&tx, &t)?);
+                        let rid = RelationId::for_typed(&scope, &own, &p, &tk);
+                        tx.execute(
+                            "INSERT INTO relations (id, user_id, agent_id, source_id, target_id, predicate, attributes, valid_from, episode_id, created_at)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, '{}', ?7, ?8, ?7) ON CONFLICT(id) DO NOTHING",
+                            params![rid.as_str(), scope.user_id(), scope.agent_id(), id, t, p, at, memory.as_str()],
+                        )?;
+                    }
+                    id
+                }
+                TypedGraphWrite::Relation { memory, subject, predicate, object, attributes, at } => {
+                    let at = ms(*at);
+                    let s = typed_entity(&tx, &scope, &subject.0, &subject.1, at)?;
+                    let t = typed_entity(&tx, &scope, &object.0, &object.1, at)?;
+                    let p = identity_key(predicate).replace(' ', "_");
+                    let rid = RelationId::for_typed(&scope, &key_of(&tx, &s)?, &p, &key_of(&tx, &t)?);
+                    tx.execute(
+                        "INSERT INTO relations (id, user_id, agent_id, source_id, target_id, predicate, attributes, valid_from, episode_id, created_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?8)
+                         ON CONFLICT(id) DO UPDATE SET attributes=excluded.attributes, valid_from=excluded.valid_from, episode_id=excluded.episode_id",
+                        params![rid.as_str(), scope.user_id(), scope.agent_id(), s, t, p, attributes.to_string(), at, memory.as_str()],
+                    )?;
+                    rid.as_str().to_string()
+                }
+            };
+            tx.commit()?;
+            Ok(id)
+        })
+        .await
+    }
+
+    async fn delete_typed(
+        &self,
+        scope: &Scope,
+        memory: &crate::model::typed::MemoryId,
+        entity_key: Option<&str>,
+    ) -> Result<DeleteCounts> {
+        let (scope, memory, key) = (scope.clone(), memory.clone(), entity_key.map(identity_key));
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let mut counts = DeleteCounts::default();
+            let n = tx.execute(
+                "DELETE FROM relations WHERE user_id=?1 AND agent_id=?2 AND episode_id=?3",
+                params![scope.user_id(), scope.agent_id(), memory.as_str()],
+            )?;
+            counts.rows.insert("relations".into(), n);
+            if let Some(id) = key.map(|k| resolve_key(&tx, &scope, &k)).transpose()?.flatten() {
+                tx.execute("UPDATE entities SET attributes='{}' WHERE id=?1", [&id])?;
+                let used: i64 = tx.query_row(
+                    "SELECT (SELECT COUNT(*) FROM entity_sources WHERE entity_id=?1)
+                          + (SELECT COUNT(*) FROM relations WHERE source_id=?1 OR target_id=?1)",
+                    [&id],
+                    |r| r.get(0),
+                )?;
+                if used == 0 {
+                    tx.execute("DELETE FROM entity_aliases WHERE entity_id=?1", [&id])?;
+                    let n = tx.execute("DELETE FROM entities WHERE id=?1", [&id])?;
+                    counts.rows.insert("entities".into(), n);
+                }
+            }
+            tx.commit()?;
+            Ok(counts)
+        })
+        .await
+    }
+}
+
+/// The live entity of a typed key (created when new, with `kind` unless
+/// that is the unknown type and a more specific one is held).
+fn typed_entity(c: &Connection, scope: &Scope, name: &str, kind: &str, at: i64) -> Result<String> {
+    let key = identity_key(name);
+    if key.is_empty() {
+        return Err(crate::error::Error::InvalidInput(format!(
+            "{name:?} has no letters or digits to make an identity key of"
+        )));
+    }
+    let kind = if kind.trim().is_empty() { UNKNOWN_TYPE.to_string() } else { identity_key(kind) };
+    match resolve_key(c, scope, &key)? {
+        Some(id) => {
+            let old: String = c.query_row("SELECT type FROM entities WHERE id=?1", [&id], |r| r.get(0))?;
+            if old != kind && kind != UNKNOWN_TYPE {
+                c.execute("UPDATE entities SET type=?2 WHERE id=?1", params![id, kind])?;
+            }
+            c.execute("UPDATE entities SET updated_at=MAX(updated_at, ?2) WHERE id=?1", params![id, at])?;
+            Ok(id)
+        }
+        None => {
+            let id = EntityId::for_key(scope, &key).as_str().to_string();
+            let display = name.split_whitespace().collect::<Vec<_>>().join(" ");
+            c.execute(
+                "INSERT INTO entities (id, user_id, agent_id, identity_key, name, type, attributes, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, '{}', ?7, ?7)
+                 ON CONFLICT(id) DO UPDATE SET merged_into=merged_into",
+                params![id, scope.user_id(), scope.agent_id(), key, display, kind, at],
+            )?;
+            Ok(id)
+        }
     }
 }
 

@@ -107,7 +107,7 @@ impl Bm25StatisticsProvider for ScopeStats<'_> {
 }
 
 use super::analyzer::analyze;
-use super::{Hit, KeywordDoc, KeywordIndex, KeywordQuery, KeywordResult};
+use super::{DocKey, Hit, KeywordDoc, KeywordIndex, KeywordQuery, KeywordResult};
 use crate::error::{Error, Result};
 use crate::model::{EpisodeId, Scope};
 
@@ -157,8 +157,9 @@ struct Inner {
 
 /// On-disk tantivy index (see module docs).
 #[derive(Clone)]
-pub struct TantivyIndex {
+pub struct TantivyIndex<K = EpisodeId> {
     inner: Arc<Inner>,
+    _key: std::marker::PhantomData<fn() -> K>,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -189,7 +190,7 @@ fn schema() -> (Schema, Fields) {
     )
 }
 
-impl TantivyIndex {
+impl<K: DocKey> TantivyIndex<K> {
     /// Opens or creates the index in `dir`.
     ///
     /// # Errors
@@ -235,6 +236,7 @@ impl TantivyIndex {
                 writer: Mutex::new(writer),
                 f,
             }),
+            _key: std::marker::PhantomData,
         })
     }
 
@@ -242,7 +244,7 @@ impl TantivyIndex {
         Term::from_field_text(self.inner.f.scope, &scope.key())
     }
 
-    fn scope_and_ids(&self, scope: &Scope, ids: &[EpisodeId]) -> Box<dyn Query> {
+    fn scope_and_ids(&self, scope: &Scope, ids: &[K]) -> Box<dyn Query> {
         let f = self.inner.f;
         let id_clauses: Vec<(Occur, Box<dyn Query>)> = ids
             .iter()
@@ -279,7 +281,7 @@ impl TantivyIndex {
         scope: &Scope,
         query: &KeywordQuery<'_>,
         limit: usize,
-    ) -> Result<KeywordResult> {
+    ) -> Result<KeywordResult<K>> {
         let f = self.inner.f;
         let mut terms = analyze(query.text);
         terms.sort();
@@ -399,7 +401,7 @@ impl TantivyIndex {
             let d: TantivyDocument = searcher.doc(addr).map_err(kw)?;
             if let Some(id) = d.get_first(f.id).and_then(|v| v.as_str()) {
                 hits.push(Hit {
-                    episode_id: EpisodeId::parse(id)?,
+                    episode_id: K::parse(id)?,
                     score,
                 });
             }
@@ -411,7 +413,7 @@ impl TantivyIndex {
         })
     }
 
-    fn upsert_blocking(&self, docs: Vec<KeywordDoc>) -> Result<()> {
+    fn upsert_blocking(&self, docs: Vec<KeywordDoc<K>>) -> Result<()> {
         let f = self.inner.f;
         let mut w = self
             .inner
@@ -436,8 +438,8 @@ impl TantivyIndex {
 }
 
 #[async_trait]
-impl KeywordIndex for TantivyIndex {
-    async fn upsert(&self, docs: Vec<KeywordDoc>) -> Result<()> {
+impl<K: DocKey> KeywordIndex<K> for TantivyIndex<K> {
+    async fn upsert(&self, docs: Vec<KeywordDoc<K>>) -> Result<()> {
         if docs.is_empty() {
             return Ok(());
         }
@@ -450,7 +452,7 @@ impl KeywordIndex for TantivyIndex {
         scope: &Scope,
         query: &KeywordQuery<'_>,
         limit: usize,
-    ) -> Result<KeywordResult> {
+    ) -> Result<KeywordResult<K>> {
         let (this, scope) = (self.clone(), scope.clone());
         let (text, dates) = (query.text.to_string(), query.date_tokens.to_string());
         tokio::task::spawn_blocking(move || {
@@ -466,7 +468,7 @@ impl KeywordIndex for TantivyIndex {
         .await?
     }
 
-    async fn delete(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<()> {
+    async fn delete(&self, scope: &Scope, ids: &[K]) -> Result<()> {
         if ids.is_empty() {
             return Ok(());
         }
@@ -511,7 +513,7 @@ impl KeywordIndex for TantivyIndex {
     }
 }
 
-impl std::fmt::Debug for TantivyIndex {
+impl<K> std::fmt::Debug for TantivyIndex<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TantivyIndex")
             .field("docs", &self.inner.reader.searcher().num_docs())

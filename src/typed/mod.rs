@@ -1,0 +1,818 @@
+//! Typed memories (fact / event / entity / relation): classify on write,
+//! route to the stores of the category, retrieve by metadata first, share
+//! through team and public stores.
+//!
+//! Routing (decided by [`MemoryType::category`], recorded on every memory):
+//!
+//! | category | system of record | keyword + vector index | graph | shareable |
+//! |---|---|---|---|---|
+//! | knowledge (facts) | yes | yes, unless `indexed: false` | no | copied |
+//! | entity (entities, relations) | yes | no | yes (one graph with the extracted one) | federated |
+//! | event | yes (time-indexed fields) | **never** | no | **never** |
+//!
+//! A filter-only [`TypedMemories::retrieve`] never touches the embedder;
+//! `strata_retrieve_total{embedder="none"|"used"}` counts both kinds.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::graph::{GraphStore, TypedGraphWrite};
+use crate::llm::Embedder;
+use crate::model::filter::{Direction, Field, Filter};
+use crate::model::typed::*;
+use crate::model::{DeleteCounts, Scope};
+use crate::store::qdrant_edge::EdgeVectorIndex;
+use crate::store::shared::SharedStore;
+use crate::store::tantivy_index::{Bm25Params, TantivyIndex};
+use crate::store::{
+    KeywordDoc, KeywordIndex, MemoryQuery, PutOutcome, TypedStore, VectorIndex, VectorPoint,
+};
+
+/// Default `top_k` of [`TypedMemories::retrieve`].
+pub const DEFAULT_RETRIEVE_TOP_K: usize = 10;
+/// Largest `top_k` of [`TypedMemories::retrieve`].
+pub const MAX_RETRIEVE_TOP_K: usize = 1000;
+/// Most memories in one [`TypedMemories::remember_batch`] call.
+pub const MAX_REMEMBER_BATCH: usize = 1000;
+/// Vector candidates fetched per requested result before the filter is
+/// applied to them; the search widens (×4 per round) until `top_k` survive
+/// or the index is exhausted, so the ranking inside the filtered set is exact.
+const SEMANTIC_OVERFETCH: usize = 4;
+/// The user id under which a shared tier's own indexes file their documents
+/// (a tier's index holds only that tier's memories; the agent still scopes).
+const SHARED_INDEX_USER: &str = "shared";
+
+/// The keyword and vector indexes of one store's knowledge.
+#[derive(Clone)]
+pub struct KnowledgeIndex {
+    /// BM25 over the content of indexed facts.
+    pub keyword: Arc<dyn KeywordIndex<MemoryId>>,
+    /// One vector (unit 0) per indexed fact.
+    pub vectors: Arc<dyn VectorIndex<MemoryId>>,
+}
+
+impl KnowledgeIndex {
+    /// Opens (creating) the indexes under `dir` (`keyword/`, `vectors/`);
+    /// `ram_keyword` keeps BM25 in memory (ephemeral stores).
+    ///
+    /// # Errors
+    /// Index errors (another process holds the directory, schema mismatch).
+    pub fn open(dir: &std::path::Path, dim: usize, bm25: Bm25Params, ram_keyword: bool) -> Result<Self> {
+        let keyword: TantivyIndex<MemoryId> = if ram_keyword {
+            TantivyIndex::in_ram(bm25)?
+        } else {
+            TantivyIndex::open(&dir.join("keyword"), bm25)?
+        };
+        let vectors: EdgeVectorIndex<MemoryId> = EdgeVectorIndex::open(&dir.join("vectors"), dim)?;
+        Ok(Self {
+            keyword: Arc::new(keyword),
+            vectors: Arc::new(vectors),
+        })
+    }
+
+    async fn add(&self, scope: &Scope, items: &[(MemoryId, String)], embedder: &dyn Embedder) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let texts: Vec<String> = items.iter().map(|(_, c)| c.clone()).collect();
+        let vectors = embedder.embed(&texts).await?;
+        self.keyword
+            .upsert(
+                items
+                    .iter()
+                    .map(|(id, content)| KeywordDoc {
+                        scope: scope.clone(),
+                        episode_id: id.clone(),
+                        summary: content.clone(),
+                        user_text: String::new(),
+                        assistant_text: String::new(),
+                        dates: String::new(),
+                        date_tokens: String::new(),
+                    })
+                    .collect(),
+            )
+            .await?;
+        self.vectors
+            .upsert(
+                items
+                    .iter()
+                    .zip(vectors)
+                    .map(|((id, _), vector)| VectorPoint {
+                        scope: scope.clone(),
+                        episode_id: id.clone(),
+                        unit: 0,
+                        vector,
+                    })
+                    .collect(),
+            )
+            .await
+    }
+
+    /// Removes memories; returns (keyword docs, vector points) removed.
+    async fn remove(&self, scope: &Scope, ids: &[MemoryId]) -> Result<(usize, usize)> {
+        let (k0, v0) = (self.keyword.count(scope).await?, self.vectors.count(scope).await?);
+        self.keyword.delete(scope, ids).await?;
+        self.vectors.delete(scope, ids).await?;
+        let (k1, v1) = (self.keyword.count(scope).await?, self.vectors.count(scope).await?);
+        Ok((k0.saturating_sub(k1), v0.saturating_sub(v1)))
+    }
+}
+
+/// A team or public store with its own indexes.
+struct SharedTier {
+    store: SharedStore,
+    index: KnowledgeIndex,
+}
+
+/// Result of [`TypedMemories::remember`].
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Remembered {
+    /// The id that holds the memory (a merged entity's or updated relation's existing id).
+    pub id: MemoryId,
+    /// Type.
+    #[serde(rename = "type")]
+    pub memory_type: MemoryType,
+    /// Category decided on write.
+    pub category: Category,
+    /// Whether it went into the keyword and vector indexes.
+    pub indexed: bool,
+    /// What the write did (created, superseded, merged, updated).
+    #[serde(flatten)]
+    pub outcome: PutOutcome,
+}
+
+/// A [`TypedMemories::retrieve`] request.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetrieveRequest {
+    /// Filter object (see [`crate::model::filter`]); omitted or `{}` = all.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub filter: serde_json::Value,
+    /// Optional semantic query: ranks the filtered knowledge by cosine
+    /// similarity (needs the embedder). Refused for events, entities and
+    /// relations, which are never embedded.
+    #[serde(default)]
+    pub query: Option<String>,
+    /// Order by a path: `created_at`, `updated_at` or `metadata.<key>...`
+    /// (default: newest write first). Not with `query`.
+    #[serde(default)]
+    pub sort_by: Option<String>,
+    /// `desc` (default) or `asc`.
+    #[serde(default)]
+    pub direction: Direction,
+    /// Page size, 1..=1000 (default 10).
+    #[serde(default)]
+    pub top_k: Option<usize>,
+    /// `next_cursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Include facts superseded by a newer one with the same key.
+    #[serde(default)]
+    pub include_superseded: bool,
+    /// `private` (default) or `all` (private + the user's teams + public).
+    #[serde(default)]
+    pub visibility: ReadVisibility,
+}
+
+/// Result of [`TypedMemories::retrieve`].
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct RetrieveResult {
+    /// The page, in order; each says its `source`.
+    pub memories: Vec<StoredMemory>,
+    /// Pass back as `cursor` for the next page; absent on the last page
+    /// (and for `visibility: all`, which returns one merged page).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+    /// Whether the query embedder ran (false for every filter-only request).
+    pub used_embedder: bool,
+}
+
+/// Result of [`TypedMemories::forget_memory`].
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ForgottenMemory {
+    /// The memory removed.
+    pub id: MemoryId,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub memory_type: MemoryType,
+    /// The store it was removed from.
+    #[schema(value_type = String)]
+    #[serde(serialize_with = "label")]
+    pub source: Visibility,
+    /// Keyword documents removed.
+    pub keyword_docs: usize,
+    /// Vector points removed.
+    pub vector_points: usize,
+    /// Graph rows removed.
+    pub graph: DeleteCounts,
+}
+
+fn label<S: serde::Serializer>(v: &Visibility, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&v.label())
+}
+
+/// Result of [`TypedMemories::share`].
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Shared {
+    /// The private memory that was shared (unchanged).
+    pub memory_id: MemoryId,
+    /// Its id in the shared store (a fact's copy, the canonical entity, the relation).
+    pub shared_id: MemoryId,
+    /// Where it went.
+    #[schema(value_type = String)]
+    #[serde(serialize_with = "label")]
+    pub visibility: Visibility,
+    /// What the write did in the shared store.
+    #[serde(flatten)]
+    pub outcome: PutOutcome,
+}
+
+/// The typed-memory capability: its stores, indexes and tiers.
+pub struct TypedMemories {
+    records: Arc<dyn TypedStore>,
+    index: KnowledgeIndex,
+    graph: Arc<dyn GraphStore>,
+    embedder: Arc<dyn Embedder>,
+    teams: BTreeMap<String, Vec<String>>,
+    shared_dir: PathBuf,
+    bm25: Bm25Params,
+    tiers: Mutex<HashMap<Visibility, Arc<SharedTier>>>,
+}
+
+impl TypedMemories {
+    /// Wires the capability. `shared_dir` holds `public/` and `teams/<id>/`.
+    pub fn new(
+        records: Arc<dyn TypedStore>,
+        index: KnowledgeIndex,
+        graph: Arc<dyn GraphStore>,
+        embedder: Arc<dyn Embedder>,
+        teams: BTreeMap<String, Vec<String>>,
+        shared_dir: PathBuf,
+        bm25: Bm25Params,
+    ) -> Self {
+        Self {
+            records,
+            index,
+            graph,
+            embedder,
+            teams,
+            shared_dir,
+            bm25,
+            tiers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The private knowledge index (tests count its documents).
+    pub fn index(&self) -> &KnowledgeIndex {
+        &self.index
+    }
+
+    /// The teams `user_id` belongs to, by `[teams]`.
+    pub fn teams_of(&self, user_id: &str) -> Vec<String> {
+        self.teams
+            .iter()
+            .filter(|(_, m)| m.iter().any(|u| u == user_id))
+            .map(|(t, _)| t.clone())
+            .collect()
+    }
+
+    /// The tiers a user may read and write: their teams and public.
+    fn readable(&self, scope: &Scope) -> Vec<Visibility> {
+        let mut v: Vec<Visibility> = self
+            .teams_of(scope.user_id())
+            .into_iter()
+            .map(Visibility::Team)
+            .collect();
+        v.push(Visibility::Public);
+        v
+    }
+
+    /// Opens a shared tier after checking that `scope`'s user may use it.
+    ///
+    /// # Errors
+    /// [`Error::Forbidden`] for a team the user is not a member of (an
+    /// unknown team reads the same, so team names do not leak);
+    /// [`Error::InvalidInput`] for `Private`.
+    fn tier(&self, scope: &Scope, v: &Visibility) -> Result<Arc<SharedTier>> {
+        let dir = match v {
+            Visibility::Private => {
+                return Err(Error::InvalidInput("the private store is not a shared tier".into()))
+            }
+            Visibility::Team(t) => {
+                if !self.teams.get(t).is_some_and(|m| m.iter().any(|u| u == scope.user_id())) {
+                    return Err(Error::Forbidden(format!(
+                        "user {:?} is not a member of team {t:?}",
+                        scope.user_id()
+                    )));
+                }
+                self.shared_dir.join("teams").join(t)
+            }
+            Visibility::Public => self.shared_dir.join("public"),
+        };
+        let mut tiers = self.tiers.lock().map_err(|_| Error::Task("tier map poisoned".into()))?;
+        if let Some(t) = tiers.get(v) {
+            return Ok(t.clone());
+        }
+        let store = SharedStore::open(&dir.join("strata.db"), v.clone())?;
+        let index = KnowledgeIndex::open(&dir, self.embedder.dim(), self.bm25, false)?;
+        let t = Arc::new(SharedTier { store, index });
+        tiers.insert(v.clone(), t.clone());
+        Ok(t)
+    }
+
+    /// Remembers one memory by its type's rules (see the module docs) and
+    /// returns the id that holds it. Knowledge is embedded once (the only
+    /// model call); events never are.
+    ///
+    /// # Errors
+    /// Store, index and embedder errors. (Validation happened in
+    /// [`NewMemory::try_from`].)
+    pub async fn remember(&self, scope: &Scope, m: NewMemory) -> Result<Remembered> {
+        let id = MemoryId::new();
+        let now = Utc::now();
+        let (held, outcome) = self.records.put_memory(scope, &id, &m, now).await?;
+        let t = m.kind.memory_type();
+        if m.is_indexed() {
+            if let PutOutcome::Superseded(old) = &outcome {
+                self.index.remove(scope, std::slice::from_ref(old)).await?;
+            }
+            self.index
+                .add(scope, &[(held.clone(), m.content.clone())], self.embedder.as_ref())
+                .await?;
+        }
+        if t.category() == Category::Entity {
+            let stored = self.records.memory(scope, &held).await?;
+            self.graph.put_typed(scope, &graph_write(&held, &stored, now)?).await?;
+        }
+        Ok(Remembered {
+            id: held,
+            memory_type: t,
+            category: t.category(),
+            indexed: m.is_indexed(),
+            outcome,
+        })
+    }
+
+    /// [`TypedMemories::remember`] for up to 1000 memories, in order. The
+    /// batch is validated before the first write (the caller converts every
+    /// input first), so a bad item rejects the whole batch; each memory is
+    /// then its own transaction.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty or over-long batch; as `remember`.
+    pub async fn remember_batch(&self, scope: &Scope, ms: Vec<NewMemory>) -> Result<Vec<Remembered>> {
+        if ms.is_empty() || ms.len() > MAX_REMEMBER_BATCH {
+            return Err(Error::InvalidInput(format!(
+                "a batch holds 1..={MAX_REMEMBER_BATCH} memories, got {}",
+                ms.len()
+            )));
+        }
+        let mut out = Vec::with_capacity(ms.len());
+        for m in ms {
+            out.push(self.remember(scope, m).await?);
+        }
+        Ok(out)
+    }
+
+    /// One memory by id: the private store first, then the user's tiers.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when no store the user can read holds it.
+    pub async fn get(&self, scope: &Scope, id: &MemoryId) -> Result<StoredMemory> {
+        match self.records.memory(scope, id).await {
+            Err(Error::NotFound(_)) => {}
+            other => return other,
+        }
+        for v in self.readable(scope) {
+            match self.tier(scope, &v)?.store.get(scope, id).await {
+                Err(Error::NotFound(_)) => {}
+                other => return other,
+            }
+        }
+        Err(Error::NotFound(format!("memory {id}")))
+    }
+
+    /// Metadata-first retrieval (see [`RetrieveRequest`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a malformed filter, path, cursor or
+    /// `top_k`; a semantic query over events, entities or relations; a
+    /// query together with `sort_by`.
+    pub async fn retrieve(&self, scope: &Scope, req: &RetrieveRequest) -> Result<RetrieveResult> {
+        let filter = Filter::parse(&req.filter)?;
+        let top_k = req.top_k.unwrap_or(DEFAULT_RETRIEVE_TOP_K);
+        if top_k == 0 || top_k > MAX_RETRIEVE_TOP_K {
+            return Err(Error::InvalidInput(format!(
+                "top_k must be within 1..={MAX_RETRIEVE_TOP_K}, got {top_k}"
+            )));
+        }
+        let sort = match req.sort_by.as_deref() {
+            None => None,
+            Some(p) => match Field::parse(p)? {
+                f @ (Field::Meta(_) | Field::CreatedAt | Field::UpdatedAt) => Some(f),
+                other => {
+                    return Err(Error::InvalidInput(format!(
+                        "sort_by {:?}: sort by created_at, updated_at or a metadata.<key> path",
+                        other.display()
+                    )))
+                }
+            },
+        };
+        let query = match req.query.as_deref() {
+            Some(q) => {
+                crate::memory::check_query(q)?;
+                if sort.is_some() {
+                    return Err(Error::InvalidInput(
+                        "give either query (rank by similarity) or sort_by, not both".into(),
+                    ));
+                }
+                if let Some(types) = filter.types() {
+                    if let Some(t) = types.iter().find(|t| t.category() != Category::Knowledge) {
+                        return Err(Error::InvalidInput(format!(
+                            "a semantic query cannot rank {}s: {} memories are not embedded; drop `query` and filter or sort by metadata (e.g. metadata.timestamp) instead",
+                            t.as_str(),
+                            t.category().as_str()
+                        )));
+                    }
+                }
+                Some(q)
+            }
+            None => None,
+        };
+        if req.visibility == ReadVisibility::All && req.cursor.is_some() {
+            return Err(Error::InvalidInput(
+                "cursor pages a private read; visibility all returns one merged page (raise top_k or narrow the filter)".into(),
+            ));
+        }
+        let q = MemoryQuery {
+            filter: filter.clone(),
+            sort: sort.clone(),
+            direction: req.direction,
+            limit: top_k,
+            cursor: req.cursor.clone(),
+            include_superseded: req.include_superseded,
+            only: None,
+        };
+        let vector = match query {
+            Some(text) => Some(self.embedder.embed(&[text.to_string()]).await?.remove(0)),
+            None => None,
+        };
+        metrics::counter!("strata_retrieve_total", "embedder" => if vector.is_some() { "used" } else { "none" })
+            .increment(1);
+        let (mut memories, mut next_cursor) = match &vector {
+            Some(v) => self.semantic(scope, &Visibility::Private, &q, v).await?,
+            None => self.records.query_memories(scope, &q).await?,
+        };
+        self.records
+            .count_recalls(scope, &memories.iter().map(|m| m.id.clone()).collect::<Vec<_>>())
+            .await?;
+        if req.visibility == ReadVisibility::All {
+            next_cursor = None;
+            for v in self.readable(scope) {
+                let tier = self.tier(scope, &v)?;
+                let (got, _) = match &vector {
+                    Some(vec) => self.semantic(scope, &v, &q, vec).await?,
+                    None => tier.store.query(scope, &q).await?,
+                };
+                tier.store
+                    .count_recalls(scope, &got.iter().map(|m| m.id.clone()).collect::<Vec<_>>())
+                    .await?;
+                memories.extend(got);
+            }
+            let desc = req.direction == Direction::Desc;
+            memories.sort_by(|a, b| {
+                let o = match (&vector, &sort) {
+                    (Some(_), _) => b.score.partial_cmp(&a.score).unwrap_or(Ordering::Equal),
+                    (None, Some(Field::Meta(p))) => {
+                        let o = cmp_json(at_path(&a.metadata, p), at_path(&b.metadata, p));
+                        if desc { o.reverse() } else { o }
+                    }
+                    (None, Some(Field::UpdatedAt)) => {
+                        let o = a.updated_at.cmp(&b.updated_at);
+                        if desc { o.reverse() } else { o }
+                    }
+                    _ => {
+                        let o = a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id));
+                        if desc { o.reverse() } else { o }
+                    }
+                };
+                o
+            });
+            memories.truncate(top_k);
+        }
+        Ok(RetrieveResult {
+            memories,
+            next_cursor,
+            used_embedder: vector.is_some(),
+        })
+    }
+
+    /// Ranks the filtered, indexed knowledge of one store by cosine
+    /// similarity; the cursor is an offset into the ranking (`o<n>`).
+    async fn semantic(
+        &self,
+        scope: &Scope,
+        v: &Visibility,
+        q: &MemoryQuery,
+        vector: &[f32],
+    ) -> Result<(Vec<StoredMemory>, Option<String>)> {
+        let offset = match q.cursor.as_deref() {
+            None => 0,
+            Some(c) => c
+                .strip_prefix('o')
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| Error::InvalidInput(format!("malformed cursor {c:?}: pass back the next_cursor of the previous page unchanged")))?,
+        };
+        let want = offset + q.limit + 1;
+        let (index, index_scope, tier) = match v {
+            Visibility::Private => (self.index.clone(), scope.clone(), None),
+            other => {
+                let t = self.tier(scope, other)?;
+                (t.index.clone(), Scope::new(SHARED_INDEX_USER, scope.agent_id())?, Some(t))
+            }
+        };
+        let total = index.vectors.count(&index_scope).await?;
+        let mut limit = (want * SEMANTIC_OVERFETCH).max(100);
+        let filter = Filter::And(vec![
+            q.filter.clone(),
+            Filter::Eq(Field::Indexed, crate::model::filter::Scalar::Bool(true)),
+        ]);
+        loop {
+            let hits = index.vectors.search(&index_scope, vector, limit).await?;
+            let scores: HashMap<MemoryId, f32> = hits.iter().map(|h| (h.episode_id.clone(), h.score)).collect();
+            let sub = MemoryQuery {
+                filter: filter.clone(),
+                sort: None,
+                direction: Direction::Desc,
+                limit: hits.len().max(1),
+                cursor: None,
+                include_superseded: q.include_superseded,
+                only: Some(hits.iter().map(|h| h.episode_id.clone()).collect()),
+            };
+            let (mut got, _) = match &tier {
+                None => self.records.query_memories(scope, &sub).await?,
+                Some(t) => t.store.query(scope, &sub).await?,
+            };
+            if got.len() >= want || hits.len() < limit || limit >= total {
+                for m in &mut got {
+                    m.score = scores.get(&m.id).copied();
+                }
+                got.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(Ordering::Equal).then_with(|| a.id.cmp(&b.id)));
+                let more = got.len() > offset + q.limit;
+                let page: Vec<StoredMemory> = got.into_iter().skip(offset).take(q.limit).collect();
+                let next = more.then(|| format!("o{}", offset + q.limit));
+                return Ok((page, next));
+            }
+            limit = limit.saturating_mul(SEMANTIC_OVERFETCH).min(total.max(1));
+        }
+    }
+
+    /// Deletes one memory from every store it reached: the system of
+    /// record, the keyword and vector indexes, the graph. A shared memory
+    /// (an id from a team or public store) is deleted from its tier by a
+    /// member of that tier (public: only the user who shared it).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when no store the user can write holds it;
+    /// [`Error::Forbidden`] for another user's public memory.
+    pub async fn forget_memory(&self, scope: &Scope, id: &MemoryId) -> Result<ForgottenMemory> {
+        match self.records.memory(scope, id).await {
+            Ok(m) => {
+                let (keyword_docs, vector_points) = self.index.remove(scope, std::slice::from_ref(id)).await?;
+                let graph = match m.memory_type {
+                    MemoryType::Entity => {
+                        let key = m.metadata.get("identity_key").and_then(|k| k.as_str()).map(str::to_string);
+                        self.graph.delete_typed(scope, id, key.as_deref()).await?
+                    }
+                    MemoryType::Relation => self.graph.delete_typed(scope, id, None).await?,
+                    _ => DeleteCounts::default(),
+                };
+                self.records.delete_memory(scope, id).await?;
+                return Ok(ForgottenMemory {
+                    id: id.clone(),
+                    memory_type: m.memory_type,
+                    source: Visibility::Private,
+                    keyword_docs,
+                    vector_points,
+                    graph,
+                });
+            }
+            Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        for v in self.readable(scope) {
+            let tier = self.tier(scope, &v)?;
+            let m = match tier.store.get(scope, id).await {
+                Ok(m) => m,
+                Err(Error::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            if v == Visibility::Public && m.shared_by.as_deref() != Some(scope.user_id()) {
+                return Err(Error::Forbidden(format!(
+                    "memory {id} was made public by another user; only they can forget it"
+                )));
+            }
+            let iscope = Scope::new(SHARED_INDEX_USER, scope.agent_id())?;
+            let (keyword_docs, vector_points) = tier.index.remove(&iscope, std::slice::from_ref(id)).await?;
+            tier.store.delete(scope, id).await?;
+            return Ok(ForgottenMemory {
+                id: id.clone(),
+                memory_type: m.memory_type,
+                source: v,
+                keyword_docs,
+                vector_points,
+                graph: DeleteCounts::default(),
+            });
+        }
+        Err(Error::NotFound(format!("memory {id}")))
+    }
+
+    /// Shares a private memory with a team or the public tier. Facts are
+    /// copied (the private one stays, each copy counts its own recalls);
+    /// entities federate into the tier's canonical entity of the same
+    /// `identity_key`, attribute by attribute with their private observation
+    /// times (newest wins; provenance names the member); relations upsert.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an event (events are structurally
+    /// private) or `Private`; [`Error::Forbidden`] for a team the user is not
+    /// in; [`Error::NotFound`] for an unknown id.
+    pub async fn share(&self, scope: &Scope, id: &MemoryId, to: &Visibility) -> Result<Shared> {
+        let m = self.records.memory(scope, id).await?;
+        if m.memory_type == MemoryType::Event {
+            return Err(Error::InvalidInput(
+                "events cannot be shared: they stay in the owner's private store".into(),
+            ));
+        }
+        if *to == Visibility::Private {
+            return Err(Error::InvalidInput(
+                "share to a team (visibility team, team_id) or public".into(),
+            ));
+        }
+        let tier = self.tier(scope, to)?;
+        let now = Utc::now();
+        let kind = stored_kind(&m)?;
+        let (shared_id, outcome) = match kind {
+            MemoryKind::Entity(e) => {
+                // federate attribute by attribute, each with its own observation time
+                let prov = m.metadata.get("provenance").and_then(|p| p.as_object()).cloned().unwrap_or_default();
+                let mut groups: BTreeMap<DateTime<Utc>, EntityMetadata> = BTreeMap::new();
+                let base = e.observed_at.unwrap_or(now);
+                for (k, v) in &e.attributes {
+                    let at = prov
+                        .get(k)
+                        .and_then(|p| p.get("observed_at"))
+                        .and_then(|t| t.as_str())
+                        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                        .map(|t| t.with_timezone(&Utc))
+                        .unwrap_or(base);
+                    groups
+                        .entry(at)
+                        .or_insert_with(|| EntityMetadata {
+                            attributes: Default::default(),
+                            relations: Default::default(),
+                            observed_at: Some(at),
+                            ..e.clone()
+                        })
+                        .attributes
+                        .insert(k.clone(), v.clone());
+                }
+                let mut last = None;
+                let whole = EntityMetadata {
+                    attributes: Default::default(),
+                    observed_at: Some(base),
+                    ..e.clone()
+                };
+                for part in std::iter::once(whole).chain(groups.into_values()) {
+                    last = Some(tier.store.put(scope, &m.content, Shareable::Entity(part), false, id, now).await?);
+                }
+                last.expect("at least the whole entity")
+            }
+            other => {
+                let shareable = Shareable::try_from(other)?;
+                let indexed = m.indexed;
+                let got = tier.store.put(scope, &m.content, shareable, indexed, id, now).await?;
+                if indexed {
+                    let iscope = Scope::new(SHARED_INDEX_USER, scope.agent_id())?;
+                    tier.index.add(&iscope, &[(got.0.clone(), m.content.clone())], self.embedder.as_ref()).await?;
+                }
+                got
+            }
+        };
+        Ok(Shared {
+            memory_id: id.clone(),
+            shared_id,
+            visibility: to.clone(),
+            outcome,
+        })
+    }
+
+    /// Erases a user's private memories from the knowledge indexes (the
+    /// rows go with the user's records). Returns (keyword docs, vector points).
+    pub async fn forget_user_indexes(&self, user_id: &str) -> Result<(usize, usize)> {
+        let mut by_scope: HashMap<Scope, Vec<MemoryId>> = HashMap::new();
+        for (s, id) in self.records.user_memories(user_id).await? {
+            by_scope.entry(s).or_default().push(id);
+        }
+        let (mut k, mut v) = (0, 0);
+        for (s, ids) in by_scope {
+            let (a, b) = self.index.remove(&s, &ids).await?;
+            k += a;
+            v += b;
+        }
+        Ok((k, v))
+    }
+
+    /// Rebuilds the private knowledge index from the system of record
+    /// (`strata reindex`). Returns memories indexed.
+    pub async fn reindex(&self) -> Result<usize> {
+        let (mut after, mut n) = (0i64, 0usize);
+        loop {
+            let page = self.records.indexed_knowledge(after, 256).await?;
+            let Some(last) = page.last() else { break };
+            after = last.1;
+            let mut by_scope: HashMap<Scope, Vec<(MemoryId, String)>> = HashMap::new();
+            for (s, _, id, content) in page {
+                by_scope.entry(s).or_default().push((id, content));
+            }
+            for (s, items) in by_scope {
+                n += items.len();
+                self.index.add(&s, &items, self.embedder.as_ref()).await?;
+            }
+        }
+        self.index.vectors.optimize().await?;
+        Ok(n)
+    }
+}
+
+/// Rebuilds the typed metadata of a stored memory (for sharing).
+fn stored_kind(m: &StoredMemory) -> Result<MemoryKind> {
+    let mut md = m.metadata.clone();
+    if let Some(o) = md.as_object_mut() {
+        o.remove("provenance");
+    }
+    let input = MemoryInput {
+        memory_type: m.memory_type.as_str().into(),
+        content: m.content.clone(),
+        metadata: md,
+        indexed: None,
+    };
+    Ok(NewMemory::try_from(input)?.kind)
+}
+
+/// What an entity or relation memory writes to the graph.
+fn graph_write(id: &MemoryId, m: &StoredMemory, now: DateTime<Utc>) -> Result<TypedGraphWrite> {
+    Ok(match stored_kind(m)? {
+        MemoryKind::Entity(e) => TypedGraphWrite::Entity {
+            memory: id.clone(),
+            key: e.identity_key.clone(),
+            kind: e.entity_type.clone(),
+            attributes: serde_json::Value::Object(e.attributes.clone()),
+            edges: e
+                .relations
+                .iter()
+                .flat_map(|(p, ks)| ks.iter().map(move |k| (p.clone(), k.clone())))
+                .collect(),
+            at: e.observed_at.unwrap_or(now),
+        },
+        MemoryKind::Relation(r) => TypedGraphWrite::Relation {
+            memory: id.clone(),
+            subject: (r.subject.clone(), r.subject_type.clone().unwrap_or_default()),
+            predicate: r.predicate.clone(),
+            object: (r.object.clone(), r.object_type.clone().unwrap_or_default()),
+            attributes: serde_json::json!({"strength": r.strength, "context": r.context, "memory_id": id}),
+            at: r.timestamp.unwrap_or(now),
+        },
+        _ => return Err(Error::InvalidInput("only entities and relations go to the graph".into())),
+    })
+}
+
+/// The value at a dotted metadata path.
+fn at_path<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
+    path.split('.').try_fold(v, |v, k| v.get(k))
+}
+
+/// Orders JSON scalars: numbers, then RFC 3339 instants and text; missing last.
+fn cmp_json(a: Option<&serde_json::Value>, b: Option<&serde_json::Value>) -> Ordering {
+    use serde_json::Value as V;
+    let time = |s: &str| DateTime::parse_from_rfc3339(s).ok().map(|t| t.timestamp_millis());
+    match (a, b) {
+        (Some(V::Number(x)), Some(V::Number(y))) => x
+            .as_f64()
+            .partial_cmp(&y.as_f64())
+            .unwrap_or(Ordering::Equal),
+        (Some(V::String(x)), Some(V::String(y))) => match (time(x), time(y)) {
+            (Some(p), Some(q)) => p.cmp(&q),
+            _ => x.cmp(y),
+        },
+        (Some(_), None) => Ordering::Greater,
+        (None, Some(_)) => Ordering::Less,
+        _ => Ordering::Equal,
+    }
+}
