@@ -798,6 +798,12 @@ async fn openapi_document_and_router_agree() {
         ("GET", "/healthz"),
         ("GET", "/readyz"),
         ("GET", "/metrics"),
+        ("POST", "/v1/users/{user_id}/agents/{agent_id}/memories"),
+        ("POST", "/v1/users/{user_id}/agents/{agent_id}/memories:batch"),
+        ("POST", "/v1/users/{user_id}/agents/{agent_id}/memories/query"),
+        ("GET", "/v1/users/{user_id}/agents/{agent_id}/memories/{memory_id}"),
+        ("DELETE", "/v1/users/{user_id}/agents/{agent_id}/memories/{memory_id}"),
+        ("POST", "/v1/users/{user_id}/agents/{agent_id}/memories/{memory_id}/share"),
     ]
     .iter()
     .map(|(m, p)| (m.to_string(), p.to_string()))
@@ -811,6 +817,7 @@ async fn openapi_document_and_router_agree() {
             .replace("{agent_id}", "a")
             .replace("{session_id}", "s")
             .replace("{episode_id}", "ep_00000000000000000000000000000000")
+            .replace("{memory_id}", "mem_00000000000000000000000000000000")
             .replace("{id}", "1");
         let r = call(method, &s.url(&concrete), None, Some(json!({}))).await;
         assert!(
@@ -859,7 +866,7 @@ where
     let names: BTreeSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
     assert_eq!(
         names,
-        ["knowledge_graph_search", "memory_expand", "memory_search"]
+        ["knowledge_graph_search", "memory_expand", "memory_search", "remember", "retrieve"]
             .iter()
             .map(|s| s.to_string())
             .collect()
@@ -922,6 +929,40 @@ where
         .await
         .unwrap();
     assert_eq!(serde_json::to_value(&r).unwrap()["isError"], true);
+    // typed memories: remember an event and a fact, retrieve each way
+    let r = client
+        .call_tool(CallToolRequestParams::new("remember").with_arguments(args(json!({
+            "type": "event", "content": "Bought a radiator cover",
+            "metadata": {"timestamp": "2026-02-01T10:00:00Z", "action": "purchase", "entity_id": "sku-9"}}))))
+        .await
+        .unwrap();
+    let r = serde_json::to_value(&r).unwrap();
+    assert_ne!(r["isError"], true, "{r}");
+    let event: Value = serde_json::from_str(&tool_text(&r)).unwrap();
+    let r = client
+        .call_tool(CallToolRequestParams::new("retrieve").with_arguments(args(json!({
+            "filter": {"type": "event", "metadata.action": "purchase"}, "sort_by": "metadata.timestamp"}))))
+        .await
+        .unwrap();
+    let r: Value = serde_json::from_str(&tool_text(&serde_json::to_value(&r).unwrap())).unwrap();
+    assert_eq!(r["memories"][0]["id"], event["id"], "{r}");
+    assert_eq!(r["used_embedder"], false);
+    let r = client
+        .call_tool(CallToolRequestParams::new("retrieve").with_arguments(args(json!({
+            "filter": {"type": "event"}, "query": "radiator"}))))
+        .await
+        .unwrap();
+    let r = serde_json::to_value(&r).unwrap();
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(tool_text(&r).contains("not embedded"), "{r}");
+    let r = client
+        .call_tool(CallToolRequestParams::new("remember").with_arguments(args(json!({
+            "type": "relation", "content": "x", "metadata": {"subject": "a", "predicate": "p", "object": "b", "strength": 7}}))))
+        .await
+        .unwrap();
+    let r = serde_json::to_value(&r).unwrap();
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(tool_text(&r).contains("metadata.strength"), "{r}");
     let prompts = client.list_prompts(Default::default()).await.unwrap();
     assert_eq!(prompts.prompts.len(), 1);
     let p = client
@@ -1493,5 +1534,80 @@ async fn search_explain_says_why_each_candidate_was_cut() {
         );
         assert!((0.0..=1.0).contains(&p) && (0.0..=1.0).contains(&score));
     }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_memory_routes_end_to_end() {
+    let s = Server::start_with(|c| {
+        c.teams.insert("sales".into(), vec!["ann".into(), "bo".into()]);
+    })
+    .await;
+    let base = |u: &str| s.url(&format!("/v1/users/{u}/agents/shop/memories"));
+    // remember one, then a batch
+    let r = call("POST", &base("ann"), None, Some(json!({"type": "fact", "content": "Prefers Nike",
+        "metadata": {"category": "preference", "key": "brand"}}))).await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    assert_eq!((r.body["category"].as_str(), r.body["indexed"].as_bool(), r.body["outcome"].as_str()), (Some("knowledge"), Some(true), Some("created")));
+    let fact = r.body["id"].as_str().unwrap().to_string();
+    let r = call("POST", &s.url("/v1/users/ann/agents/shop/memories:batch"), None, Some(json!([
+        {"type": "event", "content": "bought boots", "metadata": {"timestamp": "2026-01-02T14:00:00Z", "action": "purchase"}},
+        {"type": "event", "content": "viewed socks", "metadata": {"timestamp": "2026-01-03T14:00:00Z", "action": "view"}},
+        {"type": "entity", "content": "Ann", "metadata": {"identity_key": "cust-1", "entity_type": "customer", "attributes": {"tier": "gold"}}}
+    ]))).await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let batch: Vec<String> = r.body.as_array().unwrap().iter().map(|x| x["id"].as_str().unwrap().to_string()).collect();
+    // an invalid item rejects the whole batch, named by index
+    let r = call("POST", &s.url("/v1/users/ann/agents/shop/memories:batch"), None, Some(json!([
+        {"type": "fact", "content": "ok", "metadata": {"category": "c"}},
+        {"type": "event", "content": "no time", "metadata": {"action": "a"}}
+    ]))).await;
+    assert_eq!(r.status, 400);
+    assert!(r.body["error"]["message"].as_str().unwrap().contains("memories[1]: metadata"), "{:?}", r.body);
+    // query: newest purchase first; filter-only
+    let r = call("POST", &s.url("/v1/users/ann/agents/shop/memories/query"), None, Some(json!({
+        "filter": {"type": "event"}, "sort_by": "metadata.timestamp", "direction": "desc"}))).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let got: Vec<&str> = r.body["memories"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(got, vec![batch[1].as_str(), batch[0].as_str()]);
+    // bad filters and malformed JSON are clear errors
+    for (body, status, needle) in [
+        (json!({"filter": {"metadata.x": {"$where": 1}}}), 400, "$where"),
+        (json!({"filter": {"type": "event"}, "query": "boots"}), 400, "not embedded"),
+        (json!({"filter": [1]}), 400, "JSON object"),
+        (json!({"filtre": {}}), 422, "filtre"),
+    ] {
+        let r = call("POST", &s.url("/v1/users/ann/agents/shop/memories/query"), None, Some(body.clone())).await;
+        assert_eq!(r.status, status, "{body}: {:?}", r.body);
+        assert!(r.body["error"]["message"].as_str().unwrap().contains(needle), "{body}: {:?}", r.body);
+    }
+    // get, share (team), the member reads it with visibility all, events refused
+    let r = call("GET", &format!("{}/{fact}", base("ann")), None, None).await;
+    assert_eq!((r.status, r.body["source"].as_str()), (200, Some("private")));
+    let r = call("POST", &format!("{}/{fact}/share", base("ann")), None, Some(json!({"visibility": "team", "team_id": "sales"}))).await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let copy = r.body["shared_id"].as_str().unwrap().to_string();
+    let r = call("POST", &s.url("/v1/users/bo/agents/shop/memories/query"), None, Some(json!({"visibility": "all"}))).await;
+    assert_eq!(r.body["memories"][0]["id"].as_str(), Some(copy.as_str()), "{:?}", r.body);
+    assert_eq!(r.body["memories"][0]["source"].as_str(), Some("team:sales"));
+    let r = call("POST", &format!("{}/{}/share", base("ann"), batch[0]), None, Some(json!({"visibility": "public"}))).await;
+    assert_eq!(r.status, 400);
+    assert!(r.body["error"]["message"].as_str().unwrap().contains("events cannot be shared"));
+    let r = call("POST", &format!("{}/{fact}/share", base("ann")), None, Some(json!({"visibility": "team", "team_id": "ops"}))).await;
+    assert_eq!(r.status, 403);
+    // another user cannot read or delete ann's private memory
+    let r = call("GET", &format!("{}/{fact}", base("cy")), None, None).await;
+    assert_eq!(r.status, 404);
+    let r = call("DELETE", &format!("{}/{fact}", base("bo")), None, None).await;
+    assert_eq!(r.status, 404);
+    // forget: gone from the record and the indexes
+    let r = call("DELETE", &format!("{}/{fact}", base("ann")), None, None).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!((r.body["keyword_docs"].as_u64(), r.body["vector_points"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(call("GET", &format!("{}/{fact}", base("ann")), None, None).await.status, 404);
+    assert_eq!(call("GET", &format!("{}/mem_nothex", base("ann")), None, None).await.status, 400);
+    // the share of retrieve calls served without the embedder is in /metrics
+    let text = reqwest::get(s.url("/metrics")).await.unwrap().text().await.unwrap();
+    assert!(text.contains("strata_retrieve_total{embedder=\"none\"}"), "{text}");
     s.stop().await;
 }

@@ -6,6 +6,7 @@
 
 mod demo;
 mod import;
+pub mod typed;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -98,6 +99,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Remember a typed memory (fact, event, entity, relation).
+    Remember(typed::RememberArgs),
+    /// Retrieve typed memories by metadata filter, sort and cursor (and an optional semantic query over facts).
+    Retrieve(typed::RetrieveArgs),
+    /// Share a private typed memory with a team or the public tier (events cannot be shared).
+    Share(typed::ShareArgs),
+    /// Delete one typed memory from every store it reached.
+    ForgetMemory(typed::ForgetMemoryArgs),
     /// L1 search: episodes matching a query.
     Search {
         /// Scope.
@@ -771,6 +780,10 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             wait,
             json,
         } => import::run(config, &file, end_sessions, wait, json).await,
+        Command::Remember(a) => typed::remember(config, a).await.map(|_| ExitCode::SUCCESS),
+        Command::Retrieve(a) => typed::retrieve(config, a).await.map(|_| ExitCode::SUCCESS),
+        Command::Share(a) => typed::share(config, a).await.map(|_| ExitCode::SUCCESS),
+        Command::ForgetMemory(a) => typed::forget_memory(config, a).await.map(|_| ExitCode::SUCCESS),
         Command::Search {
             scope,
             query,

@@ -1,4 +1,5 @@
-//! MCP (Model Context Protocol) with `rmcp`: the three memory tools and the
+//! MCP (Model Context Protocol) with `rmcp`: the three memory tools, the
+//! typed-memory tools `remember` and `retrieve`, and the
 //! system-prompt paragraph as a prompt, over stdio (`strata mcp --user U
 //! --agent A`) or streamable HTTP at `/mcp` (the scope comes from the key).
 //!
@@ -207,6 +208,35 @@ impl McpServer {
             .map_err(readable)?;
         json(&r)
     }
+
+    /// Typed write.
+    #[tool(
+        name = "remember",
+        description = "Store something you learned about the user directly, as a typed memory. type=fact for a preference or profile fact (metadata: category, optional value, strength strong|weak|neutral, observed_at, key — a fact with the same key replaces the old one); type=event for something that happened at a time (metadata: timestamp RFC 3339, action, optional entity_id, entity_type, outcome, context); type=entity for a thing with an identity (metadata: identity_key, entity_type, attributes object, relations {name: [keys]}); type=relation for a link between two entities (metadata: subject, predicate, object, strength 0..1). Returns the memory id."
+    )]
+    async fn remember(
+        &self,
+        Parameters(a): Parameters<crate::model::typed::MemoryInput>,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<String, String> {
+        let scope = self.scope(&ctx).map_err(readable)?;
+        let m = crate::model::typed::NewMemory::try_from(a).map_err(readable)?;
+        json(&self.memory.remember(&scope, m).await.map_err(readable)?)
+    }
+
+    /// Typed read.
+    #[tool(
+        name = "retrieve",
+        description = "Look up typed memories by metadata: filter is a JSON object of paths (type, category, metadata.<key>) to values or operators ($eq $ne $gt $gte $lt $lte $in $nin $exists, $and/$or), e.g. {\"type\": \"event\", \"metadata.action\": \"purchase\"}; sort_by a path (e.g. metadata.timestamp) with direction desc|asc; top_k (default 10). Add query only to rank facts by meaning (events, entities and relations are not embedded). visibility=all also reads the user's team and public memories."
+    )]
+    async fn retrieve(
+        &self,
+        Parameters(a): Parameters<crate::typed::RetrieveRequest>,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<String, String> {
+        let scope = self.scope(&ctx).map_err(readable)?;
+        json(&self.memory.retrieve(&scope, &a).await.map_err(readable)?)
+    }
 }
 
 #[prompt_router]
@@ -237,7 +267,7 @@ impl ServerHandler for McpServer {
         )
         .with_server_info(rmcp::model::Implementation::new("strata", env!("CARGO_PKG_VERSION")))
         .with_instructions(
-            "Strata long-term memory. Use memory_search to find earlier conversations, memory_expand to read one, knowledge_graph_search for named people, places and their relations. The prompt memory_system_prompt explains when to call each.",
+            "Strata long-term memory. Use memory_search to find earlier conversations, memory_expand to read one, knowledge_graph_search for named people, places and their relations, remember to store a typed fact, event, entity or relation, retrieve to look typed memories up by metadata. The prompt memory_system_prompt explains when to call each.",
         )
     }
 }

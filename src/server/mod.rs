@@ -133,6 +133,10 @@ fn prometheus() -> PrometheusHandle {
 /// series (by route, worker, task) appear with their first observation.
 fn describe_metrics() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        "strata_retrieve_total",
+        "typed-memory retrieve calls by embedder=\"none\" (filter-only, served without the embedder) or \"used\" (semantic query); the share served without the embedder is none / (none + used)"
+    );
     describe_histogram!(
         "strata_inject_duration_seconds",
         Unit::Seconds,

@@ -20,7 +20,9 @@ use crate::memory::{
     ReloadReport, SearchOptions, SearchResult,
 };
 use crate::model::{EpisodeId, EventId, ImportTurn, MessageId, NewMessage, Scope, SessionId};
+use crate::model::typed::{MemoryId, MemoryInput, NewMemory, StoredMemory, Visibility};
 use crate::store::{ParkedJob, UsageTotals};
+use crate::typed::{ForgottenMemory, Remembered, RetrieveRequest, RetrieveResult};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -33,6 +35,7 @@ use crate::store::{ParkedJob, UsageTotals};
     tags(
         (name = "turns", description = "The per-turn path: record, inject, end"),
         (name = "tools", description = "The model's memory tools"),
+        (name = "memories", description = "Typed memories: remember, retrieve by metadata, share, forget"),
         (name = "admin", description = "Operator routes (admin keys)"),
         (name = "ops", description = "Health, readiness, metrics (no key)")
     )
@@ -62,6 +65,11 @@ pub(super) fn api(state: AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(search))
         .routes(routes!(expand))
         .routes(routes!(graph_search))
+        .routes(routes!(remember))
+        .routes(routes!(remember_batch))
+        .routes(routes!(retrieve))
+        .routes(routes!(get_memory, forget_memory))
+        .routes(routes!(share_memory))
         .route_layer(middleware::from_fn(require_scope));
     let admin = OpenApiRouter::new()
         .routes(routes!(forget_user))
@@ -523,4 +531,148 @@ async fn metrics_text(State(st): State<AppState>) -> ApiResult<Response> {
         st.metrics.render(),
     )
         .into_response())
+}
+
+/// Path of a typed memory.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+struct MemoryPath {
+    /// End-user id.
+    user_id: String,
+    /// Agent id.
+    agent_id: String,
+    /// `mem_` + 32 hex digits.
+    memory_id: String,
+}
+
+impl MemoryPath {
+    fn parts(&self) -> ApiResult<(Scope, MemoryId)> {
+        Ok((
+            Scope::new(self.user_id.clone(), self.agent_id.clone())?,
+            MemoryId::parse(&self.memory_id)?,
+        ))
+    }
+}
+
+/// Remembers one typed memory (fact, event, entity or relation).
+#[utoipa::path(
+    post, path = "/v1/users/{user_id}/agents/{agent_id}/memories", tag = "memories",
+    params(ScopePath), request_body = MemoryInput,
+    responses(
+        (status = 201, body = Remembered),
+        (status = 400, description = "invalid type or metadata (the message names the field)", body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 422, body = ErrorBody)
+    )
+)]
+async fn remember(
+    State(st): State<AppState>,
+    p: Result<Path<ScopePath>, PathRejection>,
+    b: Result<Json<MemoryInput>, JsonRejection>,
+) -> ApiResult<Response> {
+    let scope = path(p)?.scope()?;
+    let m = NewMemory::try_from(body(b)?)?;
+    let r = st.memory.remember(&scope, m).await?;
+    Ok((StatusCode::CREATED, Json(r)).into_response())
+}
+
+/// Remembers up to 1000 typed memories in order; the whole batch is
+/// validated first (an invalid item, named by index, rejects it all).
+#[utoipa::path(
+    post, path = "/v1/users/{user_id}/agents/{agent_id}/memories:batch", tag = "memories",
+    params(ScopePath), request_body = Vec<MemoryInput>,
+    responses(
+        (status = 201, body = Vec<Remembered>),
+        (status = 400, description = "an invalid memory (named by index); nothing stored", body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)
+    )
+)]
+async fn remember_batch(
+    State(st): State<AppState>,
+    p: Result<Path<ScopePath>, PathRejection>,
+    b: Result<Json<Vec<MemoryInput>>, JsonRejection>,
+) -> ApiResult<Response> {
+    let scope = path(p)?.scope()?;
+    let ms = body(b)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            NewMemory::try_from(m).map_err(|e| match e {
+                crate::Error::InvalidInput(t) => crate::Error::InvalidInput(format!("memories[{i}]: {t}")),
+                other => other,
+            })
+        })
+        .collect::<crate::Result<Vec<_>>>()?;
+    let r = st.memory.remember_batch(&scope, ms).await?;
+    Ok((StatusCode::CREATED, Json(r)).into_response())
+}
+
+/// Retrieves typed memories by filter, sort and cursor, optionally ranked
+/// by a semantic query (knowledge only).
+#[utoipa::path(
+    post, path = "/v1/users/{user_id}/agents/{agent_id}/memories/query", tag = "memories",
+    params(ScopePath), request_body = RetrieveRequest,
+    responses(
+        (status = 200, body = RetrieveResult),
+        (status = 400, description = "unsupported operator, incompatible types, malformed path or cursor, semantic query over events", body = ErrorBody),
+        (status = 422, body = ErrorBody)
+    )
+)]
+async fn retrieve(
+    State(st): State<AppState>,
+    p: Result<Path<ScopePath>, PathRejection>,
+    b: Result<Json<RetrieveRequest>, JsonRejection>,
+) -> ApiResult<Json<RetrieveResult>> {
+    let scope = path(p)?.scope()?;
+    Ok(Json(st.memory.retrieve(&scope, &body(b)?).await?))
+}
+
+/// One typed memory (private, or from a team or public store the user reads).
+#[utoipa::path(
+    get, path = "/v1/users/{user_id}/agents/{agent_id}/memories/{memory_id}", tag = "memories",
+    params(MemoryPath),
+    responses((status = 200, body = StoredMemory), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody))
+)]
+async fn get_memory(
+    State(st): State<AppState>,
+    p: Result<Path<MemoryPath>, PathRejection>,
+) -> ApiResult<Json<StoredMemory>> {
+    let (scope, id) = path(p)?.parts()?;
+    Ok(Json(st.memory.get_memory(&scope, &id).await?))
+}
+
+/// forget_memory: deletes one typed memory from every store it reached.
+#[utoipa::path(
+    delete, path = "/v1/users/{user_id}/agents/{agent_id}/memories/{memory_id}", tag = "memories",
+    params(MemoryPath),
+    responses((status = 200, body = ForgottenMemory), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody))
+)]
+async fn forget_memory(
+    State(st): State<AppState>,
+    p: Result<Path<MemoryPath>, PathRejection>,
+) -> ApiResult<Json<ForgottenMemory>> {
+    let (scope, id) = path(p)?.parts()?;
+    Ok(Json(st.memory.forget_memory(&scope, &id).await?))
+}
+
+/// Shares a private memory with a team (`{"visibility": "team", "team_id":
+/// "sales"}`) or everyone using the agent (`{"visibility": "public"}`).
+/// Events cannot be shared.
+#[utoipa::path(
+    post, path = "/v1/users/{user_id}/agents/{agent_id}/memories/{memory_id}/share", tag = "memories",
+    params(MemoryPath), request_body = Visibility,
+    responses(
+        (status = 201, body = crate::typed::Shared),
+        (status = 400, description = "an event, or visibility private", body = ErrorBody),
+        (status = 403, description = "not a member of the team", body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)
+    )
+)]
+async fn share_memory(
+    State(st): State<AppState>,
+    p: Result<Path<MemoryPath>, PathRejection>,
+    b: Result<Json<Visibility>, JsonRejection>,
+) -> ApiResult<Response> {
+    let (scope, id) = path(p)?.parts()?;
+    let r = st.memory.share(&scope, &id, &body(b)?).await?;
+    Ok((StatusCode::CREATED, Json(r)).into_response())
 }
