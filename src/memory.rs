@@ -23,6 +23,7 @@ use crate::llm::offline::{ExtractiveOptions, OfflineChat};
 use crate::llm::openai::{OpenAiChat, OpenAiEmbedder};
 use crate::llm::prompts::Prompts;
 use crate::llm::{CachedEmbedder, ChatModel, Embedder};
+use crate::model::typed::MemoryId;
 use crate::model::*;
 use crate::recall::fusion::{fuse, FusedHit, Retrievers};
 use crate::recall::query::build_query;
@@ -161,11 +162,37 @@ pub struct Candidate {
     pub outcome: CandidateOutcome,
 }
 
+/// What one recall found: fused episode and knowledge candidates.
+struct Recalled {
+    episodes: Vec<FusedHit>,
+    reference: f32,
+    knowledge: Vec<FusedHit<MemoryId>>,
+}
+
+/// A knowledge hit (a typed fact) of `memory_search` or `inject`.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct KnowledgeHit {
+    /// Memory id (`retrieve` or `GET .../memories/{id}` reads it whole).
+    pub id: MemoryId,
+    /// The memory type (`fact`).
+    #[serde(rename = "type")]
+    pub memory_type: crate::model::typed::MemoryType,
+    /// The fact's abstract: its content.
+    #[serde(rename = "abstract")]
+    pub abstract_: String,
+    /// Calibrated fused score in [0, 1], comparable with episodes' scores.
+    pub score: f64,
+    /// When it was observed (`metadata.observed_at`, else when remembered).
+    pub when: DateTime<Utc>,
+}
+
 /// Result of [`Memory::memory_search_explained`].
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct SearchResult {
     /// The hits, best first (what `memory_search` returns).
     pub results: Vec<SearchHit>,
+    /// Typed knowledge (facts) matching the query, best first, at most `top_k`.
+    pub knowledge: Vec<KnowledgeHit>,
     /// Every candidate with its scores, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<Vec<Candidate>>,
@@ -267,8 +294,11 @@ pub struct InjectResult {
     pub injected: usize,
     /// Best fused score seen (even when below threshold), for tuning `min_score`; 0 when none.
     pub top_score: f64,
-    /// The injected entries.
+    /// The injected episodes.
     pub entries: Vec<SearchHit>,
+    /// The injected knowledge (typed facts), competing with episodes for
+    /// `max_entries` by score.
+    pub knowledge: Vec<KnowledgeHit>,
     /// True when the message was trivial and recall was skipped.
     pub trivial: bool,
     /// The recall query that was run (empty when trivial).
@@ -946,6 +976,7 @@ impl Memory {
                 injected: 0,
                 top_score: 0.0,
                 entries: vec![],
+                knowledge: vec![],
                 trivial: true,
                 query: String::new(),
                 explain: opts.explain.then(Vec::new),
@@ -969,10 +1000,18 @@ impl Memory {
             parts.push((clip(t), 0.4 / prev.len() as f32));
         }
         parts.push((clip(user_message), if prev.is_empty() { 1.0 } else { 0.6 }));
-        let (fused, reference) = self
+        let Recalled {
+            episodes: fused,
+            reference,
+            knowledge,
+        } = self
             .retrieve_parts(scope, &query, &parts, limit * cfg.overfetch, opts, cfg)
             .await?;
-        let top_score = fused.first().map(|h| h.score).unwrap_or(0.0);
+        let top_score = fused
+            .first()
+            .map(|h| h.score)
+            .unwrap_or(0.0)
+            .max(knowledge.first().map(|h| h.score).unwrap_or(0.0));
         let (kept, mut explain) = select(
             cfg,
             &fused,
@@ -981,18 +1020,32 @@ impl Memory {
             limit,
             opts.explain,
         );
-        let entries = self.hydrate(scope, kept).await?;
+        let mut entries = self.hydrate(scope, kept).await?;
         mark_expired(&mut explain, &entries);
-        let section = render_section(&entries);
+        // facts compete with episodes for the max_entries slots, by calibrated score
+        let mut facts = self
+            .hydrate_knowledge(scope, &knowledge, Some(cfg.min_score), limit)
+            .await?;
+        while entries.len() + facts.len() > limit {
+            let last_ep = entries.last().map(|e| e.score).unwrap_or(f64::INFINITY);
+            let last_fact = facts.last().map(|f| f.score).unwrap_or(f64::INFINITY);
+            if last_fact <= last_ep {
+                facts.pop();
+            } else {
+                entries.pop();
+            }
+        }
+        let section = render_context(&entries, &facts);
         metrics::histogram!("strata_inject_duration_seconds")
             .record(started.elapsed().as_secs_f64());
         metrics::histogram!("strata_inject_entries").record(entries.len() as f64);
         metrics::histogram!("strata_inject_top_score").record(top_score);
         Ok(InjectResult {
-            injected: entries.len(),
+            injected: entries.len() + facts.len(),
             section,
             top_score,
             entries,
+            knowledge: facts,
             trivial: false,
             query,
             explain,
@@ -1049,7 +1102,11 @@ impl Memory {
         let tunables = self.shared.tunables();
         let cfg = &tunables.recall;
         let parts = [(query.to_string(), 1.0)];
-        let (fused, reference) = self
+        let Recalled {
+            episodes: fused,
+            reference,
+            knowledge,
+        } = self
             .retrieve_parts(scope, query, &parts, top_k * cfg.overfetch, opts, cfg)
             .await?;
         let min = opts.apply_threshold.then_some(cfg.min_score);
@@ -1071,8 +1128,12 @@ impl Memory {
             }
         }
         hits.truncate(top_k);
+        let knowledge = self
+            .hydrate_knowledge(scope, &knowledge, min, top_k)
+            .await?;
         Ok(SearchResult {
             results: hits,
+            knowledge,
             explain,
         })
     }
@@ -1379,6 +1440,10 @@ impl Memory {
             // deleted documents must leave the disk too, not only the results
             s.keyword.compact().await?;
         }
+        // typed knowledge leaves the indexes before its rows go with the records
+        let (kw, vec) = s.typed.forget_user_indexes(user_id).await?;
+        report.keyword_docs += kw;
+        report.vector_points += vec;
         report.graph = s.graph.delete_user_graph(user_id).await?;
         report.records = s.records.delete_user_records(user_id).await?;
         report.scopes = by_scope.len();
@@ -1421,8 +1486,9 @@ impl Memory {
         limit: usize,
         opts: SearchOptions,
         recall: &RecallConfig,
-    ) -> Result<(Vec<FusedHit>, f32)> {
+    ) -> Result<Recalled> {
         let s = &self.shared;
+        let knowledge = s.typed.index();
         let want_kw = opts.retrievers != Retrievers::VectorOnly;
         let want_vec = opts.retrievers != Retrievers::KeywordOnly && recall.vector_weight > 0.0
             || opts.retrievers == Retrievers::VectorOnly;
@@ -1436,18 +1502,17 @@ impl Memory {
                 } else {
                     String::new()
                 };
-                s.keyword
-                    .search(
-                        scope,
-                        &KeywordQuery {
-                            text: query,
-                            date_tokens: &date_tokens,
-                        },
-                        limit,
-                    )
-                    .await
+                let eq = KeywordQuery {
+                    text: query,
+                    date_tokens: &date_tokens,
+                };
+                let fq = KeywordQuery::text(query);
+                tokio::try_join!(
+                    s.keyword.search(scope, &eq, limit),
+                    knowledge.keyword.search(scope, &fq, limit)
+                )
             } else {
-                Ok(KeywordResult::default())
+                Ok((KeywordResult::default(), KeywordResult::default()))
             }
         };
         let vec = async {
@@ -1465,9 +1530,12 @@ impl Memory {
                     return Err(Error::Embedder("no vector returned".into()));
                 }
                 v.iter_mut().for_each(|x| *x /= norm);
-                s.vectors.search(scope, &v, limit).await
+                tokio::try_join!(
+                    s.vectors.search(scope, &v, limit),
+                    knowledge.vectors.search(scope, &v, limit)
+                )
             } else {
-                Ok(Vec::new())
+                Ok((Vec::new(), Vec::new()))
             }
         };
         // the request path never waits long on an embedder (a remote one may be
@@ -1480,7 +1548,7 @@ impl Memory {
                 Ok(Ok(v)) => Ok(v),
                 Ok(Err(e)) if hybrid => {
                     tracing::warn!(error = %e, "vector half of recall failed; keyword results only");
-                    Ok(Vec::new())
+                    Ok((Vec::new(), Vec::new()))
                 }
                 Ok(Err(e)) => Err(e),
                 Err(_) if hybrid => {
@@ -1488,7 +1556,7 @@ impl Memory {
                         timeout_ms = budget.as_millis() as u64,
                         "query embedding too slow; keyword results only"
                     );
-                    Ok(Vec::new())
+                    Ok((Vec::new(), Vec::new()))
                 }
                 Err(_) => Err(Error::Embedder(format!(
                     "query embedding took longer than {} ms",
@@ -1496,16 +1564,75 @@ impl Memory {
                 ))),
             }
         };
-        let (kw, vec) = tokio::try_join!(kw, vec)?;
-        let fused = match opts.fusion {
+        let ((kw, kkw), (vec, kvec)) = tokio::try_join!(kw, vec)?;
+        let cfg = match opts.fusion {
             Some(f) if f != recall.fusion => {
                 let mut cfg = recall.clone();
                 cfg.fusion = f;
-                fuse(&cfg, &kw, &vec, opts.retrievers)
+                std::borrow::Cow::Owned(cfg)
             }
-            _ => fuse(recall, &kw, &vec, opts.retrievers),
+            _ => std::borrow::Cow::Borrowed(recall),
         };
-        Ok((fused, kw.reference_score))
+        Ok(Recalled {
+            episodes: fuse(&cfg, &kw, &vec, opts.retrievers),
+            reference: kw.reference_score,
+            knowledge: fuse(&cfg, &kkw, &kvec, opts.retrievers),
+        })
+    }
+
+    /// Knowledge hits with a calibrated score of at least `min` (when
+    /// given), at most `limit`, read from the system of record (superseded
+    /// and deleted facts drop out); counts each as recalled.
+    async fn hydrate_knowledge(
+        &self,
+        scope: &Scope,
+        fused: &[FusedHit<MemoryId>],
+        min: Option<f64>,
+        limit: usize,
+    ) -> Result<Vec<KnowledgeHit>> {
+        let cand: Vec<&FusedHit<MemoryId>> = fused
+            .iter()
+            .filter(|h| min.is_none_or(|m| h.score >= m))
+            .collect();
+        if cand.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let q = crate::store::MemoryQuery {
+            filter: crate::model::filter::Filter::All,
+            sort: None,
+            direction: crate::model::filter::Direction::Desc,
+            limit: cand.len(),
+            cursor: None,
+            include_superseded: false,
+            only: Some(cand.iter().map(|h| h.episode_id.clone()).collect()),
+        };
+        let typed_store: &dyn crate::store::TypedStore = self.shared.typed.records();
+        let (rows, _) = typed_store.query_memories(scope, &q).await?;
+        let by_id: HashMap<MemoryId, crate::model::typed::StoredMemory> =
+            rows.into_iter().map(|m| (m.id.clone(), m)).collect();
+        let hits: Vec<KnowledgeHit> = cand
+            .iter()
+            .filter_map(|h| {
+                by_id.get(&h.episode_id).map(|m| KnowledgeHit {
+                    id: m.id.clone(),
+                    memory_type: m.memory_type,
+                    abstract_: m.content.clone(),
+                    score: h.score,
+                    when: m
+                        .metadata
+                        .get("observed_at")
+                        .and_then(|t| t.as_str())
+                        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                        .map(|t| t.with_timezone(&Utc))
+                        .unwrap_or(m.created_at),
+                })
+            })
+            .take(limit)
+            .collect();
+        typed_store
+            .count_recalls(scope, &hits.iter().map(|h| h.id.clone()).collect::<Vec<_>>())
+            .await?;
+        Ok(hits)
     }
 
     async fn hydrate(&self, scope: &Scope, fused: Vec<FusedHit>) -> Result<Vec<SearchHit>> {
@@ -1633,6 +1760,40 @@ fn mark_expired(explain: &mut Option<Vec<Candidate>>, hits: &[SearchHit]) {
 }
 
 /// Renders the "## Memory Context" section (empty string for no entries).
+/// The "## Memory Context" section with episodes and facts, best first.
+pub fn render_context(entries: &[SearchHit], facts: &[KnowledgeHit]) -> String {
+    if facts.is_empty() {
+        return render_section(entries);
+    }
+    let mut s = String::from("## Memory Context\nRelevant notes from earlier conversations and known facts (most relevant first; call memory_expand with an episode id for details):\n");
+    let mut lines: Vec<(f64, String)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e.score,
+                format!(
+                    "- [{}] {} (id: {})\n",
+                    e.when.format("%Y-%m-%d"),
+                    e.abstract_,
+                    e.id
+                ),
+            )
+        })
+        .collect();
+    lines.extend(facts.iter().map(|f| {
+        (
+            f.score,
+            format!("- [fact, {}] {} (id: {})\n", f.when.format("%Y-%m-%d"), f.abstract_, f.id),
+        )
+    }));
+    lines.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (_, l) in lines {
+        s.push_str(&l);
+    }
+    s
+}
+
+/// The "## Memory Context" section of episodes only.
 pub fn render_section(entries: &[SearchHit]) -> String {
     if entries.is_empty() {
         return String::new();

@@ -342,3 +342,43 @@ async fn sharing_copies_federates_and_never_takes_events() {
         assert!(err.is_err(), "the schema refuses an event row");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn knowledge_joins_search_and_inject_and_events_never_do() {
+    let (mut cfg, _dir) = common::config();
+    // facts are scored with the episodes' calibration, fitted on long
+    // summaries, which puts a one-line fact that matches the message well at
+    // about 0.18 (ARCHITECTURE.md, "Knowledge in recall"); this test checks the
+    // mechanism (facts compete for the slots, events never appear) at 0.15
+    cfg.recall.min_score = 0.15;
+    let m = common::open(cfg).await;
+    let s = Scope::new("mina", "assistant").unwrap();
+    let fact = put(&m, &s, json!({"type": "fact", "content": "Mina has a severe peanut allergy",
+        "metadata": {"category": "health", "strength": "strong"}})).await;
+    let hidden = put(&m, &s, json!({"type": "fact", "content": "Mina keeps peanuts away from her cat", "indexed": false,
+        "metadata": {"category": "home"}})).await;
+    let event = put(&m, &s, json!({"type": "event", "content": "Mina ordered a peanut allergy test kit",
+        "metadata": {"timestamp": "2026-03-01T09:00:00Z", "action": "purchase"}})).await;
+    let r = m
+        .memory_search_explained(&s, "peanut allergy", 5, strata::memory::SearchOptions::default())
+        .await
+        .unwrap();
+    let got: Vec<_> = r.knowledge.iter().map(|k| k.id.clone()).collect();
+    assert_eq!(got, vec![fact.clone()], "only indexed knowledge, never an event");
+    assert_eq!(r.knowledge[0].abstract_, "Mina has a severe peanut allergy");
+    let session = strata::SessionId::new("today").unwrap();
+    let inj = m.inject(&s, &session, "Do you remember my peanut allergy?").await.unwrap();
+    assert_eq!(inj.knowledge.iter().map(|k| k.id.clone()).collect::<Vec<_>>(), vec![fact.clone()]);
+    assert!(inj.section.contains("Mina has a severe peanut allergy"), "{}", inj.section);
+    assert!(!inj.section.contains("test kit") && !inj.section.contains("cat"), "{}", inj.section);
+    assert_eq!(inj.injected, 1);
+    // noise injects nothing
+    let inj = m.inject(&s, &session, "What is the capital of Australia?").await.unwrap();
+    assert!(inj.knowledge.is_empty() && inj.section.is_empty(), "{}", inj.section);
+    // each return counts as a recall of that memory
+    assert_eq!(m.get_memory(&s, &fact).await.unwrap().recall_count, 2);
+    assert_eq!(m.get_memory(&s, &hidden).await.unwrap().recall_count, 0);
+    assert_eq!(m.get_memory(&s, &event).await.unwrap().recall_count, 0);
+    m.shutdown().await.unwrap();
+}
+

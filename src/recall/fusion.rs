@@ -24,13 +24,13 @@ use std::collections::HashMap;
 
 use crate::config::{Fusion, RecallConfig};
 use crate::model::EpisodeId;
-use crate::store::{Hit, KeywordResult};
+use crate::store::{DocKey, Hit, KeywordResult};
 
 /// A fused candidate.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FusedHit {
-    /// The episode.
-    pub episode_id: EpisodeId,
+pub struct FusedHit<K = EpisodeId> {
+    /// The document (an episode, or a typed memory of the knowledge index).
+    pub episode_id: K,
     /// Calibrated fused score in [0, 1] (what `min_score` is compared to).
     pub score: f64,
     /// Raw BM25 score, when the keyword retriever returned it.
@@ -74,19 +74,19 @@ pub fn vector_probability(cfg: &RecallConfig, cosine: f32) -> f64 {
 
 /// Fuses both hit lists (each best first) into one list, best first.
 /// Does not apply the threshold or the limit.
-pub fn fuse(
+pub fn fuse<K: DocKey>(
     cfg: &RecallConfig,
-    keyword: &KeywordResult,
-    vector: &[Hit],
+    keyword: &KeywordResult<K>,
+    vector: &[Hit<K>],
     which: Retrievers,
-) -> Vec<FusedHit> {
+) -> Vec<FusedHit<K>> {
     let (wt, wv) = match which {
         Retrievers::Hybrid => (cfg.text_weight, cfg.vector_weight),
         Retrievers::KeywordOnly => (1.0, 0.0),
         Retrievers::VectorOnly => (0.0, 1.0),
     };
-    let mut by_id: HashMap<EpisodeId, FusedHit> = HashMap::new();
-    let mut rrf: HashMap<EpisodeId, f64> = HashMap::new();
+    let mut by_id: HashMap<K, FusedHit<K>> = HashMap::new();
+    let mut rrf: HashMap<K, f64> = HashMap::new();
     if wt > 0.0 {
         for (rank, h) in keyword.hits.iter().enumerate() {
             let e = by_id
@@ -107,7 +107,7 @@ pub fn fuse(
             *rrf.entry(h.episode_id.clone()).or_default() += wv / (cfg.rrf_k + rank as f64 + 1.0);
         }
     }
-    let mut out: Vec<FusedHit> = by_id
+    let mut out: Vec<FusedHit<K>> = by_id
         .into_values()
         .map(|mut h| {
             h.rank_key = match cfg.fusion {
@@ -126,7 +126,7 @@ pub fn fuse(
     out
 }
 
-fn empty(id: &EpisodeId) -> FusedHit {
+fn empty<K: DocKey>(id: &K) -> FusedHit<K> {
     FusedHit {
         episode_id: id.clone(),
         score: 0.0,

@@ -148,7 +148,7 @@ impl McpServer {
     /// L1 search.
     #[tool(
         name = "memory_search",
-        description = "Search your long-term memory of earlier conversations with this user. Call it when the user refers to something from a past conversation (\"like we discussed\", \"what did I say about...\", \"remind me\") or when a question depends on facts about the user you do not have in this conversation. Returns episode ids with one-line abstracts, scores (0..1, higher is more relevant) and dates; call memory_expand with an id for the full summary."
+        description = "Search your long-term memory of earlier conversations with this user. Call it when the user refers to something from a past conversation (\"like we discussed\", \"what did I say about...\", \"remind me\") or when a question depends on facts about the user you do not have in this conversation. Returns episode ids with one-line abstracts, scores (0..1, higher is more relevant) and dates (results), and remembered facts that match (knowledge); call memory_expand with an episode id for the full summary."
     )]
     async fn memory_search(
         &self,
@@ -156,12 +156,17 @@ impl McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<String, String> {
         let scope = self.scope(&ctx).map_err(readable)?;
-        let hits = self
+        let r = self
             .memory
-            .memory_search(&scope, &a.query, a.top_k.unwrap_or(5))
+            .memory_search_explained(
+                &scope,
+                &a.query,
+                a.top_k.unwrap_or(5),
+                crate::memory::SearchOptions::default(),
+            )
             .await
             .map_err(readable)?;
-        json(&hits)
+        json(&r)
     }
 
     /// L1 expand.

@@ -308,7 +308,7 @@ pub trait RecordStore: Send + Sync + 'static {
 /// The key of an index document: an episode id in the episodic indexes, a
 /// memory id in the knowledge indexes of typed memories.
 pub trait DocKey:
-    Clone + Eq + std::hash::Hash + std::fmt::Debug + std::fmt::Display + Send + Sync + 'static
+    Clone + Eq + Ord + std::hash::Hash + std::fmt::Debug + std::fmt::Display + Send + Sync + 'static
 {
     /// The key as stored in the index.
     fn as_str(&self) -> &str;

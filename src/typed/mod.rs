@@ -88,8 +88,11 @@ impl KnowledgeIndex {
                     .map(|(id, content)| KeywordDoc {
                         scope: scope.clone(),
                         episode_id: id.clone(),
-                        summary: content.clone(),
-                        user_text: String::new(),
+                        // a fact is a statement about the user: it is scored as
+                        // user text (recall.user_text_boost, inside the calibration's
+                        // reference score), as the user turns of an episode are
+                        summary: String::new(),
+                        user_text: content.clone(),
                         assistant_text: String::new(),
                         dates: String::new(),
                         date_tokens: String::new(),
@@ -266,6 +269,11 @@ impl TypedMemories {
             bm25,
             tiers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The private store of typed memories.
+    pub fn records(&self) -> &dyn TypedStore {
+        self.records.as_ref()
     }
 
     /// The private knowledge index (tests count its documents).
