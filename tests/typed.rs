@@ -382,3 +382,176 @@ async fn knowledge_joins_search_and_inject_and_events_never_do() {
     m.shutdown().await.unwrap();
 }
 
+
+mod isolation {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{BTreeSet, HashMap};
+
+    const USERS: [&str; 4] = ["u0", "u1", "u2", "u3"];
+    /// t0 = {u0, u1}, t1 = {u1, u2}; u3 is in no team.
+    fn members(team: &str) -> &'static [&'static str] {
+        match team {
+            "t0" => &["u0", "u1"],
+            _ => &["u1", "u2"],
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Remember { user: usize, kind: u8, key: u8 },
+        Share { user: usize, pick: usize, to: u8 },
+        Forget { user: usize, pick: usize },
+        Read { user: usize },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0..4usize, 0..3u8, 0..2u8).prop_map(|(user, kind, key)| Op::Remember { user, kind, key }),
+            3 => (0..4usize, 0..64usize, 0..3u8).prop_map(|(user, pick, to)| Op::Share { user, pick, to }),
+            1 => (0..4usize, 0..64usize).prop_map(|(user, pick)| Op::Forget { user, pick }),
+            2 => (0..4usize).prop_map(|user| Op::Read { user }),
+        ]
+    }
+
+    /// Where a memory lives, by our own record of the operations.
+    #[derive(Debug, Clone, PartialEq)]
+    enum Home {
+        Private { owner: &'static str, event: bool },
+        Team(&'static str),
+        Public { by: BTreeSet<&'static str> },
+    }
+
+    fn readable(h: &Home, user: &str) -> bool {
+        match h {
+            Home::Private { owner, .. } => *owner == user,
+            Home::Team(t) => members(t).contains(&user),
+            Home::Public { .. } => true,
+        }
+    }
+
+    async fn run(ops: Vec<Op>) {
+        let (mut cfg, _dir) = common::config();
+        for t in ["t0", "t1"] {
+            cfg.teams.insert(t.into(), members(t).iter().map(|u| u.to_string()).collect());
+        }
+        let m = common::open(cfg).await;
+        let scope = |u: usize| Scope::new(USERS[u], "bot").unwrap();
+        let mut homes: HashMap<MemoryId, Home> = HashMap::new();
+        let mut order: Vec<MemoryId> = Vec::new();
+        for (n, op) in ops.into_iter().enumerate() {
+            match op {
+                Op::Remember { user, kind, key } => {
+                    let v = match kind {
+                        0 => json!({"type": "fact", "content": format!("fact {n} of {}", USERS[user]), "metadata": {"category": "c"}}),
+                        1 => json!({"type": "event", "content": format!("event {n} of {}", USERS[user]),
+                            "metadata": {"timestamp": "2026-01-01T00:00:00Z", "action": "a"}}),
+                        _ => json!({"type": "entity", "content": format!("entity of {}", USERS[user]),
+                            "metadata": {"identity_key": format!("k{key}"), "entity_type": "thing", "attributes": {"n": n}}}),
+                    };
+                    let id = put(&m, &scope(user), v).await;
+                    if !homes.contains_key(&id) {
+                        order.push(id.clone());
+                    }
+                    homes.insert(id, Home::Private { owner: USERS[user], event: kind == 1 });
+                }
+                Op::Share { user, pick, to } => {
+                    let Some(id) = order.get(pick % order.len().max(1)).cloned() else { continue };
+                    let vis = match to {
+                        0 => Visibility::Team("t0".into()),
+                        1 => Visibility::Team("t1".into()),
+                        _ => Visibility::Public,
+                    };
+                    let got = m.share(&scope(user), &id, &vis).await;
+                    let me = USERS[user];
+                    let Some(home) = homes.get(&id) else {
+                        assert!(matches!(got, Err(Error::NotFound(_))), "shared a forgotten memory: {got:?}");
+                        continue;
+                    };
+                    match (home, &vis) {
+                        (Home::Private { owner, event }, _) if *owner == me => match (&vis, event) {
+                            (_, true) => assert!(matches!(got, Err(Error::InvalidInput(_))), "{got:?}"),
+                            (Visibility::Team(t), _) if !members(t).contains(&me) => {
+                                assert!(matches!(got, Err(Error::Forbidden(_))), "{got:?}")
+                            }
+                            _ => {
+                                let s = got.unwrap();
+                                let home = match &vis {
+                                    Visibility::Team(t) => Home::Team(if t == "t0" { "t0" } else { "t1" }),
+                                    _ => {
+                                        let mut by = match homes.get(&s.shared_id) {
+                                            Some(Home::Public { by }) => by.clone(),
+                                            _ => BTreeSet::new(),
+                                        };
+                                        by.insert(me);
+                                        Home::Public { by }
+                                    }
+                                };
+                                if !homes.contains_key(&s.shared_id) {
+                                    order.push(s.shared_id.clone());
+                                }
+                                homes.insert(s.shared_id, home);
+                            }
+                        },
+                        // only the owner's private memories can be shared; shared ids are not private
+                        _ => assert!(got.is_err(), "{me} shared {id} ({home:?})"),
+                    }
+                }
+                Op::Forget { user, pick } => {
+                    let Some(id) = order.get(pick % order.len().max(1)).cloned() else { continue };
+                    let Some(home) = homes.get(&id).cloned() else {
+                        assert!(m.forget_memory(&scope(user), &id).await.is_err());
+                        continue;
+                    };
+                    let me = USERS[user];
+                    let got = m.forget_memory(&scope(user), &id).await;
+                    match &home {
+                        Home::Public { by } if !by.contains(&me) => {
+                            assert!(matches!(got, Err(Error::Forbidden(_))), "{got:?}")
+                        }
+                        h if readable(h, me) => {
+                            got.unwrap();
+                            homes.remove(&id);
+                        }
+                        _ => assert!(matches!(got, Err(Error::NotFound(_))), "{me} forgot {id}: {got:?}"),
+                    }
+                }
+                Op::Read { user } => {
+                    let me = USERS[user];
+                    let r = m.retrieve(&scope(user), &req(json!({"visibility": "all", "top_k": 1000}))).await.unwrap();
+                    let got: BTreeSet<MemoryId> = r.memories.iter().map(|x| x.id.clone()).collect();
+                    for x in &r.memories {
+                        let home = homes.get(&x.id).unwrap_or_else(|| panic!("{me} read an unknown memory {}", x.id));
+                        assert!(readable(home, me), "{me} read {} living in {home:?}", x.id);
+                        if let Home::Private { .. } = home {
+                            assert_eq!(x.source, Visibility::Private);
+                        } else {
+                            assert_ne!(x.memory_type, strata::model::typed::MemoryType::Event, "an event outside a private store");
+                        }
+                    }
+                    let want: BTreeSet<MemoryId> = homes.iter().filter(|(_, h)| readable(h, me)).map(|(id, _)| id.clone()).collect();
+                    assert_eq!(got, want, "{me} reads exactly what it may");
+                    // and by id: everything else is NotFound
+                    for (id, h) in &homes {
+                        let g = m.get_memory(&scope(user), id).await;
+                        assert_eq!(g.is_ok(), readable(h, me), "{me} get {id} in {h:?}: {g:?}");
+                    }
+                }
+            }
+        }
+        m.shutdown().await.unwrap();
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn no_read_crosses_a_user_or_team_boundary(ops in proptest::collection::vec(op(), 1..40)) {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(run(ops));
+        }
+    }
+}
