@@ -382,6 +382,8 @@ pub struct Memory {
     tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
     stop: Arc<watch::Sender<bool>>,
     scheduler: Arc<tokio::sync::Mutex<Option<tokio_cron_scheduler::JobScheduler>>>,
+    /// Background workers run (false with [`Components::no_workers`]).
+    workers: bool,
 }
 
 /// Checks a free-text query: not empty or whitespace, at most [`MAX_QUERY_BYTES`].
@@ -640,7 +642,29 @@ impl Memory {
             tasks: Arc::new(Mutex::new(Vec::new())),
             stop: Arc::new(stop),
             scheduler: Arc::new(tokio::sync::Mutex::new(None)),
+            workers: !no_workers,
         };
+        {
+            // recall counts of typed memories are written in the background, so reads stay read-only
+            let (typed, mut stop) = (shared.typed.clone(), stop_rx.clone());
+            let every = std::time::Duration::from_millis(crate::typed::RECALL_FLUSH_MS);
+            mem.tasks.lock().expect("tasks mutex").push(tokio::spawn(async move {
+                for tick in 0u64.. {
+                    if tick % crate::typed::OPTIMIZE_EVERY_FLUSHES == 0 {
+                        if let Err(e) = typed.optimize().await {
+                            tracing::warn!(error = %e, "refreshing planner statistics failed");
+                        }
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => {}
+                        _ = stop.changed() => return,
+                    }
+                    if let Err(e) = typed.flush_recalls().await {
+                        tracing::warn!(error = %e, "writing recall counts failed; kept for the next flush");
+                    }
+                }
+            }));
+        }
         if !no_workers {
             let wake = shared.bus.subscribe(EventKind::SessionCompleted);
             let mut tasks = mem.tasks.lock().expect("tasks mutex");
@@ -1462,10 +1486,11 @@ impl Memory {
         }
         let tasks: Vec<JoinHandle<()>> =
             std::mem::take(&mut *self.tasks.lock().expect("tasks mutex"));
-        let had_workers = !tasks.is_empty();
+        let had_workers = self.workers;
         for t in tasks {
             t.await?;
         }
+        self.shared.typed.flush_recalls().await?;
         if had_workers {
             // a downstream worker may have stopped before its upstream one wrote the
             // last events (an episode for extraction, an entity for dedup): one inline
@@ -1610,6 +1635,7 @@ impl Memory {
         let (rows, _) = typed_store.query_memories(scope, &q).await?;
         let by_id: HashMap<MemoryId, crate::model::typed::StoredMemory> =
             rows.into_iter().map(|m| (m.id.clone(), m)).collect();
+        let mut returned: Vec<crate::model::typed::StoredMemory> = Vec::new();
         let hits: Vec<KnowledgeHit> = cand
             .iter()
             .filter_map(|h| {
@@ -1629,9 +1655,14 @@ impl Memory {
             })
             .take(limit)
             .collect();
-        typed_store
-            .count_recalls(scope, &hits.iter().map(|h| h.id.clone()).collect::<Vec<_>>())
-            .await?;
+        for h in &hits {
+            if let Some(m) = by_id.get(&h.id) {
+                returned.push(m.clone());
+            }
+        }
+        self.shared
+            .typed
+            .recalled(&crate::model::typed::Visibility::Private, scope, &mut returned);
         Ok(hits)
     }
 

@@ -408,8 +408,13 @@ pub trait TypedStore: Send + Sync + 'static {
     async fn memory(&self, scope: &Scope, id: &MemoryId) -> Result<StoredMemory>;
     /// Deletes one memory; returns what was deleted. NotFound as above.
     async fn delete_memory(&self, scope: &Scope, id: &MemoryId) -> Result<StoredMemory>;
-    /// Adds one to each memory's recall count.
-    async fn count_recalls(&self, scope: &Scope, ids: &[MemoryId]) -> Result<()>;
+    /// Adds `n` to the recall count of each `(memory, n)`, in one transaction.
+    async fn count_recalls(&self, scope: &Scope, counts: &[(MemoryId, u64)]) -> Result<()>;
+    /// Refreshes the query planner's statistics (SQLite `PRAGMA optimize`
+    /// with `analysis_limit` 1000), so filters on selective metadata paths
+    /// drive from the field index instead of scanning a type. Cheap when
+    /// nothing changed; called by a background task.
+    async fn optimize_memories(&self) -> Result<()>;
     /// Memories held per type (live and superseded).
     async fn memory_counts(&self, scope: &Scope) -> Result<Vec<(MemoryType, usize)>>;
     /// Every memory of a user (all agents) with its scope: erasure clears

@@ -153,13 +153,13 @@ impl SharedStore {
         self.run(move |c| typed::delete(c, pool(&member), &id, &tier)).await
     }
 
-    /// Adds one to each copy's recall count.
-    pub async fn count_recalls(&self, member: &Scope, ids: &[MemoryId]) -> Result<()> {
-        if ids.is_empty() {
+    /// Adds `n` to the recall count of each `(copy, n)`, in one transaction.
+    pub async fn count_recalls(&self, member: &Scope, counts: &[(MemoryId, u64)]) -> Result<()> {
+        if counts.is_empty() {
             return Ok(());
         }
-        let (member, ids) = (member.clone(), ids.to_vec());
-        self.run(move |c| typed::bump_recalls(c, pool(&member), &ids))
+        let (member, counts) = (member.clone(), counts.to_vec());
+        self.run(move |c| typed::bump_recalls(c, pool(&member), &counts))
             .await
     }
 
@@ -167,6 +167,11 @@ impl SharedStore {
     pub async fn counts(&self, member: &Scope) -> Result<Vec<(MemoryType, usize)>> {
         let member = member.clone();
         self.run(move |c| typed::counts(c, pool(&member))).await
+    }
+
+    /// Refreshes planner statistics (see [`crate::store::TypedStore::optimize_memories`]).
+    pub async fn optimize(&self) -> Result<()> {
+        self.run(|c| typed::optimize(c)).await
     }
 
     /// The store's table names (tests assert there is no event or message table).

@@ -57,7 +57,7 @@ macro_rules! memory_tables {
             );
             CREATE INDEX memory_fields_txt ON memory_fields (sid, path, txt, mem);
             CREATE INDEX memory_fields_num ON memory_fields (sid, path, num, txt, mem);
-            CREATE INDEX memory_fields_mem ON memory_fields (mem);"
+            CREATE INDEX memory_fields_mem ON memory_fields (mem, path);"
         )
     };
 }
@@ -358,13 +358,17 @@ pub(crate) fn delete(c: &mut Connection, pool: Pool<'_>, id: &MemoryId, source: 
     Ok(held)
 }
 
-/// Adds one to the recall count of each id in `pool`.
-pub(crate) fn bump_recalls(c: &Connection, pool: Pool<'_>, ids: &[MemoryId]) -> Result<()> {
+/// Adds `n` to the recall count of each `(id, n)` in `pool`, in one transaction.
+pub(crate) fn bump_recalls(c: &mut Connection, pool: Pool<'_>, counts: &[(MemoryId, u64)]) -> Result<()> {
     let Some(sid) = sid(c, pool, false)? else { return Ok(()) };
-    let mut st = c.prepare_cached("UPDATE memories SET recall_count = recall_count + 1 WHERE sid=?1 AND id=?2")?;
-    for id in ids {
-        st.execute(params![sid, id.as_str()])?;
+    let tx = c.transaction()?;
+    {
+        let mut st = tx.prepare_cached("UPDATE memories SET recall_count = recall_count + ?3 WHERE sid=?1 AND id=?2")?;
+        for (id, n) in counts {
+            st.execute(params![sid, id.as_str(), *n as i64])?;
+        }
     }
+    tx.commit()?;
     Ok(())
 }
 
@@ -427,28 +431,6 @@ pub(crate) fn delete_user(tx: &Connection, user_id: &str) -> Result<usize> {
     Ok(n)
 }
 
-fn matcher(s: &Scalar, sql: &mut String, p: &mut Vec<Sql>) {
-    match s {
-        Scalar::Str(t) => {
-            sql.push_str("(kind='s' AND txt=?)");
-            p.push(Sql::Text(t.clone()));
-        }
-        Scalar::Time(_, t) => {
-            sql.push_str("(kind='t' AND num=?)");
-            p.push(Sql::Real(*t as f64));
-        }
-        Scalar::Num(n) => {
-            sql.push_str("(kind='n' AND num=?)");
-            p.push(Sql::Real(*n));
-        }
-        Scalar::Bool(b) => {
-            sql.push_str("(kind='b' AND num=?)");
-            p.push(Sql::Real(if *b { 1.0 } else { 0.0 }));
-        }
-        Scalar::Null => sql.push_str("(kind='z')"),
-    }
-}
-
 fn column(f: &Field) -> Option<&'static str> {
     Some(match f {
         Field::Type => "m.type",
@@ -471,15 +453,70 @@ fn top_value(s: &Scalar) -> Sql {
     }
 }
 
-/// Appends the SQL of `f` (a boolean expression over `m`) to `sql`.
-fn compile(f: &Filter, sid: i64, sql: &mut String, p: &mut Vec<Sql>) {
-    let sub = |path: &str, sql: &mut String, p: &mut Vec<Sql>| {
+/// Appends the matchers of `vs`, grouped by kind so each group is one
+/// index-friendly `IN` list: `((kind='s' AND txt IN (?, ?)) OR (kind='n' AND num IN (?)))`.
+fn matchers(vs: &[Scalar], sql: &mut String, p: &mut Vec<Sql>) {
+    let mut groups: Vec<(&str, &str, Vec<Sql>)> = Vec::new();
+    let mut null = false;
+    for v in vs {
+        let (kind, col, val) = match v {
+            Scalar::Str(t) => ("s", "txt", Sql::Text(t.clone())),
+            Scalar::Time(_, t) => ("t", "num", Sql::Real(*t as f64)),
+            Scalar::Num(n) => ("n", "num", Sql::Real(*n)),
+            Scalar::Bool(b) => ("b", "num", Sql::Real(if *b { 1.0 } else { 0.0 })),
+            Scalar::Null => {
+                null = true;
+                continue;
+            }
+        };
+        match groups.iter_mut().find(|g| g.0 == kind) {
+            Some(g) => g.2.push(val),
+            None => groups.push((kind, col, vec![val])),
+        }
+    }
+    sql.push('(');
+    let mut first = true;
+    for (kind, col, vals) in groups {
+        if !first {
+            sql.push_str(" OR ");
+        }
+        first = false;
+        sql.push_str(&format!("(kind='{kind}' AND {col} IN ("));
+        for (i, v) in vals.into_iter().enumerate() {
+            sql.push_str(if i == 0 { "?" } else { ", ?" });
+            p.push(v);
+        }
+        sql.push_str("))");
+    }
+    if null {
+        if !first {
+            sql.push_str(" OR ");
+        }
+        sql.push_str("kind='z'");
+    }
+    sql.push(')');
+}
+
+/// Opens a condition on a metadata path. `drive`: as `m.seq IN (SELECT mem
+/// ...)`, which the planner can use to drive the query from the field index
+/// (selective equalities with no sort); otherwise as a correlated `EXISTS`
+/// probe of one memory's fields (when an index order drives, and for
+/// negations and ranges, which select much). Close with `)`.
+fn open_path(path: &str, sid: i64, drive: bool, sql: &mut String, p: &mut Vec<Sql>) {
+    if drive {
         sql.push_str("m.seq IN (SELECT mem FROM memory_fields WHERE sid=? AND path=?");
         p.push(Sql::Integer(sid));
-        p.push(Sql::Text(path.to_string()));
-    };
+    } else {
+        sql.push_str("EXISTS (SELECT 1 FROM memory_fields WHERE mem=m.seq AND path=?");
+    }
+    p.push(Sql::Text(path.to_string()));
+}
+
+/// Appends the SQL of `f` (a boolean expression over `m`) to `sql`;
+/// `drive` as in [`open_path`] for equalities.
+fn compile(f: &Filter, sid: i64, drive: bool, sql: &mut String, p: &mut Vec<Sql>) {
     match f {
-        Filter::All => sql.push_str("1"),
+        Filter::All => sql.push('1'),
         Filter::And(fs) | Filter::Or(fs) => {
             let op = if matches!(f, Filter::And(_)) { " AND " } else { " OR " };
             sql.push('(');
@@ -487,7 +524,7 @@ fn compile(f: &Filter, sid: i64, sql: &mut String, p: &mut Vec<Sql>) {
                 if i > 0 {
                     sql.push_str(op);
                 }
-                compile(g, sid, sql, p);
+                compile(g, sid, drive, sql, p);
             }
             sql.push(')');
         }
@@ -495,16 +532,16 @@ fn compile(f: &Filter, sid: i64, sql: &mut String, p: &mut Vec<Sql>) {
             let neg = matches!(f, Filter::Ne(..));
             match (column(field), field) {
                 (Some(col), _) => {
-                    sql.push_str(&format!("({col} {} ?)", if neg { "IS NOT" } else { "IS" }));
+                    sql.push_str(&format!("({col} {} ?)", if neg { "!=" } else { "=" }));
                     p.push(top_value(s));
                 }
                 (None, Field::Meta(path)) => {
                     if neg {
                         sql.push_str("NOT ");
                     }
-                    sub(path, sql, p);
+                    open_path(path, sid, drive && !neg, sql, p);
                     sql.push_str(" AND ");
-                    matcher(s, sql, p);
+                    matchers(std::slice::from_ref(s), sql, p);
                     sql.push(')');
                 }
                 _ => unreachable!("column() covers every top-level field"),
@@ -529,15 +566,10 @@ fn compile(f: &Filter, sid: i64, sql: &mut String, p: &mut Vec<Sql>) {
                     if neg {
                         sql.push_str("NOT ");
                     }
-                    sub(path, sql, p);
-                    sql.push_str(" AND (");
-                    for (i, v) in vs.iter().enumerate() {
-                        if i > 0 {
-                            sql.push_str(" OR ");
-                        }
-                        matcher(v, sql, p);
-                    }
-                    sql.push_str("))");
+                    open_path(path, sid, drive && !neg, sql, p);
+                    sql.push_str(" AND ");
+                    matchers(vs, sql, p);
+                    sql.push(')');
                 }
                 _ => unreachable!("column() covers every top-level field"),
             }
@@ -547,7 +579,7 @@ fn compile(f: &Filter, sid: i64, sql: &mut String, p: &mut Vec<Sql>) {
                 if !want {
                     sql.push_str("NOT ");
                 }
-                sub(path, sql, p);
+                open_path(path, sid, false, sql, p);
                 sql.push(')');
             }
             _ => sql.push_str(if *want { "1" } else { "0" }),
@@ -560,18 +592,50 @@ fn compile(f: &Filter, sid: i64, sql: &mut String, p: &mut Vec<Sql>) {
             };
             match field {
                 Field::Meta(path) => {
-                    sub(path, sql, p);
+                    open_path(path, sid, false, sql, p);
                     sql.push_str(&format!(" AND kind='{kind}' AND num {} ?)", cmp.sql()));
                     p.push(Sql::Real(v));
                 }
                 other => {
                     let col = column(other).expect("top-level field");
                     sql.push_str(&format!("({col} {} ?)", cmp.sql()));
-                    p.push(Sql::Real(v));
+                    p.push(match s {
+                        Scalar::Time(_, t) => Sql::Integer(*t),
+                        _ => Sql::Real(v),
+                    });
                 }
             }
         }
     }
+}
+
+/// Above this many matching field rows an equality does not drive a
+/// query: walking the type's memories newest first and probing each finds
+/// `top_k` matches sooner than reading every match.
+const DRIVE_CAP: i64 = 500;
+
+/// The top-level equality (or `$in`) on a metadata path that matches the
+/// fewest field rows, if fewer than [`DRIVE_CAP`]: the query is driven from
+/// it. One capped index count per candidate.
+fn pick_driver(c: &Connection, sid: i64, parts: &[&Filter]) -> Result<Option<usize>> {
+    let mut best: Option<(usize, i64)> = None;
+    for (i, f) in parts.iter().enumerate() {
+        let (path, vs) = match f {
+            Filter::Eq(Field::Meta(path), v) => (path, std::slice::from_ref(v)),
+            Filter::In(Field::Meta(path), vs) if !vs.is_empty() => (path, vs.as_slice()),
+            _ => continue,
+        };
+        let mut sql = String::from("SELECT count(*) FROM (SELECT 1 FROM memory_fields WHERE sid=? AND path=? AND ");
+        let mut p = vec![Sql::Integer(sid), Sql::Text(path.clone())];
+        matchers(vs, &mut sql, &mut p);
+        sql.push_str(" LIMIT ?)");
+        p.push(Sql::Integer(DRIVE_CAP));
+        let n: i64 = c.prepare_cached(&sql)?.query_row(params_from_iter(p.iter()), |r| r.get(0))?;
+        if n < DRIVE_CAP && best.is_none_or(|(_, b)| n < b) {
+            best = Some((i, n));
+        }
+    }
+    Ok(best.map(|(i, _)| i))
 }
 
 fn encode_cursor(parts: &[Value]) -> String {
@@ -624,7 +688,21 @@ pub(crate) fn query(c: &Connection, pool: Pool<'_>, q: &MemoryQuery, source: &Vi
     }
     if q.filter != Filter::All {
         sql.push_str(" AND ");
-        compile(&q.filter, sid, &mut sql, &mut p);
+        // with an index order driving (a sort), every condition is a probe of
+        // the row at hand; otherwise the most selective equality may drive
+        let parts: Vec<&Filter> = match &q.filter {
+            Filter::And(fs) => fs.iter().collect(),
+            f => vec![f],
+        };
+        let driver = if q.sort.is_none() { pick_driver(c, sid, &parts)? } else { None };
+        sql.push('(');
+        for (i, f) in parts.iter().enumerate() {
+            if i > 0 {
+                sql.push_str(" AND ");
+            }
+            compile(f, sid, driver == Some(i), &mut sql, &mut p);
+        }
+        sql.push(')');
     }
     let order_col = match q.sort {
         Some(Field::CreatedAt) => Some("m.created_at"),
@@ -682,6 +760,12 @@ pub(crate) fn query(c: &Connection, pool: Pool<'_>, q: &MemoryQuery, source: &Vi
     Ok((out.into_iter().map(|(m, _)| m).collect(), next))
 }
 
+/// Refreshes planner statistics (`PRAGMA optimize`, sampling at most 1000 rows per index).
+pub(crate) fn optimize(c: &Connection) -> Result<()> {
+    c.execute_batch("PRAGMA analysis_limit=1000; PRAGMA optimize=0x10002;")?;
+    Ok(())
+}
+
 /// Table names of a database (schema assertions in tests and `strata doctor`).
 pub(crate) fn tables(c: &Connection) -> Result<Vec<String>> {
     let mut st = c.prepare("SELECT name FROM sqlite_master WHERE type IN ('table','view') ORDER BY name")?;
@@ -732,12 +816,16 @@ impl TypedStore for SqliteStore {
             .await
     }
 
-    async fn count_recalls(&self, scope: &Scope, ids: &[MemoryId]) -> Result<()> {
-        if ids.is_empty() {
+    async fn count_recalls(&self, scope: &Scope, counts: &[(MemoryId, u64)]) -> Result<()> {
+        if counts.is_empty() {
             return Ok(());
         }
-        let (scope, ids) = (scope.clone(), ids.to_vec());
-        self.run(move |c| bump_recalls(c, private(&scope), &ids)).await
+        let (scope, counts) = (scope.clone(), counts.to_vec());
+        self.run(move |c| bump_recalls(c, private(&scope), &counts)).await
+    }
+
+    async fn optimize_memories(&self) -> Result<()> {
+        self.run(|c| optimize(c)).await
     }
 
     async fn memory_counts(&self, scope: &Scope) -> Result<Vec<(MemoryType, usize)>> {

@@ -39,6 +39,11 @@ pub const DEFAULT_RETRIEVE_TOP_K: usize = 10;
 pub const MAX_RETRIEVE_TOP_K: usize = 1000;
 /// Most memories in one [`TypedMemories::remember_batch`] call.
 pub const MAX_REMEMBER_BATCH: usize = 1000;
+/// How often the background task writes collected recall counts, in ms.
+pub const RECALL_FLUSH_MS: u64 = 1000;
+/// Planner statistics are refreshed every this many recall flushes (60 s),
+/// and once at open.
+pub const OPTIMIZE_EVERY_FLUSHES: u64 = 60;
 /// Vector candidates fetched per requested result before the filter is
 /// applied to them; the search widens (×4 per round) until `top_k` survive
 /// or the index is exhausted, so the ranking inside the filtered set is exact.
@@ -246,6 +251,8 @@ pub struct TypedMemories {
     shared_dir: PathBuf,
     bm25: Bm25Params,
     tiers: Mutex<HashMap<Visibility, Arc<SharedTier>>>,
+    /// Recalls not yet written: (store, scope, memory) → count.
+    pending: Mutex<HashMap<(Visibility, Scope, MemoryId), u64>>,
 }
 
 impl TypedMemories {
@@ -268,7 +275,83 @@ impl TypedMemories {
             shared_dir,
             bm25,
             tiers: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Counts one recall of each memory a read returns. Reads stay
+    /// read-only: counts collect in memory and [`TypedMemories::flush_recalls`]
+    /// writes them in one transaction per store (every
+    /// [`RECALL_FLUSH_MS`] from a background task, and at shutdown); a
+    /// returned `recall_count` already includes the unwritten ones, so it is
+    /// exact. A crash loses at most the last interval's counts (statistics,
+    /// not memories).
+    pub fn recalled(&self, tier: &Visibility, scope: &Scope, ms: &mut [StoredMemory]) {
+        let Ok(mut p) = self.pending.lock() else { return };
+        for m in ms {
+            let n = p.entry((tier.clone(), scope.clone(), m.id.clone())).or_insert(0);
+            m.recall_count += *n;
+            *n += 1;
+        }
+    }
+
+    /// Recalls of one memory not yet written.
+    fn unwritten(&self, tier: &Visibility, scope: &Scope, id: &MemoryId) -> u64 {
+        self.pending
+            .lock()
+            .ok()
+            .and_then(|p| p.get(&(tier.clone(), scope.clone(), id.clone())).copied())
+            .unwrap_or(0)
+    }
+
+    /// Refreshes the query planner's statistics of the private store and of
+    /// every shared store opened so far (see [`TypedStore::optimize_memories`]).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn optimize(&self) -> Result<()> {
+        self.records.optimize_memories().await?;
+        let tiers: Vec<Arc<SharedTier>> = match self.tiers.lock() {
+            Ok(t) => t.values().cloned().collect(),
+            Err(_) => return Err(Error::Task("tier map poisoned".into())),
+        };
+        for t in tiers {
+            t.store.optimize().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the collected recall counts (see [`TypedMemories::recalled`]).
+    ///
+    /// # Errors
+    /// Store errors (the counts are then kept for the next flush).
+    pub async fn flush_recalls(&self) -> Result<()> {
+        let taken = match self.pending.lock() {
+            Ok(mut p) => std::mem::take(&mut *p),
+            Err(_) => return Err(Error::Task("recall counter poisoned".into())),
+        };
+        let mut by_store: HashMap<(Visibility, Scope), Vec<(MemoryId, u64)>> = HashMap::new();
+        for ((v, s, id), n) in taken {
+            by_store.entry((v, s)).or_default().push((id, n));
+        }
+        for ((v, s), counts) in by_store {
+            let r = match &v {
+                Visibility::Private => self.records.count_recalls(&s, &counts).await,
+                other => match self.tier(&s, other) {
+                    Ok(t) => t.store.count_recalls(&s, &counts).await,
+                    Err(e) => Err(e),
+                },
+            };
+            if let Err(e) = r {
+                if let Ok(mut p) = self.pending.lock() {
+                    for (id, n) in counts {
+                        *p.entry((v.clone(), s.clone(), id)).or_insert(0) += n;
+                    }
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// The private store of typed memories.
@@ -342,35 +425,16 @@ impl TypedMemories {
     /// Store, index and embedder errors. (Validation happened in
     /// [`NewMemory::try_from`].)
     pub async fn remember(&self, scope: &Scope, m: NewMemory) -> Result<Remembered> {
-        let id = MemoryId::new();
-        let now = Utc::now();
-        let (held, outcome) = self.records.put_memory(scope, &id, &m, now).await?;
-        let t = m.kind.memory_type();
-        if m.is_indexed() {
-            if let PutOutcome::Superseded(old) = &outcome {
-                self.index.remove(scope, std::slice::from_ref(old)).await?;
-            }
-            self.index
-                .add(scope, &[(held.clone(), m.content.clone())], self.embedder.as_ref())
-                .await?;
-        }
-        if t.category() == Category::Entity {
-            let stored = self.records.memory(scope, &held).await?;
-            self.graph.put_typed(scope, &graph_write(&held, &stored, now)?).await?;
-        }
-        Ok(Remembered {
-            id: held,
-            memory_type: t,
-            category: t.category(),
-            indexed: m.is_indexed(),
-            outcome,
-        })
+        let mut out = self.remember_all(scope, vec![m]).await?;
+        Ok(out.remove(0))
     }
 
     /// [`TypedMemories::remember`] for up to 1000 memories, in order. The
     /// batch is validated before the first write (the caller converts every
     /// input first), so a bad item rejects the whole batch; each memory is
-    /// then its own transaction.
+    /// then its own transaction in the system of record, and the batch's
+    /// knowledge is embedded and indexed together (one embedder call, one
+    /// index commit).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an empty or over-long batch; as `remember`.
@@ -381,10 +445,43 @@ impl TypedMemories {
                 ms.len()
             )));
         }
+        self.remember_all(scope, ms).await
+    }
+
+    async fn remember_all(&self, scope: &Scope, ms: Vec<NewMemory>) -> Result<Vec<Remembered>> {
+        let now = Utc::now();
         let mut out = Vec::with_capacity(ms.len());
+        let mut add: Vec<(MemoryId, String)> = Vec::new();
+        let mut stale: Vec<MemoryId> = Vec::new();
         for m in ms {
-            out.push(self.remember(scope, m).await?);
+            let id = MemoryId::new();
+            let (held, outcome) = self.records.put_memory(scope, &id, &m, now).await?;
+            let t = m.kind.memory_type();
+            if m.is_indexed() {
+                if let PutOutcome::Superseded(old) = &outcome {
+                    add.retain(|(i, _)| i != old);
+                    stale.push(old.clone());
+                }
+                add.push((held.clone(), m.content.clone()));
+            }
+            if t.category() == Category::Entity {
+                let stored = self.records.memory(scope, &held).await?;
+                self.graph.put_typed(scope, &graph_write(&held, &stored, now)?).await?;
+            }
+            out.push(Remembered {
+                id: held,
+                memory_type: t,
+                category: t.category(),
+                indexed: m.is_indexed(),
+                outcome,
+            });
         }
+        // the records are durable first; an index write lost to a crash here
+        // is restored by `strata reindex` from the system of record
+        if !stale.is_empty() {
+            self.index.remove(scope, &stale).await?;
+        }
+        self.index.add(scope, &add, self.embedder.as_ref()).await?;
         Ok(out)
     }
 
@@ -395,11 +492,19 @@ impl TypedMemories {
     pub async fn get(&self, scope: &Scope, id: &MemoryId) -> Result<StoredMemory> {
         match self.records.memory(scope, id).await {
             Err(Error::NotFound(_)) => {}
+            Ok(mut m) => {
+                m.recall_count += self.unwritten(&Visibility::Private, scope, id);
+                return Ok(m);
+            }
             other => return other,
         }
         for v in self.readable(scope) {
             match self.tier(scope, &v)?.store.get(scope, id).await {
                 Err(Error::NotFound(_)) => {}
+                Ok(mut m) => {
+                    m.recall_count += self.unwritten(&v, scope, id);
+                    return Ok(m);
+                }
                 other => return other,
             }
         }
@@ -477,20 +582,16 @@ impl TypedMemories {
             Some(v) => self.semantic(scope, &Visibility::Private, &q, v).await?,
             None => self.records.query_memories(scope, &q).await?,
         };
-        self.records
-            .count_recalls(scope, &memories.iter().map(|m| m.id.clone()).collect::<Vec<_>>())
-            .await?;
+        self.recalled(&Visibility::Private, scope, &mut memories);
         if req.visibility == ReadVisibility::All {
             next_cursor = None;
             for v in self.readable(scope) {
                 let tier = self.tier(scope, &v)?;
-                let (got, _) = match &vector {
+                let (mut got, _) = match &vector {
                     Some(vec) => self.semantic(scope, &v, &q, vec).await?,
                     None => tier.store.query(scope, &q).await?,
                 };
-                tier.store
-                    .count_recalls(scope, &got.iter().map(|m| m.id.clone()).collect::<Vec<_>>())
-                    .await?;
+                self.recalled(&v, scope, &mut got);
                 memories.extend(got);
             }
             let desc = req.direction == Direction::Desc;
@@ -584,7 +685,7 @@ impl TypedMemories {
     /// Deletes one memory from every store it reached: the system of
     /// record, the keyword and vector indexes, the graph. A shared memory
     /// (an id from a team or public store) is deleted from its tier by a
-    /// member of that tier (public: only the user who shared it).
+    /// member of that tier (public: only a user who shared into it).
     ///
     /// # Errors
     /// [`Error::NotFound`] when no store the user can write holds it;
@@ -621,7 +722,14 @@ impl TypedMemories {
                 Err(Error::NotFound(_)) => continue,
                 Err(e) => return Err(e),
             };
-            if v == Visibility::Public && m.shared_by.as_deref() != Some(scope.user_id()) {
+            // a public memory is forgotten by who shared it: the copy's sharer,
+            // or any member whose attributes a federated entity holds
+            let contributed = m.shared_by.as_deref() == Some(scope.user_id())
+                || m.metadata
+                    .get("provenance")
+                    .and_then(|p| p.as_object())
+                    .is_some_and(|p| p.values().any(|f| f.get("by").and_then(|b| b.as_str()) == Some(scope.user_id())));
+            if v == Visibility::Public && !contributed {
                 return Err(Error::Forbidden(format!(
                     "memory {id} was made public by another user; only they can forget it"
                 )));
