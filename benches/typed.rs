@@ -24,23 +24,33 @@ use strata::typed::RetrieveRequest;
 use strata::{Config, Memory, Scope};
 
 mod common;
-use common::{model, report, runtime, sentence, timed};
+use common::{bench_timed, model, runtime, sentence};
 
 const ACTIONS: [&str; 4] = ["purchase", "view", "review", "return"];
 const TIERS: [&str; 4] = ["gold", "silver", "bronze", "platinum"];
 const CATEGORIES: [&str; 5] = ["preference", "profile", "billing", "health", "travel"];
 
+/// A deterministic hash of `i`: actions, dates and tiers independent of
+/// one another and of the write order, as in a real customer's stream.
+fn mix(i: usize, salt: u64) -> usize {
+    let x = (i as u64 ^ salt).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (x >> 29) as usize
+}
+
 fn input(i: usize) -> Value {
-    let day = |i: usize| format!("2025-{:02}-{:02}T{:02}:00:00Z", i % 12 + 1, i % 28 + 1, i % 24);
+    let day = |i: usize| {
+        let h = mix(i, 1);
+        format!("2025-{:02}-{:02}T{:02}:00:00Z", h % 12 + 1, (h / 12) % 28 + 1, (h / 336) % 24)
+    };
     match i % 10 {
-        0..=2 => json!({"type": "event", "content": format!("{} of product-{}", ACTIONS[(i / 10) % 4], i % 5000),
-            "metadata": {"timestamp": day(i), "action": ACTIONS[(i / 10) % 4], "entity_id": format!("product-{}", i % 5000),
+        0..=2 => json!({"type": "event", "content": format!("{} of product-{}", ACTIONS[mix(i, 2) % 4], i % 5000),
+            "metadata": {"timestamp": day(i), "action": ACTIONS[mix(i, 2) % 4], "entity_id": format!("product-{}", i % 5000),
                          "entity_type": "product", "outcome": "completed", "context": {"session_id": format!("web-{}", i / 7)}}}),
         3..=6 => json!({"type": "fact", "content": sentence(i % 1000),
             "metadata": {"category": CATEGORIES[i % 5], "strength": "neutral", "value": i % 97}}),
         7 | 8 => json!({"type": "entity", "content": format!("Customer {i}"),
             "metadata": {"identity_key": format!("cust-{i}"), "entity_type": "customer",
-                         "attributes": {"tier": TIERS[i % 4], "orders": i % 13}}}),
+                         "attributes": {"tier": TIERS[mix(i, 3) % 4], "orders": i % 13}}}),
         _ => {
             let predicate = ["purchased", "reviewed"][(i / 10) % 2];
             json!({"type": "relation", "content": format!("cust-{} purchased product-{}", i - 2, i % 5000),
@@ -121,39 +131,40 @@ fn bench(c: &mut Criterion) {
         let req: RetrieveRequest = serde_json::from_value(q.clone()).unwrap();
         let got = rt.block_on(m.retrieve(&s, &req)).unwrap();
         assert!(!got.used_embedder && !got.memories.is_empty(), "{name}: {got:?}");
-        let mut samples = Vec::new();
-        g.bench_function(format!("filter/{name}"), |b| {
-            b.iter_custom(|iters| {
-                timed(iters, &mut samples, || req.clone(), |r| {
-                    rt.block_on(m.retrieve(&s, &r)).unwrap();
-                })
-            })
+        bench_timed(&mut g, "retrieve", &format!("filter/{name}"), || req.clone(), |r| {
+            rt.block_on(m.retrieve(&s, &r)).unwrap();
         });
-        report(&format!("retrieve/filter/{name}"), &mut samples);
     }
     let mut i = 0usize;
-    let mut samples = Vec::new();
-    g.bench_function("semantic", |b| {
-        b.iter_custom(|iters| {
-            timed(
-                iters,
-                &mut samples,
-                || {
-                    i += 1;
-                    // a fresh query each call: the embedding cache never answers
-                    serde_json::from_value::<RetrieveRequest>(json!({
-                        "filter": {"type": "fact", "metadata.category": "preference"},
-                        "query": format!("{} (question {i})", sentence(i * 13 % 1000)), "top_k": 10}))
-                    .unwrap()
-                },
-                |r| {
-                    let got = rt.block_on(m.retrieve(&s, &r)).unwrap();
-                    assert!(got.used_embedder);
-                },
-            )
-        })
-    });
-    report("retrieve/semantic", &mut samples);
+    bench_timed(
+        &mut g,
+        "retrieve",
+        "semantic",
+        || {
+            i += 1;
+            // a fresh query each call: the embedding cache never answers
+            serde_json::from_value::<RetrieveRequest>(json!({
+                "filter": {"type": "fact", "metadata.category": "preference"},
+                "query": format!("{} (question {i})", sentence(i * 13 % 1000)), "top_k": 10}))
+            .unwrap()
+        },
+        |r| assert!(rt.block_on(m.retrieve(&s, &r)).unwrap().used_embedder),
+    );
+    // the query embedding alone, same kind of queries, same run: the part of
+    // the semantic latency that is the model's
+    let mut k = 0usize;
+    bench_timed(
+        &mut g,
+        "retrieve",
+        "embed_query",
+        || {
+            k += 1;
+            vec![format!("{} (query {k})", sentence(k * 13 % 1000))]
+        },
+        |t| {
+            rt.block_on(m.shared().embedder.embed(&t)).unwrap();
+        },
+    );
     g.finish();
 
     // bytes on disk: as stored (events in no index), then with every event

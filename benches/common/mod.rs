@@ -55,6 +55,22 @@ pub fn timed<T>(
     total
 }
 
+/// One criterion benchmark `name` in `g` (named `group`) whose iterations
+/// are timed one by one ([`timed`]) and reported as p50/p99 ([`report`]).
+pub fn bench_timed<T>(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    group: &str,
+    name: &str,
+    mut setup: impl FnMut() -> T,
+    mut op: impl FnMut(T),
+) {
+    let mut samples = Vec::new();
+    g.bench_function(name, |b| {
+        b.iter_custom(|iters| timed(iters, &mut samples, &mut setup, &mut op))
+    });
+    report(&format!("{group}/{name}"), &mut samples);
+}
+
 const NAMES: &[&str] = &[
     "Dana", "Sam", "Yuna", "Mina", "Leo", "Ivy", "Omar", "Kenji", "Rosa", "Ada",
 ];

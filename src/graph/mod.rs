@@ -150,7 +150,7 @@ pub trait GraphStore: Send + Sync + 'static {
     async fn delete_user_graph(&self, user_id: &str) -> Result<DeleteCounts>;
     /// Writes a typed entity or relation into the same graph the semantic
     /// tier extracts into (names resolve by identity key and alias, so a
-    /// typed `customer-42` and an extracted "Customer 42" are one node). An
+    /// typed `Hana` and an extracted "hana" are one node). An
     /// entity's attributes are replaced by the given (already merged) ones;
     /// a relation upserts on (subject, predicate, object) with
     /// `valid_from` = its time. Returns the entity or relation id.

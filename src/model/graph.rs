@@ -196,7 +196,7 @@ pub enum TypedGraphWrite {
         predicate: String,
         /// Object key and type.
         object: (String, String),
-        /// `strength`, `context`, `timestamp` (JSON object).
+        /// `strength`, `context`, `memory_id` (JSON object).
         attributes: serde_json::Value,
         /// When it held.
         at: DateTime<Utc>,

@@ -194,7 +194,7 @@ mod backends {
         keyword_index_contract(&idx).await;
         drop(idx);
         // reopen: data persisted
-        let idx = tantivy_index::TantivyIndex::open(
+        let idx = tantivy_index::TantivyIndex::<EpisodeId>::open(
             dir.path(),
             Bm25Params {
                 summary_boost: 1.0,
@@ -232,7 +232,7 @@ mod backends {
         let idx = qdrant_edge::EdgeVectorIndex::open(dir.path(), 4).unwrap();
         vector_index_contract(&idx).await;
         drop(idx);
-        let idx = qdrant_edge::EdgeVectorIndex::open(dir.path(), 4).unwrap();
+        let idx = qdrant_edge::EdgeVectorIndex::<EpisodeId>::open(dir.path(), 4).unwrap();
         let (a, _) = scopes();
         assert_eq!(idx.count(&a).await.unwrap(), 1, "persisted across reopen");
     }

@@ -668,6 +668,25 @@ pub(crate) fn query(c: &Connection, pool: Pool<'_>, q: &MemoryQuery, source: &Vi
     if let Some(path) = &meta_sort {
         sql = format!("SELECT {COLS}, s.num, s.txt FROM memory_fields s JOIN memories m ON m.seq = s.mem WHERE s.sid=? AND s.path=? AND s.arr=0 AND m.sid=?");
         p.extend([Sql::Integer(sid), Sql::Text(path.clone()), Sql::Integer(sid)]);
+        // a range on the sort path bounds the index walk itself ("events since
+        // a date, newest first" starts at the date instead of probing each row)
+        let parts: Vec<&Filter> = match &q.filter {
+            Filter::And(fs) => fs.iter().collect(),
+            f => vec![f],
+        };
+        for f in parts {
+            if let Filter::Range(Field::Meta(rp), cmp, v) = f {
+                let (kind, n) = match v {
+                    Scalar::Time(_, t) => ("t", *t as f64),
+                    Scalar::Num(n) => ("n", *n),
+                    _ => continue,
+                };
+                if rp == path {
+                    sql.push_str(&format!(" AND s.kind='{kind}' AND s.num {} ?", cmp.sql()));
+                    p.push(Sql::Real(n));
+                }
+            }
+        }
     } else {
         sql = format!("SELECT {COLS} FROM memories m WHERE m.sid=?");
         p.push(Sql::Integer(sid));
@@ -712,7 +731,7 @@ pub(crate) fn query(c: &Connection, pool: Pool<'_>, q: &MemoryQuery, source: &Vi
     if let Some(cur) = q.cursor.as_deref() {
         if meta_sort.is_some() {
             let v = decode_cursor(cur, 3)?;
-            sql.push_str(&format!(" AND (s.num, s.txt, m.seq) {cmp} (?, ?, ?)"));
+            sql.push_str(&format!(" AND (s.num, s.txt, s.mem) {cmp} (?, ?, ?)"));
             p.push(Sql::Real(v[0].as_f64().unwrap_or(0.0)));
             p.push(Sql::Text(v[1].as_str().unwrap_or("").to_string()));
             p.push(Sql::Integer(v[2].as_i64().unwrap_or(0)));
@@ -728,7 +747,9 @@ pub(crate) fn query(c: &Connection, pool: Pool<'_>, q: &MemoryQuery, source: &Vi
         }
     }
     if meta_sort.is_some() {
-        sql.push_str(&format!(" ORDER BY s.num {dir}, s.txt {dir}, m.seq {dir}"));
+        // s.mem (= m.seq) keeps the whole order in the index: ordering by m.seq
+        // made SQLite sort each group of equal values in a temporary b-tree
+        sql.push_str(&format!(" ORDER BY s.num {dir}, s.txt {dir}, s.mem {dir}"));
     } else if let Some(col) = order_col {
         sql.push_str(&format!(" ORDER BY {col} {dir}, m.seq {dir}"));
     } else {
@@ -766,7 +787,7 @@ pub(crate) fn optimize(c: &Connection) -> Result<()> {
     Ok(())
 }
 
-/// Table names of a database (schema assertions in tests and `strata doctor`).
+/// Table names of a database (schema assertions).
 pub(crate) fn tables(c: &Connection) -> Result<Vec<String>> {
     let mut st = c.prepare("SELECT name FROM sqlite_master WHERE type IN ('table','view') ORDER BY name")?;
     let rows = st.query_map([], |r| r.get::<_, String>(0))?;

@@ -111,6 +111,10 @@ use super::{DocKey, Hit, KeywordDoc, KeywordIndex, KeywordQuery, KeywordResult};
 use crate::error::{Error, Result};
 use crate::model::{EpisodeId, Scope};
 
+/// Merge requests [`KeywordIndex::compact`] makes before giving up (a
+/// background merge can take segments from under one).
+const COMPACT_ATTEMPTS: usize = 5;
+
 fn kw<E: std::fmt::Display>(e: E) -> Error {
     Error::Keyword(e.to_string())
 }
@@ -494,10 +498,22 @@ impl<K: DocKey> KeywordIndex<K> for TantivyIndex<K> {
                 .writer
                 .lock()
                 .map_err(|_| Error::Task("tantivy writer mutex poisoned".into()))?;
-            let ids = w.index().searchable_segment_ids().map_err(kw)?;
-            if !ids.is_empty() {
-                // merging rewrites the segments without their deleted documents
-                w.merge(&ids).wait().map_err(kw)?;
+            // merging rewrites the segments without their deleted documents; a
+            // background merge that took some of them first makes the request
+            // fail, so it is retried on the segments as they then are
+            for attempt in 0..COMPACT_ATTEMPTS {
+                let ids = w.index().searchable_segment_ids().map_err(kw)?;
+                if ids.is_empty() {
+                    break;
+                }
+                match w.merge(&ids).wait() {
+                    Ok(_) => break,
+                    Err(e) if attempt + 1 < COMPACT_ATTEMPTS => {
+                        tracing::debug!(error = %e, "segments changed under the merge; retrying");
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                    Err(e) => return Err(kw(e)),
+                }
             }
             w.garbage_collect_files().wait().map_err(kw)?;
             this.inner.reader.reload().map_err(kw)?;
@@ -747,7 +763,7 @@ mod tests {
         let mut b = Schema::builder();
         b.add_text_field("episode_id", STRING | STORED);
         Index::create_in_dir(dir.path(), b.build()).unwrap();
-        let e = TantivyIndex::open(
+        let e = TantivyIndex::<EpisodeId>::open(
             dir.path(),
             Bm25Params {
                 summary_boost: 1.0,

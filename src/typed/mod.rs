@@ -582,16 +582,14 @@ impl TypedMemories {
             Some(v) => self.semantic(scope, &Visibility::Private, &q, v).await?,
             None => self.records.query_memories(scope, &q).await?,
         };
-        self.recalled(&Visibility::Private, scope, &mut memories);
         if req.visibility == ReadVisibility::All {
             next_cursor = None;
             for v in self.readable(scope) {
                 let tier = self.tier(scope, &v)?;
-                let (mut got, _) = match &vector {
+                let (got, _) = match &vector {
                     Some(vec) => self.semantic(scope, &v, &q, vec).await?,
                     None => tier.store.query(scope, &q).await?,
                 };
-                self.recalled(&v, scope, &mut got);
                 memories.extend(got);
             }
             let desc = req.direction == Direction::Desc;
@@ -614,6 +612,11 @@ impl TypedMemories {
                 o
             });
             memories.truncate(top_k);
+        }
+        // only what is returned counts as recalled, each in its own store
+        for m in memories.iter_mut() {
+            let tier = m.source.clone();
+            self.recalled(&tier, scope, std::slice::from_mut(m));
         }
         Ok(RetrieveResult {
             memories,
