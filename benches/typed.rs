@@ -33,8 +33,11 @@ const CATEGORIES: [&str; 5] = ["preference", "profile", "billing", "health", "tr
 /// A deterministic hash of `i`: actions, dates and tiers independent of
 /// one another and of the write order, as in a real customer's stream.
 fn mix(i: usize, salt: u64) -> usize {
-    let x = (i as u64 ^ salt).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (x >> 29) as usize
+    // splitmix64 finaliser: every output bit depends on every input bit
+    let mut x = (i as u64).wrapping_add(salt.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ((x ^ (x >> 31)) >> 1) as usize
 }
 
 fn input(i: usize) -> Value {

@@ -135,6 +135,15 @@ impl MemoryType {
                 ))
             })
     }
+    /// The plural, for messages ("events", "entities").
+    pub fn plural(self) -> &'static str {
+        match self {
+            Self::Fact => "facts",
+            Self::Event => "events",
+            Self::Entity => "entities",
+            Self::Relation => "relations",
+        }
+    }
     /// The category this type is stored as (the routing rule).
     pub fn category(self) -> Category {
         match self {
@@ -378,7 +387,10 @@ impl NewMemory {
 }
 
 /// The wire form of a memory to remember (REST body, MCP and CLI argument).
+/// Unknown fields are refused (a typo in `indexed` must not index a fact
+/// the caller meant to keep out).
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct MemoryInput {
     /// `fact`, `event`, `entity` or `relation`.
     #[serde(rename = "type")]
@@ -514,8 +526,8 @@ impl TryFrom<MemoryInput> for NewMemory {
         };
         if m.indexed == Some(true) && t.category() != Category::Knowledge {
             return Err(Error::InvalidInput(format!(
-                "indexed: true is not allowed on a {}: only knowledge (facts) is indexed; {} memories are never embedded",
-                t.as_str(),
+                "indexed: true is not allowed on {}: only knowledge (facts) is indexed; {} memories are never embedded",
+                t.plural(),
                 t.category().as_str()
             )));
         }
@@ -692,6 +704,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("never embedded"), "{e}");
+        // a typo in `indexed` is refused, not ignored (the fact would be indexed)
+        let typo = serde_json::from_value::<MemoryInput>(json!({"type":"fact","content":"x","indexd":false,"metadata":{"category":"c"}}));
+        assert!(typo.unwrap_err().to_string().contains("indexd"));
     }
 
     #[test]

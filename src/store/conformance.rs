@@ -172,8 +172,74 @@ pub async fn vector_index_contract(idx: &dyn VectorIndex) {
     idx.optimize().await.unwrap();
 }
 
+/// Typed-memory store contract: upsert rules, filtered and ordered reads,
+/// keyset pages, recall counts, deletion, and scope isolation.
+pub async fn typed_store_contract(st: &dyn TypedStore) {
+    use crate::model::filter::{Direction, Field, Filter};
+    use crate::model::typed::{MemoryId, MemoryInput, NewMemory};
+    let (a, b) = scopes();
+    let now = chrono::Utc::now();
+    let m = |v: serde_json::Value| NewMemory::try_from(serde_json::from_value::<MemoryInput>(v).unwrap()).unwrap();
+    let put = |s: Scope, v: serde_json::Value| {
+        let memory = m(v);
+        async move { st.put_memory(&s, &MemoryId::new(), &memory, now).await.unwrap() }
+    };
+    let q = |filter: serde_json::Value, sort: Option<&str>, limit: usize| MemoryQuery {
+        filter: Filter::parse(&filter).unwrap(),
+        sort: sort.map(|p| Field::parse(p).unwrap()),
+        direction: Direction::Asc,
+        limit,
+        cursor: None,
+        include_superseded: false,
+        only: None,
+    };
+    // events append; facts with a held key supersede; entities merge; relations update
+    let mut events = Vec::new();
+    for d in 1..=5 {
+        let (id, o) = put(a.clone(), serde_json::json!({"type": "event", "content": format!("e{d}"),
+            "metadata": {"timestamp": format!("2026-01-0{d}T00:00:00Z"), "action": if d % 2 == 0 { "view" } else { "purchase" }}})).await;
+        assert_eq!(o, PutOutcome::Created);
+        events.push(id);
+    }
+    let (f1, _) = put(a.clone(), serde_json::json!({"type": "fact", "content": "likes tea", "metadata": {"category": "p", "key": "drink"}})).await;
+    let (f2, o) = put(a.clone(), serde_json::json!({"type": "fact", "content": "likes coffee", "metadata": {"category": "p", "key": "drink"}})).await;
+    assert_eq!(o, PutOutcome::Superseded(f1.clone()));
+    let (e1, _) = put(a.clone(), serde_json::json!({"type": "entity", "content": "c", "metadata": {"identity_key": "c-1", "entity_type": "customer", "attributes": {"tier": "gold"}}})).await;
+    let (e2, o) = put(a.clone(), serde_json::json!({"type": "entity", "content": "c", "metadata": {"identity_key": "C-1", "entity_type": "customer", "attributes": {"city": "Oslo"}}})).await;
+    assert_eq!((e2, o), (e1.clone(), PutOutcome::Merged));
+    let got = st.memory(&a, &e1).await.unwrap();
+    assert_eq!(got.metadata["attributes"], serde_json::json!({"tier": "gold", "city": "Oslo"}));
+    // filtered, ordered, paged
+    let (page, next) = st.query_memories(&a, &q(serde_json::json!({"type": "event"}), Some("metadata.timestamp"), 2)).await.unwrap();
+    assert_eq!(page.iter().map(|m| m.id.clone()).collect::<Vec<_>>(), events[..2].to_vec());
+    let mut rest = q(serde_json::json!({"type": "event"}), Some("metadata.timestamp"), 10);
+    rest.cursor = next;
+    let (page, next) = st.query_memories(&a, &rest).await.unwrap();
+    assert_eq!(page.iter().map(|m| m.id.clone()).collect::<Vec<_>>(), events[2..].to_vec());
+    assert!(next.is_none());
+    let (page, _) = st.query_memories(&a, &q(serde_json::json!({"metadata.action": "purchase", "metadata.timestamp": {"$gt": "2026-01-01T00:00:00Z"}}), Some("created_at"), 10)).await.unwrap();
+    assert_eq!(page.iter().map(|m| m.id.clone()).collect::<Vec<_>>(), vec![events[2].clone(), events[4].clone()]);
+    let (page, _) = st.query_memories(&a, &q(serde_json::json!({"metadata.key": "drink"}), None, 10)).await.unwrap();
+    assert_eq!(page.iter().map(|m| m.id.clone()).collect::<Vec<_>>(), vec![f2.clone()], "superseded left out");
+    // recall counts add up; another scope sees nothing and deletes nothing
+    st.count_recalls(&a, &[(f2.clone(), 2)]).await.unwrap();
+    assert_eq!(st.memory(&a, &f2).await.unwrap().recall_count, 2);
+    assert!(matches!(st.memory(&b, &f2).await, Err(crate::Error::NotFound(_))));
+    assert!(matches!(st.delete_memory(&b, &f2).await, Err(crate::Error::NotFound(_))));
+    assert!(st.query_memories(&b, &q(serde_json::json!({}), None, 100)).await.unwrap().0.is_empty());
+    st.delete_memory(&a, &f2).await.unwrap();
+    assert!(matches!(st.memory(&a, &f2).await, Err(crate::Error::NotFound(_))));
+    let counts = st.memory_counts(&a).await.unwrap();
+    assert!(counts.contains(&(crate::model::typed::MemoryType::Event, 5)), "{counts:?}");
+}
+
 mod backends {
     use super::*;
+
+    #[tokio::test]
+    async fn sqlite_typed_store() {
+        typed_store_contract(&sqlite::SqliteStore::open_in_memory().unwrap()).await;
+    }
     use crate::store::tantivy_index::Bm25Params;
 
     #[tokio::test]

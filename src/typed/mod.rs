@@ -548,8 +548,8 @@ impl TypedMemories {
                 if let Some(types) = filter.types() {
                     if let Some(t) = types.iter().find(|t| t.category() != Category::Knowledge) {
                         return Err(Error::InvalidInput(format!(
-                            "a semantic query cannot rank {}s: {} memories are not embedded; drop `query` and filter or sort by metadata (e.g. metadata.timestamp) instead",
-                            t.as_str(),
+                            "a semantic query cannot rank {}: {} memories are not embedded; drop `query` and filter or sort by metadata (e.g. metadata.timestamp) instead",
+                            t.plural(),
                             t.category().as_str()
                         )));
                     }
@@ -576,8 +576,6 @@ impl TypedMemories {
             Some(text) => Some(self.embedder.embed(&[text.to_string()]).await?.remove(0)),
             None => None,
         };
-        metrics::counter!("strata_retrieve_total", "embedder" => if vector.is_some() { "used" } else { "none" })
-            .increment(1);
         let (mut memories, mut next_cursor) = match &vector {
             Some(v) => self.semantic(scope, &Visibility::Private, &q, v).await?,
             None => self.records.query_memories(scope, &q).await?,
@@ -618,6 +616,9 @@ impl TypedMemories {
             let tier = m.source.clone();
             self.recalled(&tier, scope, std::slice::from_mut(m));
         }
+        // served calls only: a refused request is neither kind
+        metrics::counter!("strata_retrieve_total", "embedder" => if vector.is_some() { "used" } else { "none" })
+            .increment(1);
         Ok(RetrieveResult {
             memories,
             next_cursor,
@@ -802,16 +803,17 @@ impl TypedMemories {
                         .attributes
                         .insert(k.clone(), v.clone());
                 }
-                let mut last = None;
                 let whole = EntityMetadata {
                     attributes: Default::default(),
                     observed_at: Some(base),
                     ..e.clone()
                 };
-                for part in std::iter::once(whole).chain(groups.into_values()) {
-                    last = Some(tier.store.put(scope, &m.content, Shareable::Entity(part), false, id, now).await?);
+                // the first write says whether the tier held the entity already
+                let (shared_id, first) = tier.store.put(scope, &m.content, Shareable::Entity(whole), false, id, now).await?;
+                for part in groups.into_values() {
+                    tier.store.put(scope, &m.content, Shareable::Entity(part), false, id, now).await?;
                 }
-                last.expect("at least the whole entity")
+                (shared_id, first)
             }
             other => {
                 let shareable = Shareable::try_from(other)?;
