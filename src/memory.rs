@@ -646,11 +646,14 @@ impl Memory {
         };
         {
             // recall counts of typed memories are written in the background, so reads stay read-only
-            let (typed, mut stop) = (shared.typed.clone(), stop_rx.clone());
+            // a weak handle: a Memory dropped without shutdown (a simulated crash)
+            // must release its stores at once, not when this task next wakes
+            let (handle, mut stop) = (Arc::downgrade(&shared.typed), stop_rx.clone());
             let every = std::time::Duration::from_millis(crate::typed::RECALL_FLUSH_MS);
             mem.tasks.lock().expect("tasks mutex").push(tokio::spawn(async move {
                 for tick in 0u64.. {
                     if tick % crate::typed::OPTIMIZE_EVERY_FLUSHES == 0 {
+                        let Some(typed) = handle.upgrade() else { return };
                         if let Err(e) = typed.optimize().await {
                             tracing::warn!(error = %e, "refreshing planner statistics failed");
                         }
@@ -659,6 +662,7 @@ impl Memory {
                         _ = tokio::time::sleep(every) => {}
                         _ = stop.changed() => return,
                     }
+                    let Some(typed) = handle.upgrade() else { return };
                     if let Err(e) = typed.flush_recalls().await {
                         tracing::warn!(error = %e, "writing recall counts failed; kept for the next flush");
                     }
