@@ -653,7 +653,7 @@ pub struct StoredMemory {
     pub recall_count: u64,
     /// Where it came from: private, a team, public.
     #[schema(value_type = String, example = "team:sales")]
-    #[serde(serialize_with = "label")]
+    #[serde(serialize_with = "serialize_label")]
     pub source: Visibility,
     /// In a team or public store: the user who shared it (provenance).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -663,7 +663,8 @@ pub struct StoredMemory {
     pub score: Option<f32>,
 }
 
-fn label<S: serde::Serializer>(v: &Visibility, s: S) -> std::result::Result<S::Ok, S::Error> {
+/// Serialises a [`Visibility`] as its [`Visibility::label`] (`"team:sales"`).
+pub fn serialize_label<S: serde::Serializer>(v: &Visibility, s: S) -> std::result::Result<S::Ok, S::Error> {
     s.serialize_str(&v.label())
 }
 

@@ -61,11 +61,7 @@ impl SharedStore {
             std::fs::create_dir_all(dir)?;
         }
         let mut conn = Connection::open(path)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.pragma_update(None, "secure_delete", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        super::sqlite::configure(&conn)?;
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
         if version > SCHEMA_VERSION {
             return Err(Error::Config(format!(
@@ -95,14 +91,7 @@ impl SharedStore {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     {
-        let conn = self.conn.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut guard = conn
-                .lock()
-                .map_err(|_| Error::Task("sqlite mutex poisoned".into()))?;
-            f(&mut guard)
-        })
-        .await?
+        super::sqlite::run_locked(&self.conn, f).await
     }
 
     /// Writes a shared memory on behalf of `member` (provenance `by` =

@@ -122,6 +122,35 @@ mod graph;
 #[path = "sqlite_typed.rs"]
 pub(crate) mod typed;
 
+/// The connection settings every Strata SQLite file uses (the system of
+/// record and the shared stores): WAL with `synchronous = NORMAL`, foreign
+/// keys, secure delete (erased rows are overwritten on disk, not left in free
+/// pages), a 5 s busy timeout.
+pub(crate) fn configure(conn: &Connection) -> Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(())
+}
+
+/// Runs `f` with the locked connection on tokio's blocking pool.
+pub(crate) async fn run_locked<T, F>(conn: &Arc<Mutex<Connection>>, f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+{
+    let conn = conn.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut guard = conn
+            .lock()
+            .map_err(|_| Error::Task("sqlite mutex poisoned".into()))?;
+        f(&mut guard)
+    })
+    .await?
+}
+
 fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
@@ -157,12 +186,7 @@ impl SqliteStore {
     }
 
     fn init(mut conn: Connection) -> Result<Self> {
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        // erased rows are overwritten on disk, not left in free pages
-        conn.pragma_update(None, "secure_delete", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        configure(&conn)?;
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
         if version as usize > MIGRATIONS.len() {
             return Err(Error::Config(format!(
@@ -188,14 +212,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     {
-        let conn = self.conn.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut guard = conn
-                .lock()
-                .map_err(|_| Error::Task("sqlite mutex poisoned".into()))?;
-            f(&mut guard)
-        })
-        .await?
+        run_locked(&self.conn, f).await
     }
 
     /// Runs `f` synchronously with the connection (for callers already on a blocking thread).

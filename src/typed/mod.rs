@@ -121,11 +121,17 @@ impl KnowledgeIndex {
             .await
     }
 
-    /// Removes memories; returns (keyword docs, vector points) removed.
-    async fn remove(&self, scope: &Scope, ids: &[MemoryId]) -> Result<(usize, usize)> {
-        let (k0, v0) = (self.keyword.count(scope).await?, self.vectors.count(scope).await?);
+    /// Removes memories from both indexes.
+    async fn remove(&self, scope: &Scope, ids: &[MemoryId]) -> Result<()> {
         self.keyword.delete(scope, ids).await?;
-        self.vectors.delete(scope, ids).await?;
+        self.vectors.delete(scope, ids).await
+    }
+
+    /// [`KnowledgeIndex::remove`] that also returns (keyword docs, vector
+    /// points) removed, counted before and after (for forget reports).
+    async fn remove_counted(&self, scope: &Scope, ids: &[MemoryId]) -> Result<(usize, usize)> {
+        let (k0, v0) = (self.keyword.count(scope).await?, self.vectors.count(scope).await?);
+        self.remove(scope, ids).await?;
         let (k1, v1) = (self.keyword.count(scope).await?, self.vectors.count(scope).await?);
         Ok((k0.saturating_sub(k1), v0.saturating_sub(v1)))
     }
@@ -211,7 +217,7 @@ pub struct ForgottenMemory {
     pub memory_type: MemoryType,
     /// The store it was removed from.
     #[schema(value_type = String)]
-    #[serde(serialize_with = "label")]
+    #[serde(serialize_with = "serialize_label")]
     pub source: Visibility,
     /// Keyword documents removed.
     pub keyword_docs: usize,
@@ -219,10 +225,6 @@ pub struct ForgottenMemory {
     pub vector_points: usize,
     /// Graph rows removed.
     pub graph: DeleteCounts,
-}
-
-fn label<S: serde::Serializer>(v: &Visibility, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_str(&v.label())
 }
 
 /// Result of [`TypedMemories::share`].
@@ -234,7 +236,7 @@ pub struct Shared {
     pub shared_id: MemoryId,
     /// Where it went.
     #[schema(value_type = String)]
-    #[serde(serialize_with = "label")]
+    #[serde(serialize_with = "serialize_label")]
     pub visibility: Visibility,
     /// What the write did in the shared store.
     #[serde(flatten)]
@@ -697,7 +699,7 @@ impl TypedMemories {
     pub async fn forget_memory(&self, scope: &Scope, id: &MemoryId) -> Result<ForgottenMemory> {
         match self.records.memory(scope, id).await {
             Ok(m) => {
-                let (keyword_docs, vector_points) = self.index.remove(scope, std::slice::from_ref(id)).await?;
+                let (keyword_docs, vector_points) = self.index.remove_counted(scope, std::slice::from_ref(id)).await?;
                 let graph = match m.memory_type {
                     MemoryType::Entity => {
                         let key = m.metadata.get("identity_key").and_then(|k| k.as_str()).map(str::to_string);
@@ -739,7 +741,7 @@ impl TypedMemories {
                 )));
             }
             let iscope = Scope::new(SHARED_INDEX_USER, scope.agent_id())?;
-            let (keyword_docs, vector_points) = tier.index.remove(&iscope, std::slice::from_ref(id)).await?;
+            let (keyword_docs, vector_points) = tier.index.remove_counted(&iscope, std::slice::from_ref(id)).await?;
             tier.store.delete(scope, id).await?;
             return Ok(ForgottenMemory {
                 id: id.clone(),
@@ -843,7 +845,7 @@ impl TypedMemories {
         }
         let (mut k, mut v) = (0, 0);
         for (s, ids) in by_scope {
-            let (a, b) = self.index.remove(&s, &ids).await?;
+            let (a, b) = self.index.remove_counted(&s, &ids).await?;
             k += a;
             v += b;
         }
