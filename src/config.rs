@@ -249,6 +249,9 @@ pub struct RecallConfig {
     pub vector_weight: f64,
     /// Threshold on the fused calibrated score, in [0, 1] (default 0.3).
     pub min_score: f64,
+    /// Threshold on a typed fact's fused calibrated score, in [0, 1]
+    /// (default from `strata eval calibrate --knowledge`: the F1-best cut).
+    pub knowledge_min_score: f64,
     /// Most abstracts injected per turn (default 5).
     pub max_entries: usize,
     /// Over-fetch factor per retriever (default 2).
@@ -283,6 +286,11 @@ pub struct RecallConfig {
     pub keyword_calibration: Calibration,
     /// Platt scaling of the vector (cosine) feature.
     pub vector_calibration: Calibration,
+    /// Platt scaling of the keyword feature for typed knowledge (facts),
+    /// fitted by `strata eval calibrate --knowledge`.
+    pub knowledge_keyword_calibration: Calibration,
+    /// Platt scaling of the vector feature for typed knowledge (facts).
+    pub knowledge_vector_calibration: Calibration,
     /// Messages that never trigger recall.
     pub trivial_messages: Vec<String>,
 }
@@ -499,6 +507,9 @@ impl Config {
         }
         if !(0.0..=1.0).contains(&r.min_score) {
             return bad("recall.min_score", "must be within [0, 1]");
+        }
+        if !(0.0..=1.0).contains(&r.knowledge_min_score) {
+            return bad("recall.knowledge_min_score", "must be within [0, 1]");
         }
         if r.max_entries == 0 || r.max_entries > 100 {
             return bad("recall.max_entries", "must be within 1..=100");

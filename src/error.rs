@@ -52,7 +52,9 @@ pub enum Error {
     #[error("unauthenticated: {0}")]
     Unauthenticated(String),
     /// The credential is valid but does not cover this scope or operation
-    /// (HTTP 403). The message never says whether the scope exists.
+    /// (HTTP 403). Empty from a key check (the API answers a generic message
+    /// that never says whether the scope exists); typed-memory refusals say
+    /// why (not a member of the team named, another user's public memory).
     #[error("forbidden: {0}")]
     Forbidden(String),
     /// The request conflicts with the state of the target, e.g. a message

@@ -8,7 +8,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -23,9 +23,9 @@ use crate::llm::offline::{ExtractiveOptions, OfflineChat};
 use crate::llm::openai::{OpenAiChat, OpenAiEmbedder};
 use crate::llm::prompts::Prompts;
 use crate::llm::{CachedEmbedder, ChatModel, Embedder};
-use crate::model::typed::MemoryId;
+use crate::model::typed::{MemoryId, StoredMemory, Visibility};
 use crate::model::*;
-use crate::recall::fusion::{fuse, FusedHit, Retrievers};
+use crate::recall::fusion::{fuse, Calibrations, FusedHit, Retrievers};
 use crate::recall::query::build_query;
 use crate::recall::trivial::TrivialFilter;
 use crate::store::qdrant_edge::EdgeVectorIndex;
@@ -166,7 +166,8 @@ pub struct Candidate {
 struct Recalled {
     episodes: Vec<FusedHit>,
     reference: f32,
-    knowledge: Vec<FusedHit<MemoryId>>,
+    /// Knowledge candidates of every store read, each with its store, best first.
+    knowledge: Vec<(Visibility, FusedHit<MemoryId>)>,
 }
 
 /// A knowledge hit (a typed fact) of `memory_search` or `inject`.
@@ -184,6 +185,10 @@ pub struct KnowledgeHit {
     pub score: f64,
     /// When it was observed (`metadata.observed_at`, else when remembered).
     pub when: DateTime<Utc>,
+    /// The store it came from: `private`, `team:<id>` or `public`.
+    #[schema(value_type = String)]
+    #[serde(serialize_with = "crate::model::typed::serialize_label")]
+    pub source: Visibility,
 }
 
 /// Result of [`Memory::memory_search_explained`].
@@ -270,6 +275,8 @@ pub struct ForgetReport {
     pub graph: crate::store::DeleteCounts,
     /// Rows removed from the system of record, per table.
     pub records: crate::store::DeleteCounts,
+    /// What the user had contributed to team and public stores, removed.
+    pub shared: crate::typed::SharedErasure,
 }
 
 /// Result of [`Memory::reindex`].
@@ -277,6 +284,8 @@ pub struct ForgetReport {
 pub struct ReindexReport {
     /// Episodes re-indexed.
     pub episodes: usize,
+    /// Indexed typed memories (facts) re-indexed, private and shared tiers.
+    pub memories: usize,
     /// Vector points written (summaries plus turn units).
     pub vector_points: usize,
     /// The embedder the indexes are now built with ("model (N dims)").
@@ -349,6 +358,10 @@ pub struct SearchOptions {
     pub as_of: Option<DateTime<Utc>>,
     /// Return every candidate with its scores and outcome (operators tuning `min_score`).
     pub explain: bool,
+    /// Which stores' typed knowledge takes part: the private store
+    /// (default) or `all` (private + the user's teams + public). Episodes
+    /// are always the caller's own.
+    pub visibility: crate::model::typed::ReadVisibility,
 }
 
 impl Default for SearchOptions {
@@ -359,6 +372,7 @@ impl Default for SearchOptions {
             apply_threshold: false,
             as_of: None,
             explain: false,
+            visibility: Default::default(),
         }
     }
 }
@@ -388,9 +402,9 @@ pub struct Memory {
 
 /// Checks a free-text query: not empty or whitespace, at most [`MAX_QUERY_BYTES`].
 pub(crate) fn check_query(q: &str) -> Result<()> {
-    if q.trim().is_empty() {
+    if crate::model::is_blank(q) {
         return Err(Error::InvalidInput(
-            "query must not be empty or whitespace".into(),
+            "query must not be empty, whitespace or only invisible characters".into(),
         ));
     }
     if q.len() > MAX_QUERY_BYTES {
@@ -517,8 +531,18 @@ impl Memory {
             let db = SqliteStore::open(&dir.join("strata.db"))?;
             db.set_meta_blocking(META_REINDEXING, "1")?;
             db.set_meta_blocking(META_EMBEDDER, &id)?;
-            for sub in ["keyword", "vectors", "knowledge"] {
-                let p = dir.join(sub);
+            // the shared tiers' indexes too: shared/public and shared/teams/<id>
+            let shared = dir.join("shared");
+            let mut tiers = vec![shared.join("public")];
+            if let Ok(rd) = std::fs::read_dir(shared.join("teams")) {
+                tiers.extend(rd.flatten().map(|e| e.path()));
+            }
+            let mut index_dirs: Vec<std::path::PathBuf> =
+                ["keyword", "vectors", "knowledge"].iter().map(|s| dir.join(s)).collect();
+            for t in tiers {
+                index_dirs.extend(["keyword", "vectors"].iter().map(|s| t.join(s)));
+            }
+            for p in index_dirs {
                 if p.exists() {
                     std::fs::remove_dir_all(&p)?;
                 }
@@ -548,6 +572,7 @@ impl Memory {
         shared.records.meta_set(META_REINDEXING, "0").await?;
         Ok(ReindexReport {
             episodes,
+            memories,
             vector_points: points,
             embedder: embedder_id,
             seconds: started.elapsed().as_secs_f64(),
@@ -1039,7 +1064,7 @@ impl Memory {
             .first()
             .map(|h| h.score)
             .unwrap_or(0.0)
-            .max(knowledge.first().map(|h| h.score).unwrap_or(0.0));
+            .max(knowledge.first().map(|h| h.1.score).unwrap_or(0.0));
         let (kept, mut explain) = select(
             cfg,
             &fused,
@@ -1052,7 +1077,7 @@ impl Memory {
         mark_expired(&mut explain, &entries);
         // facts compete with episodes for the max_entries slots, by calibrated score
         let mut facts = self
-            .hydrate_knowledge(scope, &knowledge, Some(cfg.min_score), limit)
+            .hydrate_knowledge(scope, &knowledge, Some(cfg.knowledge_min_score), limit)
             .await?;
         while entries.len() + facts.len() > limit {
             let last_ep = entries.last().map(|e| e.score).unwrap_or(f64::INFINITY);
@@ -1156,8 +1181,9 @@ impl Memory {
             }
         }
         hits.truncate(top_k);
+        let kmin = opts.apply_threshold.then_some(cfg.knowledge_min_score);
         let knowledge = self
-            .hydrate_knowledge(scope, &knowledge, min, top_k)
+            .hydrate_knowledge(scope, &knowledge, kmin, top_k)
             .await?;
         Ok(SearchResult {
             results: hits,
@@ -1472,6 +1498,7 @@ impl Memory {
         let (kw, vec) = s.typed.forget_user_indexes(user_id).await?;
         report.keyword_docs += kw;
         report.vector_points += vec;
+        report.shared = s.typed.forget_user_shared(user_id).await?;
         report.graph = s.graph.delete_user_graph(user_id).await?;
         report.records = s.records.delete_user_records(user_id).await?;
         report.scopes = by_scope.len();
@@ -1517,7 +1544,7 @@ impl Memory {
         recall: &RecallConfig,
     ) -> Result<Recalled> {
         let s = &self.shared;
-        let knowledge = s.typed.index();
+        let knowledge = s.typed.knowledge_indexes(scope, opts.visibility)?;
         let want_kw = opts.retrievers != Retrievers::VectorOnly;
         let want_vec = opts.retrievers != Retrievers::KeywordOnly && recall.vector_weight > 0.0
             || opts.retrievers == Retrievers::VectorOnly;
@@ -1536,12 +1563,12 @@ impl Memory {
                     date_tokens: &date_tokens,
                 };
                 let fq = KeywordQuery::text(query);
-                tokio::try_join!(
-                    s.keyword.search(scope, &eq, limit),
-                    knowledge.keyword.search(scope, &fq, limit)
-                )
+                let facts = futures::future::try_join_all(
+                    knowledge.iter().map(|(_, k, ks)| k.keyword.search(ks, &fq, limit)),
+                );
+                tokio::try_join!(s.keyword.search(scope, &eq, limit), facts)
             } else {
-                Ok((KeywordResult::default(), KeywordResult::default()))
+                Ok((KeywordResult::default(), vec![KeywordResult::default(); knowledge.len()]))
             }
         };
         let vec = async {
@@ -1559,12 +1586,12 @@ impl Memory {
                     return Err(Error::Embedder("no vector returned".into()));
                 }
                 v.iter_mut().for_each(|x| *x /= norm);
-                tokio::try_join!(
-                    s.vectors.search(scope, &v, limit),
-                    knowledge.vectors.search(scope, &v, limit)
-                )
+                let facts = futures::future::try_join_all(
+                    knowledge.iter().map(|(_, k, ks)| k.vectors.search(ks, &v, limit)),
+                );
+                tokio::try_join!(s.vectors.search(scope, &v, limit), facts)
             } else {
-                Ok((Vec::new(), Vec::new()))
+                Ok((Vec::new(), vec![Vec::new(); knowledge.len()]))
             }
         };
         // the request path never waits long on an embedder (a remote one may be
@@ -1572,12 +1599,13 @@ impl Memory {
         // recall goes on with the keyword half alone
         let budget = std::time::Duration::from_millis(s.config.embedding.query_timeout_ms);
         let hybrid = opts.retrievers == Retrievers::Hybrid;
+        let none = || (Vec::new(), vec![Vec::new(); knowledge.len()]);
         let vec = async {
             match tokio::time::timeout(budget, vec).await {
                 Ok(Ok(v)) => Ok(v),
                 Ok(Err(e)) if hybrid => {
                     tracing::warn!(error = %e, "vector half of recall failed; keyword results only");
-                    Ok((Vec::new(), Vec::new()))
+                    Ok(none())
                 }
                 Ok(Err(e)) => Err(e),
                 Err(_) if hybrid => {
@@ -1585,7 +1613,7 @@ impl Memory {
                         timeout_ms = budget.as_millis() as u64,
                         "query embedding too slow; keyword results only"
                     );
-                    Ok((Vec::new(), Vec::new()))
+                    Ok(none())
                 }
                 Err(_) => Err(Error::Embedder(format!(
                     "query embedding took longer than {} ms",
@@ -1602,10 +1630,28 @@ impl Memory {
             }
             _ => std::borrow::Cow::Borrowed(recall),
         };
+        // each store's facts are fused on their own (BM25 statistics are per
+        // index), then merged by the calibrated score, which means the same
+        // in every store
+        let kcal = Calibrations::knowledge(&cfg);
+        let mut facts: Vec<(Visibility, FusedHit<MemoryId>)> = Vec::new();
+        for (((v, _, _), k), hits) in knowledge.iter().zip(&kkw).zip(&kvec) {
+            facts.extend(
+                fuse(&cfg, kcal, k, hits, opts.retrievers)
+                    .into_iter()
+                    .map(|h| (v.clone(), h)),
+            );
+        }
+        facts.sort_by(|a, b| {
+            b.1.rank_key
+                .total_cmp(&a.1.rank_key)
+                .then_with(|| b.1.score.total_cmp(&a.1.score))
+                .then_with(|| a.1.episode_id.cmp(&b.1.episode_id))
+        });
         Ok(Recalled {
-            episodes: fuse(&cfg, &kw, &vec, opts.retrievers),
+            episodes: fuse(&cfg, Calibrations::episodes(&cfg), &kw, &vec, opts.retrievers),
             reference: kw.reference_score,
-            knowledge: fuse(&cfg, &kkw, &kvec, opts.retrievers),
+            knowledge: facts,
         })
     }
 
@@ -1615,58 +1661,59 @@ impl Memory {
     async fn hydrate_knowledge(
         &self,
         scope: &Scope,
-        fused: &[FusedHit<MemoryId>],
+        fused: &[(Visibility, FusedHit<MemoryId>)],
         min: Option<f64>,
         limit: usize,
     ) -> Result<Vec<KnowledgeHit>> {
-        let cand: Vec<&FusedHit<MemoryId>> = fused
+        let cand: Vec<&(Visibility, FusedHit<MemoryId>)> = fused
             .iter()
-            .filter(|h| min.is_none_or(|m| h.score >= m))
+            .filter(|(_, h)| min.is_none_or(|m| h.score >= m))
             .collect();
         if cand.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let q = crate::store::MemoryQuery {
-            filter: crate::model::filter::Filter::All,
-            sort: None,
-            direction: crate::model::filter::Direction::Desc,
-            limit: cand.len(),
-            cursor: None,
-            include_superseded: false,
-            only: Some(cand.iter().map(|h| h.episode_id.clone()).collect()),
-        };
-        let typed_store: &dyn crate::store::TypedStore = self.shared.typed.records();
-        let (rows, _) = typed_store.query_memories(scope, &q).await?;
-        let by_id: HashMap<MemoryId, crate::model::typed::StoredMemory> =
-            rows.into_iter().map(|m| (m.id.clone(), m)).collect();
-        let mut returned: Vec<crate::model::typed::StoredMemory> = Vec::new();
-        let hits: Vec<KnowledgeHit> = cand
-            .iter()
-            .filter_map(|h| {
-                by_id.get(&h.episode_id).map(|m| KnowledgeHit {
-                    id: m.id.clone(),
-                    memory_type: m.memory_type,
-                    abstract_: m.content.clone(),
-                    score: h.score,
-                    when: m
-                        .metadata
-                        .get("observed_at")
-                        .and_then(|t| t.as_str())
-                        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-                        .map(|t| t.with_timezone(&Utc))
-                        .unwrap_or(m.created_at),
-                })
-            })
-            .take(limit)
-            .collect();
-        for h in &hits {
-            if let Some(m) = by_id.get(&h.id) {
-                returned.push(m.clone());
+        let mut wanted: BTreeMap<String, (Visibility, Vec<MemoryId>)> = BTreeMap::new();
+        for (v, h) in &cand {
+            wanted
+                .entry(v.label())
+                .or_insert_with(|| (v.clone(), Vec::new()))
+                .1
+                .push(h.episode_id.clone());
+        }
+        // superseded and deleted facts drop out here, in each fact's own store
+        let mut by_id: HashMap<(String, MemoryId), StoredMemory> = HashMap::new();
+        for (label, (v, ids)) in wanted {
+            for m in self.shared.typed.live(scope, &v, ids).await? {
+                by_id.insert((label.clone(), m.id.clone()), m);
             }
         }
-        self.shared
-            .typed
-            .recalled(&crate::model::typed::Visibility::Private, scope, &mut returned);
+        let mut hits = Vec::new();
+        for (v, h) in cand {
+            if hits.len() == limit {
+                break;
+            }
+            let Some(m) = by_id.get_mut(&(v.label(), h.episode_id.clone())) else {
+                continue;
+            };
+            // only what is returned counts as recalled, each in its own store
+            self.shared
+                .typed
+                .recalled(v, scope, std::slice::from_mut(m));
+            hits.push(KnowledgeHit {
+                id: m.id.clone(),
+                memory_type: m.memory_type,
+                abstract_: m.content.clone(),
+                score: h.score,
+                when: m
+                    .metadata
+                    .get("observed_at")
+                    .and_then(|t| t.as_str())
+                    .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                    .map(|t| t.with_timezone(&Utc))
+                    .unwrap_or(m.created_at),
+                source: v.clone(),
+            });
+        }
         Ok(hits)
     }
 

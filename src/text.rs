@@ -87,9 +87,9 @@ pub fn split_sentences(text: &str) -> Vec<&str> {
     out
 }
 
-/// True when `s` is empty or only whitespace.
+/// True when `s` has nothing visible ([`crate::model::is_blank`]).
 pub fn is_blank(s: &str) -> bool {
-    s.trim().is_empty()
+    crate::model::is_blank(s)
 }
 
 #[cfg(test)]

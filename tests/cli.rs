@@ -78,8 +78,10 @@ fn import_reports_bad_lines_and_keeps_the_rest() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let hits: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let hits = hits.as_array().unwrap();
+    let found: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // the same shape as the REST search: episodes, and typed knowledge beside them
+    assert_eq!(found["knowledge"], serde_json::json!([]), "{found}");
+    let hits = found["results"].as_array().unwrap();
     assert!(!hits.is_empty());
     assert_eq!(hits[0]["session_id"], "a");
     assert!(

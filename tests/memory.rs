@@ -486,6 +486,7 @@ async fn a_question_naming_a_date_finds_that_days_session() {
                 apply_threshold: false,
                 as_of: None,
                 explain: false,
+                ..Default::default()
             },
         )
         .await

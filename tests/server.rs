@@ -1590,6 +1590,16 @@ async fn typed_memory_routes_end_to_end() {
     let r = call("POST", &s.url("/v1/users/bo/agents/shop/memories/query"), None, Some(json!({"visibility": "all"}))).await;
     assert_eq!(r.body["memories"][0]["id"].as_str(), Some(copy.as_str()), "{:?}", r.body);
     assert_eq!(r.body["memories"][0]["source"].as_str(), Some("team:sales"));
+    // memory_search fans out the same way when asked, and labels each fact
+    let r = call("POST", &s.url("/v1/users/bo/agents/shop/search"), None, Some(json!({"query": "Nike preference", "visibility": "all"}))).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["knowledge"][0]["id"].as_str(), Some(copy.as_str()), "{:?}", r.body);
+    assert_eq!(r.body["knowledge"][0]["source"].as_str(), Some("team:sales"));
+    let r = call("POST", &s.url("/v1/users/bo/agents/shop/search"), None, Some(json!({"query": "Nike preference"}))).await;
+    assert_eq!(r.body["knowledge"], json!([]), "private by default: {:?}", r.body);
+    // a team refusal says why (the caller named the team)
+    let r = call("POST", &format!("{}/{fact}/share", base("ann")), None, Some(json!({"visibility": "team", "team_id": "ops"}))).await;
+    assert!(r.body["error"]["message"].as_str().unwrap().contains("not a member of team"), "{:?}", r.body);
     let r = call("POST", &format!("{}/{}/share", base("ann"), batch[0]), None, Some(json!({"visibility": "public"}))).await;
     assert_eq!(r.status, 400);
     assert!(r.body["error"]["message"].as_str().unwrap().contains("events cannot be shared"));

@@ -27,6 +27,10 @@ async fn ids(m: &Memory, s: &Scope, v: Value) -> Vec<MemoryId> {
     m.retrieve(s, &req(v)).await.unwrap().memories.into_iter().map(|x| x.id).collect()
 }
 
+fn hex_of(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
 fn day(i: u32) -> String {
     format!("2026-01-{:02}T14:00:00Z", i + 1)
 }
@@ -172,6 +176,11 @@ async fn every_query_pattern_of_the_design() {
         (json!({"filter": {"metadata.timestamp": {"$gt": 3}}}), "RFC 3339"),
         (json!({"filter": {"metadata.": 1}}), "malformed path"),
         (json!({"filter": {}, "cursor": "zzz"}), "cursor"),
+        // a well-formed cursor of the wrong shape (another sort's, or forged) is refused
+        (json!({"filter": {}, "cursor": format!("c{}", hex_of(r#"["x"]"#))}), "malformed cursor"),
+        (json!({"filter": {}, "sort_by": "metadata.timestamp", "cursor": format!("c{}", hex_of("[1, 2]"))}), "malformed cursor"),
+        (json!({"filter": {"type": {"$in": [true]}}}), "got true"),
+        (json!({"filter": {"metadata.n": {"$gt": {"a": 1}}}}), "metadata.n"),
         (json!({"filter": {}, "top_k": 1001}), "top_k"),
         (json!({"filter": {}, "sort_by": "type"}), "sort_by"),
         (json!({"filter": {}, "sort_by": "metadata.x", "query": "a"}), "not both"),
@@ -274,6 +283,9 @@ async fn sharing_copies_federates_and_never_takes_events() {
     let fact = put(&m, &ann, json!({"type": "fact", "content": "Acme pays invoices in 60 days", "metadata": {"category": "account"}})).await;
     let shared = m.share(&ann, &fact, &team).await.unwrap();
     assert_ne!(shared.shared_id, fact);
+    // sharing it again refreshes the one copy rather than adding a second
+    let again = m.share(&ann, &fact, &team).await.unwrap();
+    assert_eq!((again.shared_id.clone(), again.outcome), (shared.shared_id.clone(), strata::store::PutOutcome::Updated));
     // the private one is intact; the copy is a separate memory with its own count
     let private = m.get_memory(&ann, &fact).await.unwrap();
     assert_eq!(private.source, Visibility::Private);
@@ -345,12 +357,8 @@ async fn sharing_copies_federates_and_never_takes_events() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn knowledge_joins_search_and_inject_and_events_never_do() {
-    let (mut cfg, _dir) = common::config();
-    // facts are scored with the episodes' calibration, fitted on long
-    // summaries, which puts a one-line fact that matches the message well at
-    // about 0.18 (ARCHITECTURE.md, "Knowledge in recall"); this test checks the
-    // mechanism (facts compete for the slots, events never appear) at 0.15
-    cfg.recall.min_score = 0.15;
+    // the defaults: facts on their own calibration and knowledge_min_score
+    let (cfg, _dir) = common::config();
     let m = common::open(cfg).await;
     let s = Scope::new("mina", "assistant").unwrap();
     let fact = put(&m, &s, json!({"type": "fact", "content": "Mina has a severe peanut allergy",
@@ -380,6 +388,122 @@ async fn knowledge_joins_search_and_inject_and_events_never_do() {
     assert_eq!(m.get_memory(&s, &hidden).await.unwrap().recall_count, 0);
     assert_eq!(m.get_memory(&s, &event).await.unwrap().recall_count, 0);
     m.shutdown().await.unwrap();
+}
+
+/// Every file under `dir` that holds `needle` (the erasure check).
+fn files_holding(dir: &std::path::Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_holding(&p, needle));
+        } else if std::fs::read(&p).unwrap().windows(needle.len()).any(|w| w == needle) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_knowledge_in_search_reindex_and_erasure() {
+    let (cfg, dir) = team_config();
+    let m = common::open(cfg.clone()).await;
+    let (ann, bo, cy) = (
+        Scope::new("ann", "shop").unwrap(),
+        Scope::new("bo", "shop").unwrap(),
+        Scope::new("cy", "shop").unwrap(),
+    );
+    let team = Visibility::Team("sales".into());
+    let contact = put(&m, &ann, json!({"type": "fact", "content": "The procurement contact at Acme is Zorbalina Quist",
+        "metadata": {"category": "account"}})).await;
+    let tcopy = m.share(&ann, &contact, &team).await.unwrap().shared_id;
+    let hours = put(&m, &ann, json!({"type": "fact", "content": "The Oslo office closes at 15:00 on Fridays (Zorbalina's rule)",
+        "metadata": {"category": "office"}})).await;
+    let pcopy = m.share(&ann, &hours, &Visibility::Public).await.unwrap().shared_id;
+    let search = |s: Scope, q: &'static str, all: bool| {
+        let m = m.clone();
+        async move {
+            let opts = strata::memory::SearchOptions {
+                visibility: if all { strata::model::typed::ReadVisibility::All } else { Default::default() },
+                ..Default::default()
+            };
+            m.memory_search_explained(&s, q, 5, opts)
+                .await
+                .unwrap()
+                .knowledge
+                .into_iter()
+                .map(|k| (k.id, k.source))
+                .collect::<Vec<_>>()
+        }
+    };
+    // a member finds the team's copy only when asking for all stores, labelled
+    assert!(search(bo.clone(), "who is the procurement contact at Acme", false).await.is_empty());
+    let got = search(bo.clone(), "who is the procurement contact at Acme", true).await;
+    assert_eq!(got[0], (tcopy.clone(), team.clone()), "{got:?}");
+    // the owner sees the private original first and the copies as what they are
+    let got = search(ann.clone(), "who is the procurement contact at Acme", true).await;
+    assert!(got.contains(&(contact.clone(), Visibility::Private)) && got.contains(&(tcopy.clone(), team.clone())), "{got:?}");
+    // a non-member gets the public copy, never the team's
+    let got = search(cy.clone(), "when does the Oslo office close on Fridays", true).await;
+    assert_eq!(got[0], (pcopy.clone(), Visibility::Public), "{got:?}");
+    assert!(!search(cy.clone(), "who is the procurement contact at Acme", true).await.iter().any(|(id, _)| *id == tcopy));
+    // inject takes shared facts only when asked, under the same threshold
+    let mut low = strata::memory::SearchOptions { apply_threshold: true, ..Default::default() };
+    let session = strata::SessionId::new("s").unwrap();
+    let inj = m.inject_with(&bo, &session, "Who is the procurement contact at Acme?", low).await.unwrap();
+    assert!(inj.knowledge.is_empty(), "{inj:?}");
+    low.visibility = strata::model::typed::ReadVisibility::All;
+    let inj = m.inject_with(&bo, &session, "Who is the procurement contact at Acme?", low).await.unwrap();
+    assert_eq!(inj.knowledge.iter().map(|k| k.id.clone()).collect::<Vec<_>>(), vec![tcopy.clone()], "{inj:?}");
+
+    // reindex rebuilds the shared tiers' indexes from their records too
+    m.shutdown().await.unwrap();
+    drop(m);
+    let r = Memory::reindex(cfg.clone(), strata::memory::Components { embedder: Some(common::embedder()), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(r.memories, 4, "two private facts and two shared copies: {r:?}");
+    let m = common::open(cfg).await;
+    let search = |s: Scope, q: &'static str| {
+        let m = m.clone();
+        async move {
+            let opts = strata::memory::SearchOptions { visibility: strata::model::typed::ReadVisibility::All, ..Default::default() };
+            m.memory_search_explained(&s, q, 5, opts).await.unwrap().knowledge.into_iter().map(|k| k.id).collect::<Vec<_>>()
+        }
+    };
+    let got = search(bo.clone(), "who is the procurement contact at Acme").await;
+    assert_eq!(got[0], tcopy, "{got:?}");
+    assert!(!got.contains(&contact) && !got.contains(&hours), "ann's private facts never reach bo: {got:?}");
+
+    // erasure reaches what the user contributed to shared stores
+    let a = put(&m, &ann, json!({"type": "entity", "content": "Acme (Zorbalina's account)", "metadata": {"identity_key": "acme",
+        "entity_type": "company", "attributes": {"contact": "Zorbalina Quist"}, "observed_at": "2026-01-01T00:00:00Z"}})).await;
+    let b = put(&m, &bo, json!({"type": "entity", "content": "ACME", "metadata": {"identity_key": "acme", "entity_type": "company",
+        "attributes": {"tier": "silver"}, "observed_at": "2026-02-01T00:00:00Z"}})).await;
+    let only_ann = put(&m, &ann, json!({"type": "entity", "content": "Quist household", "metadata": {"identity_key": "quist",
+        "entity_type": "family", "attributes": {"pet": "Zorbalina's cat"}}})).await;
+    let rel = put(&m, &ann, json!({"type": "relation", "content": "Zorbalina works for Acme", "metadata": {"subject": "zorbalina",
+        "predicate": "works_for", "object": "acme"}})).await;
+    let se = m.share(&ann, &a, &team).await.unwrap().shared_id;
+    assert_eq!(m.share(&bo, &b, &team).await.unwrap().shared_id, se);
+    m.share(&ann, &only_ann, &team).await.unwrap();
+    m.share(&ann, &rel, &team).await.unwrap();
+    let report = m.forget_user("ann").await.unwrap();
+    assert_eq!(report.shared.memories, 4, "two fact copies, one entity only ann held, one relation: {report:?}");
+    assert_eq!(report.shared.rewritten, 1, "{report:?}");
+    assert_eq!((report.shared.keyword_docs, report.shared.vector_points), (2, 2), "{report:?}");
+    let e = m.get_memory(&bo, &se).await.unwrap();
+    assert_eq!(e.metadata["attributes"], json!({"tier": "silver"}));
+    assert_eq!(e.metadata["provenance"].as_object().unwrap().keys().collect::<Vec<_>>(), vec!["tier"]);
+    assert_eq!(e.shared_by, None, "ann shared it first; the origin naming her is gone");
+    assert_eq!(e.content, "ACME");
+    assert_eq!(ids(&m, &bo, json!({"visibility": "all"})).await, vec![se.clone(), b.clone()], "newest write first");
+    assert!(search(bo.clone(), "who is the procurement contact at Acme").await.is_empty());
+    assert!(search(cy.clone(), "when does the Oslo office close on Fridays").await.is_empty());
+    m.shutdown().await.unwrap();
+    drop(m);
+    // nothing of ann's text is left in any file of the shared stores
+    assert_eq!(files_holding(&dir.path().join("shared"), b"Zorbalina"), Vec::<std::path::PathBuf>::new());
 }
 
 

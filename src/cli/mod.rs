@@ -117,7 +117,10 @@ pub enum Command {
         /// How many results.
         #[arg(long, default_value_t = 5)]
         top_k: usize,
-        /// Machine-readable output.
+        /// Which stores' typed knowledge to search beside the episodes.
+        #[arg(long, value_enum, default_value = "private")]
+        visibility: typed::Reads,
+        /// Machine-readable output: `{"results": [episode hits], "knowledge": [fact hits]}`.
         #[arg(long)]
         json: bool,
     },
@@ -788,24 +791,39 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             scope,
             query,
             top_k,
+            visibility,
             json,
         } => {
             let scope = scope.scope()?;
             let mem = open_for_reads(config).await?;
-            let hits = mem.memory_search(&scope, &query, top_k).await;
+            let opts = crate::memory::SearchOptions {
+                visibility: visibility.into(),
+                ..Default::default()
+            };
+            let found = mem.memory_search_explained(&scope, &query, top_k, opts).await;
             mem.shutdown().await?;
-            let hits = hits?;
+            let found = found?;
             if json {
-                print_json(&hits)?;
-            } else if hits.is_empty() {
-                println!("no episodes found");
+                print_json(&found)?;
+            } else if found.results.is_empty() && found.knowledge.is_empty() {
+                println!("no episodes or facts found");
             } else {
-                for h in hits {
+                for h in &found.results {
                     println!(
                         "{:.3}  {}  [{}]  {}",
                         h.score,
                         h.id,
                         h.when.format("%Y-%m-%d"),
+                        h.abstract_
+                    );
+                }
+                for h in &found.knowledge {
+                    println!(
+                        "{:.3}  {}  [{}] ({})  {}",
+                        h.score,
+                        h.id,
+                        h.when.format("%Y-%m-%d"),
+                        h.source.label(),
                         h.abstract_
                     );
                 }
@@ -1009,8 +1027,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 print_json(&r)?;
             } else {
                 println!(
-                    "reindexed {} episodes ({} vector points) with {} in {:.1}s",
-                    r.episodes, r.vector_points, r.embedder, r.seconds
+                    "reindexed {} episodes ({} vector points) and {} typed memories with {} in {:.1}s",
+                    r.episodes, r.vector_points, r.memories, r.embedder, r.seconds
                 );
             }
             Ok(ExitCode::SUCCESS)

@@ -50,6 +50,15 @@ pub enum Reads {
     All,
 }
 
+impl From<Reads> for ReadVisibility {
+    fn from(r: Reads) -> Self {
+        match r {
+            Reads::Private => ReadVisibility::Private,
+            Reads::All => ReadVisibility::All,
+        }
+    }
+}
+
 /// `strata retrieve`.
 #[derive(Debug, Args)]
 pub struct RetrieveArgs {
@@ -164,10 +173,7 @@ pub async fn retrieve(config: Config, a: RetrieveArgs) -> Result<()> {
         top_k: Some(a.top_k),
         cursor: a.cursor,
         include_superseded: a.include_superseded,
-        visibility: match a.visibility {
-            Reads::Private => ReadVisibility::Private,
-            Reads::All => ReadVisibility::All,
-        },
+        visibility: a.visibility.into(),
     };
     let mem = open_for_reads(config).await?;
     let r = mem.retrieve(&scope, &req).await;

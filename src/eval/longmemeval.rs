@@ -76,6 +76,9 @@ pub struct Turn {
     pub role: String,
     /// What was said.
     pub content: String,
+    /// Whether this turn holds the answer's evidence (LongMemEval's turn label).
+    #[serde(default)]
+    pub has_answer: bool,
 }
 
 /// One LongMemEval question with its haystack.
@@ -294,6 +297,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
                     apply_threshold: false,
                     as_of,
                     explain: false,
+                    ..Default::default()
                 };
                 mem.memory_search_with(&scope, &q.question, 10, opts)
                     .await?

@@ -23,7 +23,7 @@
 use chrono::Duration;
 use clap::Args;
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -75,6 +75,19 @@ pub struct CalibrateArgs {
     /// source each).
     #[arg(long, value_delimiter = ',')]
     pub features: Vec<PathBuf>,
+    /// Fit the knowledge calibration (typed facts) instead: every turn of
+    /// `--data` is remembered as a fact ("speaker: text"), and every user
+    /// turn of `--longmemeval`'s haystacks; a fact is relevant to a question
+    /// when its turn is in the question's evidence.
+    #[arg(long)]
+    pub knowledge: bool,
+    /// With `--knowledge`: a LongMemEval file (plain or gzip'd) whose first
+    /// `--questions` answerable questions are a second source.
+    #[arg(long)]
+    pub longmemeval: Option<PathBuf>,
+    /// Questions of `--longmemeval` used (each its own haystack).
+    #[arg(long, default_value_t = 100)]
+    pub questions: usize,
 }
 
 /// The configurations compared in one run.
@@ -466,6 +479,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
                     apply_threshold: false,
                     as_of: None,
                     explain: false,
+                    ..Default::default()
                 };
                 let hits = mem
                     .memory_search_with(&scope, &q.question, 10, opts)
@@ -957,6 +971,9 @@ pub async fn run_calibrate(config: Config, args: CalibrateArgs) -> Result<()> {
             "give --data (a LoCoMo file to replay) and/or --features FILE[,FILE...]".into(),
         ));
     }
+    if args.knowledge {
+        return calibrate_knowledge(config, &args).await;
+    }
     let mut sources: Vec<(String, Labelled)> = Vec::new();
     if let Some(data) = &args.data {
         let convs = select(
@@ -1029,6 +1046,266 @@ pub async fn run_calibrate(config: Config, args: CalibrateArgs) -> Result<()> {
         "vector_calibration = {{ slope = {:.4}, intercept = {:.4} }}",
         vc.slope, vc.intercept
     );
+    Ok(())
+}
+
+/// Labels the best [`CALIBRATION_POOL`] keyword and vector candidates of
+/// `scope`'s knowledge index for `question`: relevant when in `gold`.
+/// One knowledge candidate of the calibration pool: raw BM25 (with the
+/// query's reference score) and cosine, when that retriever returned it.
+#[derive(Debug, Clone, Copy)]
+struct KnowledgeCandidate {
+    bm25: Option<f32>,
+    reference: f32,
+    cosine: Option<f32>,
+    relevant: bool,
+}
+
+async fn label_knowledge(
+    mem: &Memory,
+    scope: &Scope,
+    question: &str,
+    gold: &[crate::model::typed::MemoryId],
+    l: &mut Labelled,
+    pool: &mut Vec<KnowledgeCandidate>,
+) -> Result<()> {
+    let s = mem.shared();
+    let index = s.typed.index();
+    let kw = index
+        .keyword
+        .search(scope, &crate::store::KeywordQuery::text(question), CALIBRATION_POOL)
+        .await?;
+    let v = s.embedder.embed(&[question.to_string()]).await?.remove(0);
+    let vec = index.vectors.search(scope, &v, CALIBRATION_POOL).await?;
+    for h in &kw.hits {
+        let (x, r) = crate::recall::fusion::keyword_features(h.score, kw.reference_score);
+        l.keyword.push((vec![x, r], gold.contains(&h.episode_id)));
+    }
+    for h in &vec {
+        l.vector.push((h.score as f64, gold.contains(&h.episode_id)));
+    }
+    let mut by_id: BTreeMap<&crate::model::typed::MemoryId, KnowledgeCandidate> = BTreeMap::new();
+    for h in &kw.hits {
+        by_id.entry(&h.episode_id).or_insert(KnowledgeCandidate {
+            bm25: None,
+            reference: kw.reference_score,
+            cosine: None,
+            relevant: gold.contains(&h.episode_id),
+        }).bm25 = Some(h.score);
+    }
+    for h in &vec {
+        by_id.entry(&h.episode_id).or_insert(KnowledgeCandidate {
+            bm25: None,
+            reference: kw.reference_score,
+            cosine: None,
+            relevant: gold.contains(&h.episode_id),
+        }).cosine = Some(h.score);
+    }
+    pool.extend(by_id.into_values());
+    Ok(())
+}
+
+/// The threshold on the fused calibrated score that maximises F1 over the
+/// labelled candidate pools (each source weighing the same), searched in
+/// steps of 0.01 over [0.05, 0.60]; returns `(threshold, precision, recall, f1)`.
+fn best_knowledge_threshold(
+    cfg: &crate::config::RecallConfig,
+    cal: crate::recall::fusion::Calibrations,
+    pools: &[Vec<KnowledgeCandidate>],
+) -> (f64, f64, f64, f64) {
+    let fused = |c: &KnowledgeCandidate| {
+        let k = c.bm25.map_or(0.0, |b| {
+            let (x, r) = crate::recall::fusion::keyword_features(b, c.reference);
+            cal.keyword.apply2(x, r)
+        });
+        let v = c.cosine.map_or(0.0, |x| cal.vector.apply(x as f64));
+        cfg.text_weight * k + cfg.vector_weight * v
+    };
+    let mut best = (0.0, 0.0, 0.0, -1.0);
+    for step in 5..=60 {
+        let t = step as f64 / 100.0;
+        let (mut tp, mut fp, mut pos) = (0.0, 0.0, 0.0);
+        for p in pools {
+            let w = 1.0 / p.len().max(1) as f64;
+            for c in p {
+                let kept = fused(c) >= t;
+                if c.relevant {
+                    pos += w;
+                    if kept {
+                        tp += w;
+                    }
+                } else if kept {
+                    fp += w;
+                }
+            }
+        }
+        let precision = if tp + fp > 0.0 { tp / (tp + fp) } else { 0.0 };
+        let recall = if pos > 0.0 { tp / pos } else { 0.0 };
+        let f1 = if precision + recall > 0.0 { 2.0 * precision * recall / (precision + recall) } else { 0.0 };
+        if f1 > best.3 {
+            best = (t, precision, recall, f1);
+        }
+    }
+    best
+}
+
+/// Remembers `(content, observed_at)` facts in `scope`, in batches; returns their ids in order.
+async fn remember_facts(
+    mem: &Memory,
+    scope: &Scope,
+    facts: &[(String, chrono::DateTime<chrono::Utc>)],
+) -> Result<Vec<crate::model::typed::MemoryId>> {
+    use crate::model::typed::{MemoryInput, NewMemory};
+    let mut ids = Vec::with_capacity(facts.len());
+    for chunk in facts.chunks(500) {
+        let mut batch = Vec::with_capacity(chunk.len());
+        for (content, at) in chunk {
+            batch.push(NewMemory::try_from(MemoryInput {
+                memory_type: "fact".into(),
+                content: content.clone(),
+                metadata: json!({"category": "conversation", "observed_at": at.to_rfc3339()}),
+                indexed: None,
+            })?);
+        }
+        ids.extend(mem.remember_batch(scope, batch).await?.into_iter().map(|r| r.id));
+    }
+    Ok(ids)
+}
+
+/// `strata eval calibrate --knowledge`: remembers conversation turns as
+/// facts and fits the knowledge calibration on them, two sources weighing
+/// the same ([`fit_calibrations`]):
+/// - LoCoMo (`--data`): every turn of a conversation is a fact (content
+///   `"speaker: text"`, observed at the session date), one scope per
+///   conversation; relevant = the turn is in the question's evidence;
+/// - LongMemEval (`--longmemeval`): every user turn of a question's
+///   haystack is a fact (first-person statements, as a chatbot backend's
+///   facts about its user are), one scope per question; relevant = the turn
+///   is labelled `has_answer`.
+///
+/// The best [`CALIBRATION_POOL`] keyword and vector candidates of each
+/// question are labelled; prints the TOML for `[recall]
+/// knowledge_*_calibration`, and `knowledge_min_score`: the threshold on
+/// the fused score (with the new calibration) that maximises F1 over the
+/// labelled pools ([`best_knowledge_threshold`]).
+///
+/// # Errors
+/// [`Error::InvalidInput`] without a source; data, store and embedder errors.
+async fn calibrate_knowledge(config: Config, args: &CalibrateArgs) -> Result<()> {
+    if args.data.is_none() && args.longmemeval.is_none() {
+        return Err(Error::InvalidInput(
+            "--knowledge replays conversations: give --data (LoCoMo) and/or --longmemeval".into(),
+        ));
+    }
+    let (cfg, _dir) = eval_config(&config)?;
+    let mem = Memory::open_with(
+        cfg,
+        Components {
+            ephemeral: true,
+            no_workers: true,
+            ..Default::default()
+        },
+    )
+    .await?;
+    let mut sources: Vec<(String, Labelled, Vec<KnowledgeCandidate>)> = Vec::new();
+    if let Some(data) = &args.data {
+        let convs = select(
+            load_locomo(data).map_err(|e| Error::Data(e.to_string()))?,
+            &args.conversations,
+        )?;
+        let (mut l, mut n, mut pool) = (Labelled::default(), 0usize, Vec::new());
+        for conv in &convs {
+            let scope = Scope::new(conv.sample_id.clone(), "locomo-facts")?;
+            let turns: Vec<&crate::eval::locomo::LocomoTurn> = conv
+                .sessions
+                .iter()
+                .flat_map(|s| s.turns.iter())
+                .filter(|t| !t.text.trim().is_empty())
+                .collect();
+            let facts: Vec<(String, chrono::DateTime<chrono::Utc>)> = turns
+                .iter()
+                .map(|t| {
+                    let at = conv.session(t.session).map(|s| s.date).unwrap_or_default();
+                    (format!("{}: {}", t.speaker, t.text), at)
+                })
+                .collect();
+            let ids = remember_facts(&mem, &scope, &facts).await?;
+            n += ids.len();
+            let by_turn: HashMap<(usize, usize), crate::model::typed::MemoryId> =
+                turns.iter().map(|t| (t.session, t.turn)).zip(ids).collect();
+            for q in &conv.questions {
+                let gold: Vec<_> = q
+                    .gold_turns(conv)
+                    .iter()
+                    .filter_map(|t| by_turn.get(t).cloned())
+                    .collect();
+                if !gold.is_empty() && !q.question.trim().is_empty() {
+                    label_knowledge(&mem, &scope, &q.question, &gold, &mut l, &mut pool).await?;
+                }
+            }
+        }
+        sources.push((format!("{} ({} conversations, {n} facts)", data.display(), convs.len()), l, pool));
+    }
+    if let Some(path) = &args.longmemeval {
+        let qs = crate::eval::longmemeval::load(path)?;
+        let (mut l, mut n, mut used, mut pool) = (Labelled::default(), 0usize, 0usize, Vec::new());
+        for q in qs.iter().filter(|q| !q.abstention()) {
+            if used == args.questions {
+                break;
+            }
+            let mut facts = Vec::new();
+            let mut gold_at = Vec::new();
+            for (sess, date) in q.haystack_sessions.iter().zip(&q.haystack_dates) {
+                let at = crate::eval::longmemeval::parse_date(date)?;
+                for t in sess.iter().filter(|t| t.role == "user" && !t.content.trim().is_empty()) {
+                    if t.has_answer {
+                        gold_at.push(facts.len());
+                    }
+                    facts.push((t.content.clone(), at));
+                }
+            }
+            // questions answered by what the assistant said have no user fact to find
+            if gold_at.is_empty() {
+                continue;
+            }
+            used += 1;
+            let scope = Scope::new(format!("lme-{used}"), "lme-facts")?;
+            let ids = remember_facts(&mem, &scope, &facts).await?;
+            n += ids.len();
+            let gold: Vec<_> = gold_at.iter().map(|&i| ids[i].clone()).collect();
+            label_knowledge(&mem, &scope, &q.question, &gold, &mut l, &mut pool).await?;
+            let _ = mem.forget_user(&format!("lme-{used}")).await?;
+        }
+        sources.push((format!("{} ({used} questions, {n} facts)", path.display()), l, pool));
+    }
+    let recall = mem.shared().config.recall.clone();
+    mem.shutdown().await?;
+    for (name, l, _) in &sources {
+        let relevant = |ys: &mut dyn Iterator<Item = bool>| ys.filter(|&y| y).count();
+        println!(
+            "# {name}: {} keyword candidates ({} relevant), {} vector candidates ({} relevant)",
+            l.keyword.len(),
+            relevant(&mut l.keyword.iter().map(|r| r.1)),
+            l.vector.len(),
+            relevant(&mut l.vector.iter().map(|r| r.1)),
+        );
+    }
+    println!("# every source weighs the same");
+    let (labelled, pools): (Vec<Labelled>, Vec<Vec<KnowledgeCandidate>>) =
+        sources.into_iter().map(|(_, l, p)| (l, p)).unzip();
+    let (kc, vc) = fit_calibrations(&labelled);
+    let cal = crate::recall::fusion::Calibrations { keyword: kc, vector: vc };
+    let (t, p, r, f1) = best_knowledge_threshold(&recall, cal, &pools);
+    println!(
+        "knowledge_keyword_calibration = {{ slope = {:.4}, reference_slope = {:.4}, intercept = {:.4} }}",
+        kc.slope, kc.reference_slope, kc.intercept
+    );
+    println!(
+        "knowledge_vector_calibration = {{ slope = {:.4}, intercept = {:.4} }}",
+        vc.slope, vc.intercept
+    );
+    println!("# the fused-score threshold with the best F1 on these pools: precision {p:.3}, recall {r:.3}, F1 {f1:.3}");
+    println!("knowledge_min_score = {t:.2}");
     Ok(())
 }
 

@@ -131,6 +131,18 @@ pub enum Scalar {
     Null,
 }
 
+/// As the JSON the caller wrote (error messages quote it so).
+impl std::fmt::Display for Scalar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Str(t) | Self::Time(t, _) => write!(f, "{}", serde_json::Value::String(t.clone())),
+            Self::Num(n) => write!(f, "{n}"),
+            Self::Bool(b) => write!(f, "{b}"),
+            Self::Null => f.write_str("null"),
+        }
+    }
+}
+
 impl Scalar {
     fn from_json(v: &Value, path: &Field, op: &str) -> Result<Self> {
         Ok(match v {
@@ -391,7 +403,7 @@ fn parse_op(field: &Field, op: &str, arg: &Value) -> Result<Filter> {
                 }
                 (other, _) => {
                     return Err(Error::InvalidInput(format!(
-                        "{}: {op} compares numbers or RFC 3339 timestamps, not {other:?}",
+                        "{}: {op} compares numbers or RFC 3339 timestamps, not {other}",
                         field.display()
                     )))
                 }
@@ -417,7 +429,7 @@ fn parse_op(field: &Field, op: &str, arg: &Value) -> Result<Filter> {
 fn check(field: &Field, op: &str, s: Scalar) -> Result<Scalar> {
     let bad = |want: &str| {
         Err(Error::InvalidInput(format!(
-            "{}: {op} needs {want}, got {s:?}",
+            "{}: {op} needs {want}, got {s}",
             field.display()
         )))
     };

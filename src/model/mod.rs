@@ -20,8 +20,21 @@ pub use records::{CallRecord, DeleteCounts, LoggedDecision, TranscriptTurn};
 /// Longest accepted `user_id` / `agent_id` / `session_id`, in bytes.
 pub const MAX_ID_BYTES: usize = 256;
 
+/// True when `s` has nothing visible: empty, or only whitespace and
+/// invisible format characters (zero-width space/joiners U+200B..U+200D,
+/// direction marks U+200E/U+200F and U+202A..U+202E, word joiner and
+/// invisible operators U+2060..U+2064, U+FEFF, soft hyphen U+00AD,
+/// Mongolian vowel separator U+180E). Text like that would be stored,
+/// indexed and injected as an empty memory.
+pub fn is_blank(s: &str) -> bool {
+    s.chars().all(|c| {
+        c.is_whitespace()
+            || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{00AD}' | '\u{180E}')
+    })
+}
+
 fn validate_id(kind: &'static str, value: &str) -> Result<()> {
-    if value.trim().is_empty() {
+    if is_blank(value) {
         return Err(Error::InvalidInput(format!("{kind} must not be empty")));
     }
     if value.len() > MAX_ID_BYTES {
@@ -343,9 +356,9 @@ impl NewMessage {
                 )));
             }
         }
-        if self.content.trim().is_empty() {
+        if is_blank(&self.content) {
             return Err(Error::InvalidInput(
-                "message content must not be empty or whitespace".into(),
+                "message content must not be empty, whitespace or only invisible characters".into(),
             ));
         }
         if self.content.len() > MAX_MESSAGE_BYTES {
@@ -542,6 +555,11 @@ mod tests {
     fn empty_messages_rejected() {
         let t = Utc::now();
         assert!(NewMessage::user("   \n", t).validate().is_err());
+        // invisible characters alone are as empty as whitespace
+        for blank in ["\u{200B}", "\u{200B}\u{200D} \u{FEFF}", "\u{2060}\u{00AD}\t"] {
+            assert!(is_blank(blank) && NewMessage::user(blank, t).validate().is_err(), "{blank:?}");
+        }
+        assert!(!is_blank("a\u{200B}") && !is_blank("👍") && !is_blank("\u{200D}민"));
         assert!(NewMessage::user("hi", t).validate().is_ok());
         let named = |n: &str| NewMessage {
             name: Some(n.into()),

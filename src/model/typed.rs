@@ -419,7 +419,7 @@ fn meta<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T> {
 }
 
 fn required(field: &str, v: &str) -> Result<()> {
-    if v.trim().is_empty() {
+    if super::is_blank(v) {
         return Err(Error::InvalidInput(format!(
             "metadata.{field} must not be empty"
         )));
@@ -452,9 +452,9 @@ impl TryFrom<MemoryInput> for NewMemory {
     /// strength outside 0..=1, `indexed: true` on a type that is never indexed.
     fn try_from(m: MemoryInput) -> Result<Self> {
         let t = MemoryType::parse(m.memory_type.trim())?;
-        if m.content.trim().is_empty() {
+        if super::is_blank(&m.content) {
             return Err(Error::InvalidInput(
-                "content must not be empty or whitespace".into(),
+                "content must not be empty, whitespace or only invisible characters".into(),
             ));
         }
         if m.content.len() > MAX_MEMORY_CONTENT_BYTES {

@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 
-use crate::config::{Fusion, RecallConfig};
+use crate::config::{Calibration, Fusion, RecallConfig};
 use crate::model::EpisodeId;
 use crate::store::{DocKey, Hit, KeywordResult};
 
@@ -52,6 +52,35 @@ pub enum Retrievers {
     VectorOnly,
 }
 
+/// The calibrations one corpus's raw scores go through: episodes and
+/// typed knowledge (short facts score differently from whole sessions)
+/// have their own fits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibrations {
+    /// Keyword (BM25) calibration.
+    pub keyword: Calibration,
+    /// Vector (cosine) calibration.
+    pub vector: Calibration,
+}
+
+impl Calibrations {
+    /// `[recall] keyword_calibration` and `vector_calibration` (episodes).
+    pub fn episodes(cfg: &RecallConfig) -> Self {
+        Self {
+            keyword: cfg.keyword_calibration,
+            vector: cfg.vector_calibration,
+        }
+    }
+    /// `[recall] knowledge_keyword_calibration` and
+    /// `knowledge_vector_calibration` (typed facts).
+    pub fn knowledge(cfg: &RecallConfig) -> Self {
+        Self {
+            keyword: cfg.knowledge_keyword_calibration,
+            vector: cfg.knowledge_vector_calibration,
+        }
+    }
+}
+
 /// Calibrated keyword probability for a raw BM25 score.
 pub fn keyword_probability(cfg: &RecallConfig, bm25: f32, reference_score: f32) -> f64 {
     let (x, r) = keyword_features(bm25, reference_score);
@@ -76,6 +105,7 @@ pub fn vector_probability(cfg: &RecallConfig, cosine: f32) -> f64 {
 /// Does not apply the threshold or the limit.
 pub fn fuse<K: DocKey>(
     cfg: &RecallConfig,
+    cal: Calibrations,
     keyword: &KeywordResult<K>,
     vector: &[Hit<K>],
     which: Retrievers,
@@ -93,7 +123,8 @@ pub fn fuse<K: DocKey>(
                 .entry(h.episode_id.clone())
                 .or_insert_with(|| empty(&h.episode_id));
             e.keyword = Some(h.score);
-            e.score += wt * keyword_probability(cfg, h.score, keyword.reference_score);
+            let (x, r) = keyword_features(h.score, keyword.reference_score);
+            e.score += wt * cal.keyword.apply2(x, r);
             *rrf.entry(h.episode_id.clone()).or_default() += wt / (cfg.rrf_k + rank as f64 + 1.0);
         }
     }
@@ -103,7 +134,7 @@ pub fn fuse<K: DocKey>(
                 .entry(h.episode_id.clone())
                 .or_insert_with(|| empty(&h.episode_id));
             e.vector = Some(h.score);
-            e.score += wv * vector_probability(cfg, h.score);
+            e.score += wv * cal.vector.apply(h.score as f64);
             *rrf.entry(h.episode_id.clone()).or_default() += wv / (cfg.rrf_k + rank as f64 + 1.0);
         }
     }
@@ -160,6 +191,7 @@ mod tests {
         };
         let fused = fuse(
             &cfg,
+            Calibrations::episodes(&cfg),
             &weak,
             &[Hit {
                 episode_id: id("a"),
@@ -178,6 +210,7 @@ mod tests {
         };
         let fused = fuse(
             &cfg,
+            Calibrations::episodes(&cfg),
             &strong,
             &[Hit {
                 episode_id: id("b"),
@@ -216,13 +249,13 @@ mod tests {
                 score: 0.5,
             },
         ];
-        let w = fuse(&cfg, &kw, &vec_hits, Retrievers::Hybrid);
+        let w = fuse(&cfg, Calibrations::episodes(&cfg), &kw, &vec_hits, Retrievers::Hybrid);
         assert_eq!(w.len(), 3);
         assert!(w.windows(2).all(|p| p[0].score >= p[1].score));
         cfg.fusion = Fusion::Rrf;
-        let r = fuse(&cfg, &kw, &vec_hits, Retrievers::Hybrid);
+        let r = fuse(&cfg, Calibrations::episodes(&cfg), &kw, &vec_hits, Retrievers::Hybrid);
         assert_eq!(r[0].episode_id, id("b"), "b is in both lists");
-        let k = fuse(&cfg, &kw, &vec_hits, Retrievers::KeywordOnly);
+        let k = fuse(&cfg, Calibrations::episodes(&cfg), &kw, &vec_hits, Retrievers::KeywordOnly);
         assert_eq!(k.len(), 2);
         assert!(k.iter().all(|h| h.vector.is_none()));
     }

@@ -103,8 +103,11 @@ impl From<Error> for ApiError {
             Error::Shutdown | Error::Embedder(_) => Some(1),
             _ => None,
         };
+        // the library's Forbidden messages name only what the caller asked
+        // for (their own user id, the team they named); an empty one is the
+        // key check's, which says nothing about the target
         let message = match &e {
-            Error::Forbidden(_) => ApiError::forbidden().message,
+            Error::Forbidden(m) if m.is_empty() => ApiError::forbidden().message,
             other => other.to_string(),
         };
         ApiError {
@@ -199,9 +202,14 @@ mod tests {
             let a = ApiError::from(e);
             assert_eq!((a.status.as_u16(), a.code), (status, code));
         }
-        // a forbidden message never carries what the library said about the target
-        assert!(!ApiError::from(Error::Forbidden("which user".into()))
+        // a key check's refusal says nothing about the target; a library
+        // refusal (team membership) says why
+        assert_eq!(
+            ApiError::from(Error::Forbidden(String::new())).message,
+            ApiError::forbidden().message
+        );
+        assert!(ApiError::from(Error::Forbidden("not a member of team \"sales\"".into()))
             .message
-            .contains("which"));
+            .contains("not a member of team"));
     }
 }

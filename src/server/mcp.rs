@@ -46,6 +46,10 @@ pub struct SearchArgs {
     #[serde(default)]
     #[schemars(range(min = 1, max = 100))]
     pub top_k: Option<usize>,
+    /// Facts from `private` memory only (default) or `all`: also the facts
+    /// the user's teams and the public share (each says its `source`).
+    #[serde(default)]
+    pub visibility: crate::model::typed::ReadVisibility,
 }
 
 /// Arguments of `memory_expand`.
@@ -162,7 +166,10 @@ impl McpServer {
                 &scope,
                 &a.query,
                 a.top_k.unwrap_or(5),
-                crate::memory::SearchOptions::default(),
+                crate::memory::SearchOptions {
+                    visibility: a.visibility,
+                    ..Default::default()
+                },
             )
             .await
             .map_err(readable)?;

@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{middleware, Json};
 use serde::{Deserialize, Serialize};
+use crate::model::typed::ReadVisibility;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -193,6 +194,10 @@ struct InjectRequest {
     /// Also return every candidate with its scores and why it was cut.
     #[serde(default)]
     explain: bool,
+    /// Typed knowledge from `private` (default) or `all` stores (the
+    /// user's teams and public too); episodes are always the caller's own.
+    #[serde(default)]
+    visibility: ReadVisibility,
 }
 
 /// L0: the "## Memory Context" section for this turn's system prompt.
@@ -211,6 +216,7 @@ async fn inject(
     let opts = SearchOptions {
         apply_threshold: true,
         explain: req.explain,
+        visibility: req.visibility,
         ..Default::default()
     };
     Ok(Json(
@@ -265,6 +271,11 @@ struct SearchRequest {
     /// Also return every candidate with its scores.
     #[serde(default)]
     explain: bool,
+    /// Typed knowledge from `private` (default) or `all` stores (the
+    /// user's teams and public too; each hit says its `source`); episodes
+    /// are always the caller's own.
+    #[serde(default)]
+    visibility: ReadVisibility,
 }
 
 fn five() -> usize {
@@ -286,6 +297,7 @@ async fn search(
     let req = body(b)?;
     let opts = SearchOptions {
         explain: req.explain,
+        visibility: req.visibility,
         ..Default::default()
     };
     Ok(Json(

@@ -355,7 +355,8 @@ pub enum PutOutcome {
     Superseded(MemoryId),
     /// Merged into the held entity with the same `identity_key` (its id is returned).
     Merged,
-    /// The held relation with the same (subject, predicate, object) was updated (its id is returned).
+    /// The held relation with the same (subject, predicate, object) was updated, or a
+    /// fact shared again refreshed its copy in the shared store (its id is returned).
     Updated,
 }
 

@@ -163,6 +163,22 @@ impl SharedStore {
         self.run(|c| typed::optimize(c)).await
     }
 
+    /// Erases what `user_id` contributed (see
+    /// [`typed::erase_contributor`]): returns the memories deleted (with the
+    /// agent of each) and how many federated entities were rewritten.
+    pub async fn erase_contributor(&self, user_id: &str) -> Result<(Vec<(String, MemoryId)>, usize)> {
+        let user_id = user_id.to_string();
+        self.run(move |c| typed::erase_contributor(c, &user_id))
+            .await
+            .map(|e| (e.deleted, e.rewritten))
+    }
+
+    /// Indexed, live memories after `after` (seq) in write order, at most
+    /// `limit`: `(agent_id, seq, id, content)` (`strata reindex`).
+    pub async fn indexed_page(&self, after: i64, limit: usize) -> Result<Vec<(String, i64, MemoryId, String)>> {
+        self.run(move |c| typed::shared_indexed_page(c, after, limit)).await
+    }
+
     /// The store's table names (tests assert there is no event or message table).
     pub async fn tables(&self) -> Result<Vec<String>> {
         self.run(|c| typed::tables(c)).await

@@ -253,6 +253,26 @@ pub(crate) fn put(
         None => None,
     };
     let mut metadata = m.kind.metadata_json();
+    // sharing the same private fact again refreshes its copy (same id, same
+    // recall count) instead of adding a second one
+    if let (MemoryKind::Fact(_), Some(o)) = (&m.kind, origin) {
+        let copy: Option<(i64, String)> = tx
+            .query_row(
+                "SELECT seq, id FROM memories WHERE sid=?1 AND type='fact' AND origin=?2 AND superseded_at IS NULL",
+                params![sid, o],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        if let Some((seq, copy_id)) = copy {
+            tx.execute(
+                "UPDATE memories SET content=?2, metadata=?3, indexed=?4, upsert_key=?5, updated_at=?6 WHERE seq=?1",
+                params![seq, m.content, metadata.to_string(), m.is_indexed(), key, now_ms],
+            )?;
+            write_fields(&tx, sid, seq, &metadata)?;
+            tx.commit()?;
+            return Ok((MemoryId::parse(&copy_id)?, PutOutcome::Updated));
+        }
+    }
     let outcome = match (&m.kind, held) {
         (MemoryKind::Entity(e), Some((seq, held_id, old, _))) => {
             let old: Value = serde_json::from_str(&old).unwrap_or(Value::Null);
@@ -429,6 +449,108 @@ pub(crate) fn delete_user(tx: &Connection, user_id: &str) -> Result<usize> {
     )?;
     tx.execute("DELETE FROM memory_scopes WHERE user_id=?1", [user_id])?;
     Ok(n)
+}
+
+/// What [`erase_contributor`] did in one shared store.
+#[derive(Debug, Default)]
+pub(crate) struct Erased {
+    /// Memories deleted, with the agent of their pool (their index entries go too).
+    pub deleted: Vec<(String, MemoryId)>,
+    /// Federated entities that keep other members' attributes but lost the user's.
+    pub rewritten: usize,
+}
+
+/// Erases everything `user_id` contributed to a shared store, in one
+/// transaction: fact copies and relations they shared are deleted; a
+/// federated entity loses the attributes whose provenance names them (and
+/// is deleted when no other member's attribute remains); an entity they
+/// first shared but others extended keeps the others' attributes, with its
+/// origin cleared and its content and observation time taken from the
+/// newest remaining attribute. Relation-name lists of entities are not
+/// attributed to members and stay.
+pub(crate) fn erase_contributor(c: &mut Connection, user_id: &str) -> Result<Erased> {
+    let tx = c.transaction()?;
+    let mut out = Erased::default();
+    let rows: Vec<(i64, i64, String, String, String, String, Option<String>)> = {
+        let mut st = tx.prepare(
+            "SELECT m.seq, m.sid, s.agent_id, m.id, m.type, m.metadata, m.origin
+             FROM memories m JOIN memory_scopes s ON s.sid = m.sid
+             WHERE json_extract(m.origin, '$.user_id') = ?1
+                OR (m.type = 'entity' AND EXISTS (
+                    SELECT 1 FROM json_each(m.metadata, '$.provenance') p
+                    WHERE json_extract(p.value, '$.by') = ?1))",
+        )?;
+        let got = st.query_map([user_id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
+        })?;
+        got.collect::<rusqlite::Result<_>>()?
+    };
+    for (seq, sid, agent, id, t, metadata, origin) in rows {
+        let id = MemoryId::parse(&id)?;
+        let mut md: Value = serde_json::from_str(&metadata).unwrap_or(Value::Null);
+        let by_user = |p: &Value| p.get("by").and_then(Value::as_str) == Some(user_id);
+        let others = t == "entity"
+            && md
+                .get("provenance")
+                .and_then(Value::as_object)
+                .is_some_and(|p| p.values().any(|f| !by_user(f)));
+        if !others {
+            tx.execute("DELETE FROM memory_fields WHERE mem=?1", [seq])?;
+            tx.execute("DELETE FROM memories WHERE seq=?1", [seq])?;
+            out.deleted.push((agent, id));
+            continue;
+        }
+        let mut newest: Option<(String, String)> = None;
+        if let Some(o) = md.as_object_mut() {
+            let mine: Vec<String> = o
+                .get("provenance")
+                .and_then(Value::as_object)
+                .map(|p| p.iter().filter(|(_, f)| by_user(f)).map(|(k, _)| k.clone()).collect())
+                .unwrap_or_default();
+            for k in &mine {
+                if let Some(a) = o.get_mut("attributes").and_then(Value::as_object_mut) {
+                    a.remove(k);
+                }
+                if let Some(p) = o.get_mut("provenance").and_then(Value::as_object_mut) {
+                    p.remove(k);
+                }
+            }
+            if let Some(p) = o.get("provenance").and_then(Value::as_object) {
+                for f in p.values() {
+                    let at = f.get("observed_at").and_then(Value::as_str).unwrap_or_default();
+                    if newest.as_ref().is_none_or(|(n, _)| at > n.as_str()) {
+                        let from = f.get("from").and_then(Value::as_str).unwrap_or_default();
+                        newest = Some((at.to_string(), from.to_string()));
+                    }
+                }
+            }
+            if let Some((at, _)) = &newest {
+                o.insert("observed_at".into(), json!(at));
+            }
+        }
+        let shared_by_user = origin
+            .as_deref()
+            .and_then(|o| serde_json::from_str::<Value>(o).ok())
+            .is_some_and(|o| o.get("user_id").and_then(Value::as_str) == Some(user_id));
+        tx.execute(
+            "UPDATE memories SET metadata=?2, content=COALESCE(?3, content),
+                 origin=CASE WHEN ?4 THEN NULL ELSE origin END WHERE seq=?1",
+            params![seq, md.to_string(), newest.map(|(_, from)| from), shared_by_user],
+        )?;
+        write_fields(&tx, sid, seq, &md)?;
+        out.rewritten += 1;
+    }
+    tx.commit()?;
+    Ok(out)
+}
+
+/// Every indexed, live memory of a shared store after `after` (seq), for
+/// `strata reindex`: `(agent_id, seq, id, content)`.
+pub(crate) fn shared_indexed_page(c: &Connection, after: i64, limit: usize) -> Result<Vec<(String, i64, MemoryId, String)>> {
+    Ok(indexed_page(c, after, limit)?
+        .into_iter()
+        .map(|(_, a, s, id, content)| (a, s, id, content))
+        .collect())
 }
 
 fn column(f: &Field) -> Option<&'static str> {
@@ -642,13 +764,25 @@ fn encode_cursor(parts: &[Value]) -> String {
     format!("c{}", hex::encode(Value::Array(parts.to_vec()).to_string()))
 }
 
-fn decode_cursor(s: &str, n: usize) -> Result<Vec<Value>> {
-    let bad = || Error::InvalidInput(format!("malformed cursor {s:?}: pass back the next_cursor of the previous page unchanged"));
+/// Decodes a cursor whose parts must have the kinds of `shape`: `n` a
+/// number, `s` text, `i` an integer (a cursor of another read, or forged,
+/// is refused rather than answered with a wrong page).
+fn decode_cursor(s: &str, shape: &str) -> Result<Vec<Value>> {
+    let bad = || Error::InvalidInput(format!("malformed cursor {s:?}: pass back the next_cursor of the previous page unchanged, with the same sort_by"));
     let hex = s.strip_prefix('c').ok_or_else(bad)?;
     let bytes = hex::decode(hex).map_err(|_| bad())?;
     let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
     match v {
-        Value::Array(a) if a.len() == n => Ok(a),
+        Value::Array(a)
+            if a.len() == shape.len()
+                && a.iter().zip(shape.chars()).all(|(v, k)| match k {
+                    'n' => v.is_number(),
+                    's' => v.is_string(),
+                    _ => v.is_i64(),
+                }) =>
+        {
+            Ok(a)
+        }
         _ => Err(bad()),
     }
 }
@@ -695,15 +829,10 @@ pub(crate) fn query(c: &Connection, pool: Pool<'_>, q: &MemoryQuery, source: &Vi
         sql.push_str(" AND m.superseded_at IS NULL");
     }
     if let Some(ids) = &q.only {
-        sql.push_str(" AND m.id IN (");
-        for (i, id) in ids.iter().enumerate() {
-            sql.push_str(if i == 0 { "?" } else { ", ?" });
-            p.push(Sql::Text(id.as_str().to_string()));
-        }
-        if ids.is_empty() {
-            sql.push_str("NULL");
-        }
-        sql.push(')');
+        // one parameter whatever the count (a widened semantic search can
+        // pass more ids than SQLite allows variables), one cached statement
+        sql.push_str(" AND m.id IN (SELECT value FROM json_each(?))");
+        p.push(Sql::Text(Value::Array(ids.iter().map(|i| Value::String(i.as_str().to_string())).collect()).to_string()));
     }
     if q.filter != Filter::All {
         sql.push_str(" AND ");
@@ -730,18 +859,18 @@ pub(crate) fn query(c: &Connection, pool: Pool<'_>, q: &MemoryQuery, source: &Vi
     };
     if let Some(cur) = q.cursor.as_deref() {
         if meta_sort.is_some() {
-            let v = decode_cursor(cur, 3)?;
+            let v = decode_cursor(cur, "nsi")?;
             sql.push_str(&format!(" AND (s.num, s.txt, s.mem) {cmp} (?, ?, ?)"));
             p.push(Sql::Real(v[0].as_f64().unwrap_or(0.0)));
             p.push(Sql::Text(v[1].as_str().unwrap_or("").to_string()));
             p.push(Sql::Integer(v[2].as_i64().unwrap_or(0)));
         } else if let Some(col) = order_col {
-            let v = decode_cursor(cur, 2)?;
+            let v = decode_cursor(cur, "ii")?;
             sql.push_str(&format!(" AND ({col}, m.seq) {cmp} (?, ?)"));
             p.push(Sql::Integer(v[0].as_i64().unwrap_or(0)));
             p.push(Sql::Integer(v[1].as_i64().unwrap_or(0)));
         } else {
-            let v = decode_cursor(cur, 1)?;
+            let v = decode_cursor(cur, "i")?;
             sql.push_str(&format!(" AND m.seq {cmp} ?"));
             p.push(Sql::Integer(v[0].as_i64().unwrap_or(0)));
         }

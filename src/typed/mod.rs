@@ -393,19 +393,25 @@ impl TypedMemories {
     /// unknown team reads the same, so team names do not leak);
     /// [`Error::InvalidInput`] for `Private`.
     fn tier(&self, scope: &Scope, v: &Visibility) -> Result<Arc<SharedTier>> {
+        if let Visibility::Team(t) = v {
+            if !self.teams.get(t).is_some_and(|m| m.iter().any(|u| u == scope.user_id())) {
+                return Err(Error::Forbidden(format!(
+                    "user {:?} is not a member of team {t:?}",
+                    scope.user_id()
+                )));
+            }
+        }
+        self.open_tier(v)
+    }
+
+    /// Opens (once; later calls share it) the store and indexes of a shared
+    /// tier, without a membership check (erasure and reindex).
+    fn open_tier(&self, v: &Visibility) -> Result<Arc<SharedTier>> {
         let dir = match v {
             Visibility::Private => {
                 return Err(Error::InvalidInput("the private store is not a shared tier".into()))
             }
-            Visibility::Team(t) => {
-                if !self.teams.get(t).is_some_and(|m| m.iter().any(|u| u == scope.user_id())) {
-                    return Err(Error::Forbidden(format!(
-                        "user {:?} is not a member of team {t:?}",
-                        scope.user_id()
-                    )));
-                }
-                self.shared_dir.join("teams").join(t)
-            }
+            Visibility::Team(t) => self.shared_dir.join("teams").join(t),
             Visibility::Public => self.shared_dir.join("public"),
         };
         let mut tiers = self.tiers.lock().map_err(|_| Error::Task("tier map poisoned".into()))?;
@@ -417,6 +423,74 @@ impl TypedMemories {
         let t = Arc::new(SharedTier { store, index });
         tiers.insert(v.clone(), t.clone());
         Ok(t)
+    }
+
+    /// The shared tiers that exist on disk (whatever `[teams]` says now: a
+    /// team removed from config still holds its members' contributions).
+    fn tiers_on_disk(&self) -> Result<Vec<Visibility>> {
+        let mut out = Vec::new();
+        if let Ok(rd) = std::fs::read_dir(self.shared_dir.join("teams")) {
+            for e in rd {
+                let e = e?;
+                if e.path().join("strata.db").exists() {
+                    if let Some(name) = e.file_name().to_str() {
+                        out.push(Visibility::Team(name.to_string()));
+                    }
+                }
+            }
+        }
+        out.sort_by_key(|v| v.label());
+        if self.shared_dir.join("public").join("strata.db").exists() {
+            out.push(Visibility::Public);
+        }
+        Ok(out)
+    }
+
+    /// The knowledge indexes a read of `scope` with `visibility` covers,
+    /// each with the scope its documents are filed under: the private index
+    /// first, then (for `all`) each team of the user and public.
+    ///
+    /// # Errors
+    /// Store or index errors opening a tier.
+    pub fn knowledge_indexes(
+        &self,
+        scope: &Scope,
+        visibility: ReadVisibility,
+    ) -> Result<Vec<(Visibility, KnowledgeIndex, Scope)>> {
+        let mut out = vec![(Visibility::Private, self.index.clone(), scope.clone())];
+        if visibility == ReadVisibility::All {
+            let iscope = Scope::new(SHARED_INDEX_USER, scope.agent_id())?;
+            for v in self.readable(scope) {
+                let t = self.tier(scope, &v)?;
+                out.push((v, t.index.clone(), iscope.clone()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The live (not superseded) memories among `ids` in the store of `v`
+    /// that `scope` reads, in no particular order; unknown ids are left out.
+    ///
+    /// # Errors
+    /// [`Error::Forbidden`] for a team the user is not in; store errors.
+    pub async fn live(&self, scope: &Scope, v: &Visibility, ids: Vec<MemoryId>) -> Result<Vec<StoredMemory>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = MemoryQuery {
+            filter: Filter::All,
+            sort: None,
+            direction: Direction::Desc,
+            limit: ids.len(),
+            cursor: None,
+            include_superseded: false,
+            only: Some(ids),
+        };
+        let (rows, _) = match v {
+            Visibility::Private => self.records.query_memories(scope, &q).await?,
+            other => self.tier(scope, other)?.store.query(scope, &q).await?,
+        };
+        Ok(rows)
     }
 
     /// Remembers one memory by its type's rules (see the module docs) and
@@ -652,7 +726,6 @@ impl TypedMemories {
                 (t.index.clone(), Scope::new(SHARED_INDEX_USER, scope.agent_id())?, Some(t))
             }
         };
-        let total = index.vectors.count(&index_scope).await?;
         let mut limit = (want * SEMANTIC_OVERFETCH).max(100);
         let filter = Filter::And(vec![
             q.filter.clone(),
@@ -674,7 +747,8 @@ impl TypedMemories {
                 None => self.records.query_memories(scope, &sub).await?,
                 Some(t) => t.store.query(scope, &sub).await?,
             };
-            if got.len() >= want || hits.len() < limit || limit >= total {
+            // fewer hits than asked for: the index has no more for this scope
+            if got.len() >= want || hits.len() < limit {
                 for m in &mut got {
                     m.score = scores.get(&m.id).copied();
                 }
@@ -684,7 +758,7 @@ impl TypedMemories {
                 let next = more.then(|| format!("o{}", offset + q.limit));
                 return Ok((page, next));
             }
-            limit = limit.saturating_mul(SEMANTIC_OVERFETCH).min(total.max(1));
+            limit = limit.saturating_mul(SEMANTIC_OVERFETCH);
         }
     }
 
@@ -821,9 +895,14 @@ impl TypedMemories {
                 let shareable = Shareable::try_from(other)?;
                 let indexed = m.indexed;
                 let got = tier.store.put(scope, &m.content, shareable, indexed, id, now).await?;
+                let iscope = Scope::new(SHARED_INDEX_USER, scope.agent_id())?;
+                if let PutOutcome::Superseded(old) = &got.1 {
+                    tier.index.remove(&iscope, std::slice::from_ref(old)).await?;
+                }
                 if indexed {
-                    let iscope = Scope::new(SHARED_INDEX_USER, scope.agent_id())?;
                     tier.index.add(&iscope, &[(got.0.clone(), m.content.clone())], self.embedder.as_ref()).await?;
+                } else if got.1 == PutOutcome::Updated {
+                    tier.index.remove(&iscope, std::slice::from_ref(&got.0)).await?;
                 }
                 got
             }
@@ -852,8 +931,44 @@ impl TypedMemories {
         Ok((k, v))
     }
 
-    /// Rebuilds the private knowledge index from the system of record
-    /// (`strata reindex`). Returns memories indexed.
+    /// Erases what a user contributed to every team and public store on
+    /// disk (membership now or in the past): their fact copies and
+    /// relations, with their index entries, and their attributes of
+    /// federated entities (the rule: [`SharedStore::erase_contributor`]).
+    ///
+    /// # Errors
+    /// Store and index errors.
+    pub async fn forget_user_shared(&self, user_id: &str) -> Result<SharedErasure> {
+        let mut out = SharedErasure::default();
+        for v in self.tiers_on_disk()? {
+            let tier = self.open_tier(&v)?;
+            let (deleted, rewritten) = tier.store.erase_contributor(user_id).await?;
+            out.rewritten += rewritten;
+            out.memories += deleted.len();
+            let mut by_agent: BTreeMap<String, Vec<MemoryId>> = BTreeMap::new();
+            for (agent, id) in deleted {
+                by_agent.entry(agent).or_default().push(id);
+            }
+            for (agent, ids) in by_agent {
+                let iscope = Scope::new(SHARED_INDEX_USER, &agent)?;
+                let (k, p) = tier.index.remove_counted(&iscope, &ids).await?;
+                out.keyword_docs += k;
+                out.vector_points += p;
+            }
+            if out.keyword_docs > 0 {
+                // deleted documents must leave the disk too, not only the results
+                tier.index.keyword.compact().await?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rebuilds the knowledge indexes of the private store and of every
+    /// shared store on disk from their records (`strata reindex`). Returns
+    /// memories indexed. The caller empties the index directories first.
+    ///
+    /// # Errors
+    /// Store, index and embedder errors.
     pub async fn reindex(&self) -> Result<usize> {
         let (mut after, mut n) = (0i64, 0usize);
         loop {
@@ -870,8 +985,40 @@ impl TypedMemories {
             }
         }
         self.index.vectors.optimize().await?;
+        for v in self.tiers_on_disk()? {
+            let tier = self.open_tier(&v)?;
+            let mut after = 0i64;
+            loop {
+                let page = tier.store.indexed_page(after, 256).await?;
+                let Some(last) = page.last() else { break };
+                after = last.1;
+                let mut by_agent: BTreeMap<String, Vec<(MemoryId, String)>> = BTreeMap::new();
+                for (agent, _, id, content) in page {
+                    by_agent.entry(agent).or_default().push((id, content));
+                }
+                for (agent, items) in by_agent {
+                    n += items.len();
+                    let iscope = Scope::new(SHARED_INDEX_USER, &agent)?;
+                    tier.index.add(&iscope, &items, self.embedder.as_ref()).await?;
+                }
+            }
+            tier.index.vectors.optimize().await?;
+        }
         Ok(n)
     }
+}
+
+/// What [`TypedMemories::forget_user_shared`] removed from the shared tiers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct SharedErasure {
+    /// Shared memories deleted (fact copies, relations, entities only they held).
+    pub memories: usize,
+    /// Federated entities that lost the user's attributes but keep other members'.
+    pub rewritten: usize,
+    /// Keyword documents removed from the tiers' indexes.
+    pub keyword_docs: usize,
+    /// Vector points removed from the tiers' indexes.
+    pub vector_points: usize,
 }
 
 /// Rebuilds the typed metadata of a stored memory (for sharing).
