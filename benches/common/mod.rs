@@ -112,9 +112,12 @@ pub fn sentence(i: usize) -> String {
     )
 }
 
-/// The default local embedder (`embedding.provider = "onnx"`: MiniLM int8 on ONNX Runtime, one thread).
+/// The default local embedder (`embedding.provider = "onnx"`: MiniLM int8
+/// on ONNX Runtime, one thread), with the `STRATA__EMBEDDING__*`
+/// environment overrides applied as `strata` applies them (e.g.
+/// `STRATA__EMBEDDING__ONNX_THREADS=2`).
 pub fn model() -> Arc<OnnxEmbedder> {
-    let e = Config::default().embedding;
+    let e = Config::load(None, &[]).expect("config with environment overrides").embedding;
     let files = OnnxFiles {
         model: e.onnx_model_path(),
         tokenizer: e.model_path().join("tokenizer.json"),
