@@ -21,6 +21,19 @@ pub enum Error {
     /// The system of record (SQLite) failed.
     #[error("record store: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL (the cluster system of record) refused a statement.
+    #[error("record store (postgresql): {0}")]
+    Postgres(String),
+    /// A server Strata depends on (PostgreSQL, Qdrant, the graph server)
+    /// cannot be reached (HTTP 503); `service` names it. Work that needs it
+    /// waits in the outbox; nothing acknowledged is lost.
+    #[error("{service} unavailable: {message}")]
+    Unavailable {
+        /// The server: `postgresql`, `qdrant`, `neo4j`.
+        service: String,
+        /// What the client library said.
+        message: String,
+    },
     /// The keyword index (tantivy) failed.
     #[error("keyword index: {0}")]
     Keyword(String),

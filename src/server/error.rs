@@ -84,9 +84,10 @@ impl From<Error> for ApiError {
             Error::RateLimited { .. } => (S::TOO_MANY_REQUESTS, "rate_limited"),
             Error::Shutdown => (S::SERVICE_UNAVAILABLE, "shutting_down"),
             // a failing embedder is a dependency that is down or slow, not our bug
-            Error::Embedder(_) => (S::SERVICE_UNAVAILABLE, "unavailable"),
+            Error::Embedder(_) | Error::Unavailable { .. } => (S::SERVICE_UNAVAILABLE, "unavailable"),
             Error::Config(_)
             | Error::Sqlite(_)
+            | Error::Postgres(_)
             | Error::Keyword(_)
             | Error::Vector(_)
             | Error::Chat(_)
@@ -100,7 +101,7 @@ impl From<Error> for ApiError {
         }
         let retry_after = match &e {
             Error::RateLimited { retry_after_secs } => Some(*retry_after_secs),
-            Error::Shutdown | Error::Embedder(_) => Some(1),
+            Error::Shutdown | Error::Embedder(_) | Error::Unavailable { .. } => Some(1),
             _ => None,
         };
         // the library's Forbidden messages name only what the caller asked

@@ -233,8 +233,240 @@ pub async fn typed_store_contract(st: &dyn TypedStore) {
     assert!(counts.contains(&(crate::model::typed::MemoryType::Event, 5)), "{counts:?}");
 }
 
+fn episode(scope: &Scope, session: &str, summary: &str, expires_at: Option<chrono::DateTime<chrono::Utc>>) -> crate::model::Episode {
+    let t = chrono::Utc::now();
+    crate::model::Episode {
+        id: ep(scope, session),
+        session_id: SessionId::new(session).unwrap(),
+        summary: summary.into(),
+        abstract_: summary.into(),
+        summary_kind: crate::model::SummaryKind::Extractive,
+        started_at: t,
+        ended_at: t,
+        created_at: t,
+        expires_at,
+    }
+}
+
+/// System-of-record contract: messages in order and scoped, ended sessions
+/// refuse writes, the outbox hands each event out once and never drops one
+/// (backoff, park, retry), episodes are scoped and expire, erasure removes
+/// every row of one user only, API keys, accounting and counts.
+pub async fn record_store_contract(st: &dyn RecordStore) {
+    use crate::model::{ApiKey, KeyGrant, NewMessage};
+    use chrono::{Duration, Utc};
+    let (a, b) = scopes();
+    let s1 = SessionId::new("s1").unwrap();
+    let t0 = Utc::now() - Duration::hours(1);
+    let now = Utc::now();
+
+    // messages: ordered, scoped, batches atomic
+    let ids = st
+        .append_messages(
+            &a,
+            vec![
+                (s1.clone(), NewMessage::user("I moved to Lisbon", t0)),
+                (s1.clone(), NewMessage::assistant("Noted.", t0 + Duration::seconds(1))),
+                (s1.clone(), NewMessage::user("My cat is Miso", t0 + Duration::seconds(2))),
+            ],
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.windows(2).all(|w| w[0].0 < w[1].0), "ids grow: {ids:?}");
+    let msgs = st.messages(&a, &s1).await.unwrap();
+    assert_eq!(msgs.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![0, 1, 2]);
+    assert_eq!(msgs[2].message.content, "My cat is Miso");
+    assert_eq!(st.session(&a, &s1).await.unwrap().message_count, 3);
+    assert_eq!(
+        st.recent_user_turns(&a, &s1, 5).await.unwrap(),
+        vec!["I moved to Lisbon".to_string(), "My cat is Miso".to_string()]
+    );
+    assert!(matches!(st.messages(&b, &s1).await, Err(crate::Error::NotFound(_))), "scoped");
+    assert!(st.recent_user_turns(&b, &s1, 5).await.unwrap().is_empty());
+    let bad = st
+        .append_messages(&a, vec![(s1.clone(), NewMessage::user("ok", t0)), (s1.clone(), NewMessage::user("  ", t0))], now)
+        .await;
+    assert!(matches!(bad, Err(crate::Error::InvalidInput(_))));
+    assert_eq!(st.messages(&a, &s1).await.unwrap().len(), 3, "a refused batch stores nothing");
+
+    // idle sessions, then completion: one event, idempotent, ended sessions refuse writes
+    let idle = st.idle_sessions(now + Duration::seconds(1)).await.unwrap();
+    assert!(idle.contains(&(a.clone(), s1.clone())), "{idle:?}");
+    let ev = st.complete_session(&a, &s1, now).await.unwrap();
+    assert!(ev.is_some());
+    assert_eq!(st.complete_session(&a, &s1, now).await.unwrap(), None, "idempotent");
+    assert!(matches!(st.complete_session(&b, &s1, now).await, Err(crate::Error::NotFound(_))));
+    let e = st.append_message(&a, &s1, &NewMessage::user("late", now), now).await;
+    assert!(matches!(e, Err(crate::Error::Conflict(_))), "{e:?}");
+    assert!(!st.idle_sessions(now + Duration::seconds(1)).await.unwrap().contains(&(a.clone(), s1.clone())));
+
+    // the outbox hands an event out, and after a failure only once its backoff passed
+    let kinds = [EventKind::SessionCompleted];
+    assert_eq!(st.count_pending(&kinds).await.unwrap(), 1);
+    let got = st.pending_events(&kinds, 10).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(Some(got[0].id), ev);
+    assert!(matches!(&got[0].event, Event::SessionCompleted { scope, session_id } if *scope == a && *session_id == s1));
+    st.fail_event(got[0].id, "llm timed out", 2).await.unwrap();
+    assert!(st.pending_events(&kinds, 10).await.unwrap().is_empty(), "in backoff");
+    assert_eq!(st.count_pending(&kinds).await.unwrap(), 1, "still pending, not dropped");
+    st.fail_event(got[0].id, "llm timed out again", 2).await.unwrap();
+    assert_eq!(st.count_pending(&kinds).await.unwrap(), 0);
+    let parked = st.parked_jobs(10).await.unwrap();
+    assert_eq!(parked.len(), 1);
+    assert_eq!((parked[0].attempts, parked[0].last_error.as_str()), (2, "llm timed out again"));
+    assert_eq!(st.store_sizes().await.unwrap().parked_jobs, 1);
+    assert_eq!(st.retry_parked(None).await.unwrap(), 1);
+    assert!(st.parked_jobs(10).await.unwrap().is_empty());
+    let again = st.pending_events(&kinds, 10).await.unwrap();
+    assert_eq!((again.len(), again[0].attempts), (1, 0), "a fresh attempt budget");
+
+    // an episode finishes the event and announces itself once
+    let e1 = episode(&a, "s1", "Alice moved to Lisbon and has a cat named Miso.", None);
+    st.put_episode(&a, &e1, again[0].id).await.unwrap();
+    assert_eq!(st.count_pending(&kinds).await.unwrap(), 0);
+    let created = st.pending_events(&[EventKind::EpisodeCreated], 10).await.unwrap();
+    assert_eq!(created.len(), 1);
+    st.put_episode(&a, &e1, again[0].id).await.unwrap();
+    st.finish_event(created[0].id, vec![]).await.unwrap();
+    assert_eq!(st.count_pending(&[EventKind::EpisodeCreated]).await.unwrap(), 0, "rewriting an episode announces nothing new");
+    assert_eq!(st.episode(&a, &e1.id, now).await.unwrap().summary, e1.summary);
+    assert!(matches!(st.episode(&b, &e1.id, now).await, Err(crate::Error::NotFound(_))), "scoped");
+    assert_eq!(st.count_episodes(&a).await.unwrap(), 1);
+    assert_eq!(st.count_episodes(&b).await.unwrap(), 0);
+
+    // expiry: expired episodes are invisible and listed for the pruner
+    let old = episode(&a, "s-old", "An old chat.", Some(now - Duration::minutes(1)));
+    st.put_episode(&a, &old, EventId(-1)).await.unwrap();
+    assert_eq!(st.episodes(&a, &[e1.id.clone(), old.id.clone()], now).await.unwrap().len(), 1);
+    assert_eq!(st.expired_episodes(now, 10).await.unwrap(), vec![(a.clone(), old.id.clone())]);
+    assert_eq!(st.delete_episodes(&b, std::slice::from_ref(&old.id)).await.unwrap(), 0, "scoped delete");
+    assert_eq!(st.delete_episodes(&a, std::slice::from_ref(&old.id)).await.unwrap(), 1);
+    let all = st.all_episodes(None, 10, now).await.unwrap();
+    assert_eq!(all.iter().map(|(s, e)| (s.clone(), e.id.clone())).collect::<Vec<_>>(), vec![(a.clone(), e1.id.clone())]);
+    assert!(st.all_episodes(Some(e1.id.clone()), 10, now).await.unwrap().is_empty(), "keyset after the last");
+
+    // follow-ups are written with the event's completion
+    let eb = episode(&b, "sb", "Bob likes tea.", None);
+    st.append_message(&b, &SessionId::new("sb").unwrap(), &NewMessage::user("I like tea", t0), now).await.unwrap();
+    st.put_episode(&b, &eb, EventId(-1)).await.unwrap();
+    let announced = st.pending_events(&[EventKind::EpisodeCreated], 10).await.unwrap();
+    assert_eq!(announced.len(), 2, "the expired episode's and bob's, oldest first");
+    assert!(announced[0].id.0 < announced[1].id.0);
+    st.finish_event(announced[0].id, vec![]).await.unwrap();
+    st.finish_event(announced[1].id, vec![Event::SessionCompleted { scope: b.clone(), session_id: SessionId::new("sb").unwrap() }])
+        .await
+        .unwrap();
+    assert_eq!(st.count_pending(&kinds).await.unwrap(), 1);
+
+    // accounting, dedup log, meta
+    st.record_llm_calls(&a, Some(&s1), None, vec![crate::model::CallRecord {
+        task: "summarise", model: "m".into(), prompt_version: 1, attempt: 1, error: None,
+        input_tokens: 100, output_tokens: 20, latency_ms: 30,
+    }])
+    .await
+    .unwrap();
+    let u = st.usage_totals(Some(&a)).await.unwrap();
+    assert_eq!((u.calls, u.failed_calls, u.input_tokens, u.output_tokens, u.sessions), (1, 0, 100, 20, 1));
+    assert_eq!(st.usage_totals(Some(&b)).await.unwrap().calls, 0);
+    let ent = crate::model::graph::EntityId::parse("ent_00000000000000000000000000000001").unwrap();
+    st.log_dedup(&a, &ent, vec![crate::model::LoggedDecision { candidate: ent.clone(), decision: "keep", similarity: 0.5, reason: "different".into() }])
+        .await
+        .unwrap();
+    assert_eq!(st.dedup_stats(&a).await.unwrap().get("keep"), Some(&1));
+    assert!(st.dedup_stats(&b).await.unwrap().is_empty());
+    assert_eq!(st.meta_get("embedder").await.unwrap(), None);
+    st.meta_set("embedder", "m1").await.unwrap();
+    st.meta_set("embedder", "m2").await.unwrap();
+    assert_eq!(st.meta_get("embedder").await.unwrap().as_deref(), Some("m2"));
+
+    // API keys
+    assert!(!st.api_keys_created().await.unwrap());
+    let key = ApiKey {
+        id: "key_0000000000000001".into(),
+        grant: KeyGrant::Agent { user_id: "alice".into(), agent_id: "bot".into() },
+        label: "test".into(),
+        created_at: now,
+        revoked_at: None,
+    };
+    st.put_api_key(&key, "ab12").await.unwrap();
+    assert!(st.api_keys_created().await.unwrap());
+    let got = st.api_key_by_hash("ab12").await.unwrap().unwrap();
+    assert_eq!((got.id.as_str(), &got.grant), (key.id.as_str(), &key.grant));
+    assert!(st.api_key_by_hash("cd34").await.unwrap().is_none());
+    assert!(st.revoke_api_key(&key.id, now).await.unwrap().revoked_at.is_some());
+    assert!(matches!(st.revoke_api_key("key_nope", now).await, Err(crate::Error::NotFound(_))));
+    assert_eq!(st.api_keys().await.unwrap().len(), 1);
+
+    // sizes, then erasure of one user leaves the other whole
+    let sz = st.store_sizes().await.unwrap();
+    assert_eq!((sz.sessions, sz.open_sessions, sz.messages, sz.episodes), (2, 1, 4, 2));
+    assert_eq!(st.user_episodes("alice").await.unwrap(), vec![(a.clone(), e1.id.clone())]);
+    let gone = st.delete_user_records("alice").await.unwrap();
+    assert_eq!(gone.rows.get("messages"), Some(&3));
+    assert_eq!(gone.rows.get("episodes"), Some(&1));
+    assert!(matches!(st.session(&a, &s1).await, Err(crate::Error::NotFound(_))));
+    assert_eq!(st.usage_totals(Some(&a)).await.unwrap().calls, 0);
+    assert!(st.dedup_stats(&a).await.unwrap().is_empty());
+    assert_eq!(st.count_episodes(&b).await.unwrap(), 1, "the other user is untouched");
+    assert_eq!(st.messages(&b, &SessionId::new("sb").unwrap()).await.unwrap().len(), 1);
+    // ids are never reused after an erasure
+    let next = st.append_message(&a, &s1, &NewMessage::user("back again", now), now).await.unwrap();
+    assert!(next.0 > ids[2].0, "{next:?} after {:?}", ids[2]);
+}
+
 mod backends {
     use super::*;
+
+    #[tokio::test]
+    async fn sqlite_record_store() {
+        record_store_contract(&sqlite::SqliteStore::open_in_memory().unwrap()).await;
+    }
+
+    /// PostgreSQL at `STRATA_TEST_POSTGRES_URL` (`scripts/test.sh` starts a
+    /// throwaway server and sets it); each run in a fresh schema, dropped after.
+    #[tokio::test]
+    async fn postgres_record_store() {
+        let url = std::env::var("STRATA_TEST_POSTGRES_URL").expect(
+            "STRATA_TEST_POSTGRES_URL is not set: run the tests through scripts/test.sh, which starts PostgreSQL",
+        );
+        let schema = format!("strata_test_{}", uuid::Uuid::new_v4().simple());
+        let st = postgres::PgStore::connect(&url, None, &schema, 4).await.unwrap();
+        record_store_contract(&st).await;
+        // migrations are recorded: a second connect applies nothing and keeps the data
+        let again = postgres::PgStore::connect(&url, None, &schema, 2).await.unwrap();
+        assert_eq!(again.store_sizes().await.unwrap().episodes, 1);
+        // two nodes claiming at once never take the same event, and take them all
+        let now = chrono::Utc::now();
+        let mut expected = Vec::new();
+        for i in 0..40 {
+            let (s, sid) = (Scope::new(format!("u{i}"), "bot").unwrap(), SessionId::new("s").unwrap());
+            st.append_message(&s, &sid, &crate::model::NewMessage::user("hello there", now), now).await.unwrap();
+            expected.push(st.complete_session(&s, &sid, now).await.unwrap().unwrap().0);
+        }
+        let kinds = [EventKind::SessionCompleted];
+        let claim = |node: postgres::PgStore| async move {
+            let mut got = Vec::new();
+            loop {
+                let batch = node.pending_events(&kinds, 3).await.unwrap();
+                if batch.is_empty() {
+                    return got;
+                }
+                got.extend(batch.into_iter().map(|e| e.id.0));
+            }
+        };
+        let (x, y) = tokio::join!(claim(st.clone()), claim(again.clone()));
+        let mut all: Vec<i64> = x.iter().chain(&y).copied().collect();
+        all.sort();
+        assert!(x.iter().all(|i| !y.contains(i)), "an event claimed twice: {x:?} / {y:?}");
+        // the 40 new ones and the follow-up the contract left pending
+        assert_eq!(all.len(), 41, "{all:?}");
+        assert!(expected.iter().all(|i| all.contains(i)), "every event claimed: {all:?}");
+        assert_eq!(st.count_pending(&kinds).await.unwrap(), 41, "claimed, not done: still pending for a retry after the lease");
+        st.drop_schema().await.unwrap();
+    }
 
     #[tokio::test]
     async fn sqlite_typed_store() {

@@ -15,6 +15,7 @@
 
 pub mod analyzer;
 pub mod qdrant_edge;
+pub mod postgres;
 pub mod shared;
 pub mod sqlite;
 pub mod tantivy_index;
