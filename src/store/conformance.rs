@@ -465,6 +465,22 @@ mod backends {
         assert_eq!(all.len(), 41, "{all:?}");
         assert!(expected.iter().all(|i| all.contains(i)), "every event claimed: {all:?}");
         assert_eq!(st.count_pending(&kinds).await.unwrap(), 41, "claimed, not done: still pending for a retry after the lease");
+        // a maintenance job runs on one node at a time; the lock frees with its guard
+        let held = st.maintenance_lock("prune").await.unwrap();
+        assert!(held.is_some());
+        assert!(again.maintenance_lock("prune").await.unwrap().is_none(), "another node holds it");
+        assert!(again.maintenance_lock("idle_sweep").await.unwrap().is_some(), "jobs lock apart");
+        drop(held);
+        let mut freed = None;
+        for _ in 0..50 {
+            freed = again.maintenance_lock("prune").await.unwrap();
+            if freed.is_some() {
+                break;
+            }
+            // the server notices the closed session asynchronously
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(freed.is_some(), "dropping the guard releases the lock");
         st.drop_schema().await.unwrap();
     }
 

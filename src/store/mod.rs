@@ -159,6 +159,28 @@ pub struct StoreSizes {
     pub parked_jobs: u64,
 }
 
+/// A held maintenance lock ([`RecordStore::maintenance_lock`]); released on drop.
+pub struct MaintenanceLock {
+    _held: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl MaintenanceLock {
+    /// A lock that holds nothing: the store belongs to one process.
+    pub fn local() -> Self {
+        Self { _held: None }
+    }
+    /// A lock kept for as long as `held` lives (a server session, say).
+    pub fn holding(held: Box<dyn std::any::Any + Send + Sync>) -> Self {
+        Self { _held: Some(held) }
+    }
+}
+
+impl std::fmt::Debug for MaintenanceLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MaintenanceLock").field("held", &self._held.is_some()).finish()
+    }
+}
+
 /// The system of record: sessions, messages, episodes and the durable outbox.
 ///
 /// Contract: a write that returns `Ok` is durable. State changes that produce
@@ -296,6 +318,15 @@ pub trait RecordStore: Send + Sync + 'static {
     async fn api_keys_created(&self) -> Result<bool>;
     /// Row counts of the whole store (operators, `/metrics`).
     async fn store_sizes(&self) -> Result<StoreSizes>;
+    /// Takes the cluster-wide lock of one maintenance job (`prune`,
+    /// `idle_sweep`) without waiting: `None` when another node holds it, so
+    /// each job runs on one node at a time. The lock is held until the
+    /// returned guard is dropped (and released by the server if the node
+    /// dies). The default, for stores one process owns (SQLite), always
+    /// grants it.
+    async fn maintenance_lock(&self, _job: &str) -> Result<Option<MaintenanceLock>> {
+        Ok(Some(MaintenanceLock::local()))
+    }
     /// Every unexpired episode with its scope, in id order after `after`
     /// (keyset pagination for `strata reindex`; operators only).
     async fn all_episodes(

@@ -404,6 +404,26 @@ async fn append_in_tx<C: GenericClient>(
 
 #[async_trait]
 impl RecordStore for PgStore {
+    async fn maintenance_lock(&self, job: &str) -> Result<Option<super::MaintenanceLock>> {
+        let c = self.client().await?;
+        let got: bool = c
+            .query_one(
+                "SELECT pg_try_advisory_lock(hashtext('strata:' || current_schema() || ':' || $1))",
+                &[&job],
+            )
+            .await
+            .map_err(pe)?
+            .get(0);
+        if !got {
+            return Ok(None);
+        }
+        // the lock belongs to this server session: the connection leaves the
+        // pool with the guard, and closing it (drop) releases the lock, as
+        // does the server when the node dies
+        let client = deadpool_postgres::Object::take(c);
+        Ok(Some(super::MaintenanceLock::holding(Box::new(client))))
+    }
+
     async fn append_message(
         &self,
         scope: &Scope,

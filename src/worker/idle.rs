@@ -13,6 +13,11 @@ use crate::store::EventKind;
 
 /// Ends every session idle at `now`; returns how many were ended.
 pub async fn sweep(shared: &Shared, now: chrono::DateTime<Utc>) -> Result<usize> {
+    // one node of a cluster sweeps at a time; the others skip this round
+    let Some(_lock) = shared.records.maintenance_lock("idle_sweep").await? else {
+        tracing::debug!("another node is sweeping idle sessions");
+        return Ok(0);
+    };
     let before = now - Duration::seconds(shared.config.sessions.idle_timeout_secs as i64);
     let idle = shared.records.idle_sessions(before).await?;
     let mut n = 0;

@@ -26,6 +26,11 @@ pub struct PruneReport {
 /// Removes every episode expired at `now`.
 pub async fn prune(shared: &Shared, now: DateTime<Utc>) -> Result<PruneReport> {
     let mut report = PruneReport::default();
+    // one node of a cluster prunes at a time; the others skip this run
+    let Some(_lock) = shared.records.maintenance_lock("prune").await? else {
+        tracing::info!("another node is pruning; skipped");
+        return Ok(report);
+    };
     loop {
         let expired = shared.records.expired_episodes(now, 1000).await?;
         if expired.is_empty() {
