@@ -1314,6 +1314,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn knowledge_threshold_separates_a_separable_pool() {
+        let cfg = Config::default().recall;
+        let cal = crate::recall::fusion::Calibrations::knowledge(&cfg);
+        let cand = |bm25: f32, cosine: f32, relevant: bool| KnowledgeCandidate {
+            bm25: Some(bm25),
+            reference: 10.0,
+            cosine: Some(cosine),
+            relevant,
+        };
+        // relevant candidates match strongly, the rest weakly: the F1-best cut
+        // lies between their fused scores and keeps every relevant one
+        let pool: Vec<KnowledgeCandidate> = (0..50)
+            .map(|i| if i % 5 == 0 { cand(40.0, 0.8, true) } else { cand(2.0, 0.3, false) })
+            .collect();
+        let (t, p, r, f1) = best_knowledge_threshold(&cfg, cal, std::slice::from_ref(&pool));
+        assert_eq!((p, r, f1), (1.0, 1.0, 1.0), "cut {t}");
+        let score = |c: &KnowledgeCandidate| {
+            let (x, rf) = crate::recall::fusion::keyword_features(c.bm25.unwrap(), c.reference);
+            cfg.text_weight * cal.keyword.apply2(x, rf) + cfg.vector_weight * cal.vector.apply(c.cosine.unwrap() as f64)
+        };
+        assert!(score(&pool[1]) < t && t <= score(&pool[0]), "{} < {t} <= {}", score(&pool[1]), score(&pool[0]));
+        // nothing relevant: no cut keeps anything useful (F1 0 everywhere)
+        let none: Vec<KnowledgeCandidate> = (0..10).map(|_| cand(2.0, 0.3, false)).collect();
+        assert_eq!(best_knowledge_threshold(&cfg, cal, &[none]).3, 0.0);
+    }
+
+    #[test]
     fn platt_fit_recovers_a_separable_trend() {
         let mut s = Vec::new();
         for i in 0..200 {
