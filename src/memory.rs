@@ -162,6 +162,11 @@ pub struct Candidate {
     pub outcome: CandidateOutcome,
 }
 
+/// Longest abstract of a typed fact in `memory_search` and `inject`, in
+/// graphemes (the longest an episode abstract may be; the whole fact is
+/// read with `GET .../memories/{id}` or `retrieve`).
+pub const FACT_ABSTRACT_CHARS: usize = 200;
+
 /// What one recall found: fused episode and knowledge candidates.
 struct Recalled {
     episodes: Vec<FusedHit>,
@@ -178,7 +183,8 @@ pub struct KnowledgeHit {
     /// The memory type (`fact`).
     #[serde(rename = "type")]
     pub memory_type: crate::model::typed::MemoryType,
-    /// The fact's abstract: its content.
+    /// The fact's abstract: its content, clipped to [`FACT_ABSTRACT_CHARS`]
+    /// graphemes (with an ellipsis when cut).
     #[serde(rename = "abstract")]
     pub abstract_: String,
     /// Calibrated fused score in [0, 1], comparable with episodes' scores.
@@ -1702,7 +1708,8 @@ impl Memory {
             hits.push(KnowledgeHit {
                 id: m.id.clone(),
                 memory_type: m.memory_type,
-                abstract_: m.content.clone(),
+                // a fact's abstract is its content, clipped as an episode's abstract is
+                abstract_: crate::text::clip_with_ellipsis(m.content.trim(), FACT_ABSTRACT_CHARS),
                 score: h.score,
                 when: m
                     .metadata

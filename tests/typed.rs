@@ -506,6 +506,26 @@ async fn shared_knowledge_in_search_reindex_and_erasure() {
     assert_eq!(files_holding(&dir.path().join("shared"), b"Zorbalina"), Vec::<std::path::PathBuf>::new());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_fact_is_clipped_to_an_abstract_in_search() {
+    let (cfg, _dir) = common::config();
+    let m = common::open(cfg).await;
+    let s = Scope::new("lee", "assistant").unwrap();
+    let long = format!("Lee's travel notes about Kyoto temples: {}", "moss garden and lantern path. ".repeat(300));
+    let id = put(&m, &s, json!({"type": "fact", "content": long, "metadata": {"category": "travel"}})).await;
+    let r = m
+        .memory_search_explained(&s, "Kyoto temples travel notes", 3, strata::memory::SearchOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r.knowledge[0].id, id);
+    let a = &r.knowledge[0].abstract_;
+    assert!(a.chars().count() <= strata::memory::FACT_ABSTRACT_CHARS && a.ends_with("..."), "{} chars", a.chars().count());
+    assert!(a.starts_with("Lee's travel notes about Kyoto temples"));
+    // the whole fact is still there by id
+    assert_eq!(m.get_memory(&s, &id).await.unwrap().content, long);
+    m.shutdown().await.unwrap();
+}
+
 
 mod isolation {
     use super::*;

@@ -908,6 +908,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 for (table, n) in r.records.rows.iter().chain(r.graph.rows.iter()) {
                     println!("  {table}: {n} rows");
                 }
+                let sh = &r.shared;
+                println!(
+                    "  shared stores: {} memories removed, {} federated entities rewritten ({} keyword documents, {} vector points)",
+                    sh.memories, sh.rewritten, sh.keyword_docs, sh.vector_points
+                );
             }
             Ok(ExitCode::SUCCESS)
         }

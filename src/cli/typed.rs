@@ -96,17 +96,18 @@ pub struct RetrieveArgs {
 
 /// `strata share`.
 #[derive(Debug, Args)]
+#[group(id = "to", required = true, multiple = false)]
 pub struct ShareArgs {
     /// Scope.
     #[command(flatten)]
     pub scope: ScopeArgs,
     /// The private memory (`mem_...`).
     pub id: String,
-    /// Share with this team (configured in `[teams]`).
-    #[arg(long, conflicts_with = "public", required_unless_present = "public")]
+    /// Share with this team (configured in `[teams]`); or give `--public`.
+    #[arg(long, group = "to")]
     pub team: Option<String>,
-    /// Share with every user of the agent.
-    #[arg(long)]
+    /// Share with every user of the agent; or give `--team`.
+    #[arg(long, group = "to")]
     pub public: bool,
     /// Machine-readable output.
     #[arg(long)]

@@ -396,7 +396,7 @@ impl TypedMemories {
         if let Visibility::Team(t) = v {
             if !self.teams.get(t).is_some_and(|m| m.iter().any(|u| u == scope.user_id())) {
                 return Err(Error::Forbidden(format!(
-                    "user {:?} is not a member of team {t:?}",
+                    "user {:?} is not a member of team {t:?} (or no such team is configured)",
                     scope.user_id()
                 )));
             }
