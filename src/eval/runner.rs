@@ -1085,21 +1085,17 @@ async fn label_knowledge(
         l.vector.push((h.score as f64, gold.contains(&h.episode_id)));
     }
     let mut by_id: BTreeMap<&crate::model::typed::MemoryId, KnowledgeCandidate> = BTreeMap::new();
+    let fresh = |id: &crate::model::typed::MemoryId| KnowledgeCandidate {
+        bm25: None,
+        reference: kw.reference_score,
+        cosine: None,
+        relevant: gold.contains(id),
+    };
     for h in &kw.hits {
-        by_id.entry(&h.episode_id).or_insert(KnowledgeCandidate {
-            bm25: None,
-            reference: kw.reference_score,
-            cosine: None,
-            relevant: gold.contains(&h.episode_id),
-        }).bm25 = Some(h.score);
+        by_id.entry(&h.episode_id).or_insert_with(|| fresh(&h.episode_id)).bm25 = Some(h.score);
     }
     for h in &vec {
-        by_id.entry(&h.episode_id).or_insert(KnowledgeCandidate {
-            bm25: None,
-            reference: kw.reference_score,
-            cosine: None,
-            relevant: gold.contains(&h.episode_id),
-        }).cosine = Some(h.score);
+        by_id.entry(&h.episode_id).or_insert_with(|| fresh(&h.episode_id)).cosine = Some(h.score);
     }
     pool.extend(by_id.into_values());
     Ok(())
@@ -1114,11 +1110,8 @@ fn best_knowledge_threshold(
     pools: &[Vec<KnowledgeCandidate>],
 ) -> (f64, f64, f64, f64) {
     let fused = |c: &KnowledgeCandidate| {
-        let k = c.bm25.map_or(0.0, |b| {
-            let (x, r) = crate::recall::fusion::keyword_features(b, c.reference);
-            cal.keyword.apply2(x, r)
-        });
-        let v = c.cosine.map_or(0.0, |x| cal.vector.apply(x as f64));
+        let k = c.bm25.map_or(0.0, |b| cal.keyword_probability(b, c.reference));
+        let v = c.cosine.map_or(0.0, |x| cal.vector_probability(x));
         cfg.text_weight * k + cfg.vector_weight * v
     };
     let mut best = (0.0, 0.0, 0.0, -1.0);
@@ -1331,8 +1324,8 @@ mod tests {
         let (t, p, r, f1) = best_knowledge_threshold(&cfg, cal, std::slice::from_ref(&pool));
         assert_eq!((p, r, f1), (1.0, 1.0, 1.0), "cut {t}");
         let score = |c: &KnowledgeCandidate| {
-            let (x, rf) = crate::recall::fusion::keyword_features(c.bm25.unwrap(), c.reference);
-            cfg.text_weight * cal.keyword.apply2(x, rf) + cfg.vector_weight * cal.vector.apply(c.cosine.unwrap() as f64)
+            cfg.text_weight * cal.keyword_probability(c.bm25.unwrap(), c.reference)
+                + cfg.vector_weight * cal.vector_probability(c.cosine.unwrap())
         };
         assert!(score(&pool[1]) < t && t <= score(&pool[0]), "{} < {t} <= {}", score(&pool[1]), score(&pool[0]));
         // nothing relevant: no cut keeps anything useful (F1 0 everywhere)

@@ -79,12 +79,21 @@ impl Calibrations {
             vector: cfg.knowledge_vector_calibration,
         }
     }
+    /// Calibrated keyword probability of a raw BM25 score, given the
+    /// query's reference score ([`keyword_features`]).
+    pub fn keyword_probability(&self, bm25: f32, reference_score: f32) -> f64 {
+        let (x, r) = keyword_features(bm25, reference_score);
+        self.keyword.apply2(x, r)
+    }
+    /// Calibrated vector probability of a cosine similarity.
+    pub fn vector_probability(&self, cosine: f32) -> f64 {
+        self.vector.apply(cosine as f64)
+    }
 }
 
 /// Calibrated keyword probability for a raw BM25 score.
 pub fn keyword_probability(cfg: &RecallConfig, bm25: f32, reference_score: f32) -> f64 {
-    let (x, r) = keyword_features(bm25, reference_score);
-    cfg.keyword_calibration.apply2(x, r)
+    Calibrations::episodes(cfg).keyword_probability(bm25, reference_score)
 }
 
 /// The keyword calibration features: `(ln(1 + BM25), ln(1 + reference))`,
@@ -98,7 +107,7 @@ pub fn keyword_features(bm25: f32, reference_score: f32) -> (f64, f64) {
 
 /// Calibrated vector probability for a cosine similarity.
 pub fn vector_probability(cfg: &RecallConfig, cosine: f32) -> f64 {
-    cfg.vector_calibration.apply(cosine as f64)
+    Calibrations::episodes(cfg).vector_probability(cosine)
 }
 
 /// Fuses both hit lists (each best first) into one list, best first.
@@ -123,8 +132,7 @@ pub fn fuse<K: DocKey>(
                 .entry(h.episode_id.clone())
                 .or_insert_with(|| empty(&h.episode_id));
             e.keyword = Some(h.score);
-            let (x, r) = keyword_features(h.score, keyword.reference_score);
-            e.score += wt * cal.keyword.apply2(x, r);
+            e.score += wt * cal.keyword_probability(h.score, keyword.reference_score);
             *rrf.entry(h.episode_id.clone()).or_default() += wt / (cfg.rrf_k + rank as f64 + 1.0);
         }
     }
@@ -134,7 +142,7 @@ pub fn fuse<K: DocKey>(
                 .entry(h.episode_id.clone())
                 .or_insert_with(|| empty(&h.episode_id));
             e.vector = Some(h.score);
-            e.score += wv * cal.vector.apply(h.score as f64);
+            e.score += wv * cal.vector_probability(h.score);
             *rrf.entry(h.episode_id.clone()).or_default() += wv / (cfg.rrf_k + rank as f64 + 1.0);
         }
     }

@@ -194,13 +194,21 @@ pub trait RecordStore: Send + Sync + 'static {
     /// [`crate::Error::InvalidInput`] for an invalid message;
     /// [`crate::Error::Conflict`] when the session is already completed (use
     /// a new session id).
+    ///
+    /// Provided: a one-message [`RecordStore::append_messages`].
     async fn append_message(
         &self,
         scope: &Scope,
         session: &SessionId,
         msg: &NewMessage,
         now: DateTime<Utc>,
-    ) -> Result<MessageId>;
+    ) -> Result<MessageId> {
+        let mut ids = self
+            .append_messages(scope, vec![(session.clone(), msg.clone())], now)
+            .await?;
+        ids.pop()
+            .ok_or_else(|| crate::Error::Task("append_messages returned no id".into()))
+    }
     /// Appends several messages (each to its session, created when new) in
     /// one transaction: all are stored or none. Returns their ids in order.
     ///

@@ -424,20 +424,6 @@ impl RecordStore for PgStore {
         Ok(Some(super::MaintenanceLock::holding(Box::new(client))))
     }
 
-    async fn append_message(
-        &self,
-        scope: &Scope,
-        session: &SessionId,
-        msg: &NewMessage,
-        now: DateTime<Utc>,
-    ) -> Result<MessageId> {
-        let mut ids = self
-            .append_messages(scope, vec![(session.clone(), msg.clone())], now)
-            .await?;
-        ids.pop()
-            .ok_or_else(|| Error::Task("append_messages returned no id".into()))
-    }
-
     async fn append_messages(
         &self,
         scope: &Scope,

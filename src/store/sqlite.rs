@@ -381,20 +381,6 @@ fn row_to_key(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKey> {
 
 #[async_trait]
 impl RecordStore for SqliteStore {
-    async fn append_message(
-        &self,
-        scope: &Scope,
-        session: &SessionId,
-        msg: &NewMessage,
-        now: DateTime<Utc>,
-    ) -> Result<MessageId> {
-        let mut ids = self
-            .append_messages(scope, vec![(session.clone(), msg.clone())], now)
-            .await?;
-        ids.pop()
-            .ok_or_else(|| Error::Task("append_messages returned no id".into()))
-    }
-
     async fn append_messages(
         &self,
         scope: &Scope,

@@ -949,13 +949,15 @@ impl TypedMemories {
             for (agent, id) in deleted {
                 by_agent.entry(agent).or_default().push(id);
             }
+            let mut removed_here = 0;
             for (agent, ids) in by_agent {
                 let iscope = Scope::new(SHARED_INDEX_USER, &agent)?;
                 let (k, p) = tier.index.remove_counted(&iscope, &ids).await?;
+                removed_here += k;
                 out.keyword_docs += k;
                 out.vector_points += p;
             }
-            if out.keyword_docs > 0 {
+            if removed_here > 0 {
                 // deleted documents must leave the disk too, not only the results
                 tier.index.keyword.compact().await?;
             }
