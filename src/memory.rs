@@ -646,6 +646,7 @@ impl Memory {
             records_arc,
             embedder.clone(),
             teams,
+            Arc::new(crate::store::shared::SqliteSharedStores::new(config.data_dir.join("shared"))),
             config.data_dir.join("shared"),
             bm25,
         ));

@@ -233,6 +233,69 @@ pub async fn typed_store_contract(st: &dyn TypedStore) {
     assert!(counts.contains(&(crate::model::typed::MemoryType::Event, 5)), "{counts:?}");
 }
 
+/// Shared-store contract (team and public tiers): tiers are apart, pools
+/// are per agent, a fact is copied (re-sharing refreshes the copy), an
+/// entity federates by key, erasure of one contributor keeps the others'
+/// attributes, `tiers` lists what holds data.
+pub async fn shared_stores_contract(stores: &dyn shared::SharedStores) {
+    use crate::model::typed::{MemoryId, MemoryInput, NewMemory, Shareable, Visibility};
+    let now = chrono::Utc::now();
+    let kind = |v: serde_json::Value| -> (String, Shareable) {
+        let m = NewMemory::try_from(serde_json::from_value::<MemoryInput>(v).unwrap()).unwrap();
+        (m.content.clone(), Shareable::try_from(m.kind).unwrap())
+    };
+    assert!(stores.tiers().await.unwrap().is_empty());
+    assert!(matches!(stores.open(&Visibility::Private), Err(crate::Error::InvalidInput(_))));
+    let ops = stores.open(&Visibility::Team("ops".into())).unwrap();
+    let public = stores.open(&Visibility::Public).unwrap();
+    let (alice, bob) = scopes();
+    let other_agent = Scope::new("bob", "other").unwrap();
+    let origin = MemoryId::new();
+    let (content, fact) = kind(serde_json::json!({"type": "fact", "content": "the deploy window is Tuesday", "metadata": {"category": "ops"}}));
+    let (copy, o) = ops.put(&alice, &content, fact.clone(), true, &origin, now).await.unwrap();
+    assert_eq!(o, PutOutcome::Created);
+    let (again, o) = ops.put(&alice, "the deploy window is Wednesday", fact, true, &origin, now).await.unwrap();
+    assert_eq!((again.clone(), o), (copy.clone(), PutOutcome::Updated), "re-sharing refreshes the one copy");
+    let got = ops.get(&bob, &copy).await.unwrap();
+    assert_eq!((got.content.as_str(), got.shared_by.as_deref()), ("the deploy window is Wednesday", Some("alice")));
+    assert_eq!(got.source, Visibility::Team("ops".into()));
+    assert!(matches!(ops.get(&other_agent, &copy).await, Err(crate::Error::NotFound(_))), "pools are per agent");
+    assert!(matches!(public.get(&bob, &copy).await, Err(crate::Error::NotFound(_))), "tiers are apart");
+    // federation: both members' attributes on one entity; erasing alice keeps bob's
+    let ent = |attrs: serde_json::Value| kind(serde_json::json!({"type": "entity", "content": "acme",
+        "metadata": {"identity_key": "acme", "entity_type": "customer", "attributes": attrs}}));
+    let (c1, e1) = ent(serde_json::json!({"plan": "gold"}));
+    let (eid, _) = ops.put(&alice, &c1, e1, false, &MemoryId::new(), now).await.unwrap();
+    let (c2, e2) = ent(serde_json::json!({"city": "Oslo"}));
+    let (eid2, o) = ops.put(&bob, &c2, e2, false, &MemoryId::new(), now).await.unwrap();
+    assert_eq!((eid2, o), (eid.clone(), PutOutcome::Merged));
+    let q = MemoryQuery {
+        filter: crate::model::filter::Filter::parse(&serde_json::json!({"metadata.attributes.city": "Oslo"})).unwrap(),
+        sort: None,
+        direction: crate::model::filter::Direction::Asc,
+        limit: 10,
+        cursor: None,
+        include_superseded: false,
+        only: None,
+    };
+    assert_eq!(ops.query(&alice, &q).await.unwrap().0.len(), 1);
+    ops.count_recalls(&bob, &[(copy.clone(), 3)]).await.unwrap();
+    assert_eq!(ops.get(&alice, &copy).await.unwrap().recall_count, 3);
+    let page = ops.indexed_page(0, 10).await.unwrap();
+    assert_eq!(page.iter().map(|(a, _, id, _)| (a.as_str(), id.clone())).collect::<Vec<_>>(), vec![("bot", copy.clone())]);
+    let (deleted, rewritten) = ops.erase_contributor("alice").await.unwrap();
+    assert_eq!((deleted, rewritten), (vec![("bot".to_string(), copy.clone())], 1));
+    let kept = ops.get(&bob, &eid).await.unwrap();
+    assert_eq!(kept.metadata["attributes"], serde_json::json!({"city": "Oslo"}));
+    assert!(kept.shared_by.is_none(), "alice's origin is cleared");
+    assert!(matches!(ops.get(&bob, &copy).await, Err(crate::Error::NotFound(_))));
+    assert_eq!(ops.delete(&bob, &eid).await.unwrap().id, eid);
+    let (c3, f3) = kind(serde_json::json!({"type": "fact", "content": "office closes at 6", "metadata": {"category": "ops"}}));
+    public.put(&bob, &c3, f3, true, &MemoryId::new(), now).await.unwrap();
+    assert_eq!(public.counts(&bob).await.unwrap(), vec![(crate::model::typed::MemoryType::Fact, 1)]);
+    assert_eq!(stores.tiers().await.unwrap(), vec![Visibility::Team("ops".into()), Visibility::Public]);
+}
+
 fn episode(scope: &Scope, session: &str, summary: &str, expires_at: Option<chrono::DateTime<chrono::Utc>>) -> crate::model::Episode {
     let t = chrono::Utc::now();
     crate::model::Episode {
@@ -487,6 +550,73 @@ mod backends {
     #[tokio::test]
     async fn sqlite_typed_store() {
         typed_store_contract(&sqlite::SqliteStore::open_in_memory().unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn sqlite_shared_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        shared_stores_contract(&shared::SqliteSharedStores::new(dir.path().to_path_buf())).await;
+    }
+
+    async fn pg(pool_size: usize) -> postgres::PgStore {
+        let url = std::env::var("STRATA_TEST_POSTGRES_URL").expect(
+            "STRATA_TEST_POSTGRES_URL is not set: run the tests through scripts/test.sh, which starts PostgreSQL",
+        );
+        let schema = format!("strata_test_{}", uuid::Uuid::new_v4().simple());
+        postgres::PgStore::connect(&url, None, &schema, pool_size).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn postgres_typed_store() {
+        use crate::model::typed::{MemoryId, MemoryInput, NewMemory};
+        let st = pg(4).await;
+        typed_store_contract(&st).await;
+        // two nodes writing one new entity key at once: one creates, the other
+        // merges into it (the loser of the key race retries), nothing is lost
+        let other = st.clone();
+        let scope = Scope::new("carol", "bot").unwrap();
+        let m = |attr: &str| NewMemory::try_from(serde_json::from_value::<MemoryInput>(serde_json::json!({
+            "type": "entity", "content": "k", "metadata": {"identity_key": "k-1", "entity_type": "t", "attributes": {attr: 1}}})).unwrap()).unwrap();
+        let now = chrono::Utc::now();
+        let plain = |k: &str| NewMemory::try_from(serde_json::from_value::<MemoryInput>(serde_json::json!({
+            "type": "event", "content": k, "metadata": {"timestamp": "2026-01-01T00:00:00Z", "action": "note"}})).unwrap()).unwrap();
+        for round in 0..5 {
+            let s2 = Scope::new(format!("carol{round}"), "bot").unwrap();
+            // the pool exists first, so the two writes race on the entity key itself
+            st.put_memory(&s2, &MemoryId::new(), &plain("first"), now).await.unwrap();
+            let (ma, mb, ia, ib) = (m("a"), m("b"), MemoryId::new(), MemoryId::new());
+            let (x, y) = tokio::join!(st.put_memory(&s2, &ia, &ma, now), other.put_memory(&s2, &ib, &mb, now));
+            let (x, y) = (x.unwrap(), y.unwrap());
+            assert_eq!(x.0, y.0, "one entity");
+            let mut outcomes = [x.1, y.1];
+            outcomes.sort_by_key(|o| format!("{o:?}"));
+            assert_eq!(outcomes, [PutOutcome::Created, PutOutcome::Merged]);
+            let held = st.memory(&s2, &x.0).await.unwrap();
+            assert_eq!(held.metadata["attributes"], serde_json::json!({"a": 1, "b": 1}), "no attribute lost");
+        }
+        // erasure takes the user's typed memories with their records
+        st.put_memory(&scope, &MemoryId::new(), &m("c"), now).await.unwrap();
+        assert_eq!(st.user_memories("carol").await.unwrap().len(), 1);
+        let gone = st.delete_user_records("carol").await.unwrap();
+        assert_eq!(gone.rows.get("memories"), Some(&1));
+        assert!(st.user_memories("carol").await.unwrap().is_empty());
+        st.drop_schema().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn postgres_shared_stores() {
+        let st = pg(2).await;
+        shared_stores_contract(&st).await;
+        // events are structurally private: the table itself refuses one in a shared tier
+        let c = st.client().await.unwrap();
+        let e = c
+            .batch_execute("INSERT INTO memories (id, sid, tier, type, category, indexed, content, metadata, created_at, updated_at)
+                SELECT 'm_x', sid, 'public', 'event', 'event', false, 'e', '{}', 0, 0 FROM memory_scopes WHERE tier = 'public' LIMIT 1")
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Some(&tokio_postgres::error::SqlState::CHECK_VIOLATION), "{e:?}");
+        drop(c);
+        st.drop_schema().await.unwrap();
     }
     use crate::store::tantivy_index::Bm25Params;
 

@@ -19,6 +19,7 @@ pub mod postgres;
 pub mod shared;
 pub mod sqlite;
 pub mod tantivy_index;
+pub(crate) mod typed_sql;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

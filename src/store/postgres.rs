@@ -105,7 +105,13 @@ pub const MIGRATIONS: &[&str] = &[
         CHECK (admin OR user_id IS NOT NULL)
     );
     "#,
+    // 2: typed memories of every tier
+    typed::MIGRATION,
 ];
+
+#[path = "postgres_typed.rs"]
+mod typed;
+pub use typed::{PgSharedStore, WRITE_ATTEMPTS};
 
 fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
@@ -117,8 +123,11 @@ fn from_ms(v: i64) -> DateTime<Utc> {
 
 /// The error for a failed statement: unreachable server → [`Error::Unavailable`].
 fn pe(e: tokio_postgres::Error) -> Error {
-    if e.as_db_error().is_some() {
-        Error::Postgres(e.to_string())
+    if let Some(db) = e.as_db_error() {
+        // the driver's Display says only "db error"; the server's message,
+        // SQLSTATE and constraint are what an operator needs
+        let constraint = db.constraint().map(|c| format!(", constraint {c}")).unwrap_or_default();
+        Error::Postgres(format!("{} (SQLSTATE {}{constraint})", db.message(), db.code().code()))
     } else {
         Error::Unavailable {
             service: "postgresql".into(),
@@ -225,7 +234,8 @@ impl PgStore {
         &self.schema
     }
 
-    async fn client(&self) -> Result<deadpool_postgres::Object> {
+    /// A pooled connection (its `search_path` is the store's schema).
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(pool_err)
     }
 
@@ -788,6 +798,7 @@ impl RecordStore for PgStore {
                 .map_err(pe)?;
             counts.rows.insert(table.to_string(), n as usize);
         }
+        counts.rows.insert("memories".into(), typed::delete_user(&tx, user_id).await?);
         tx.commit().await.map_err(pe)?;
         Ok(counts)
     }

@@ -10,12 +10,14 @@
 //! tenants of one deployment). Membership is checked by the caller
 //! ([`crate::typed`]) against `[teams]` before any call here.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::sqlite::typed::{self, Pool};
+use super::sqlite::typed;
+use super::typed_sql::Pool;
 use super::{MemoryQuery, PutOutcome};
 use crate::error::{Error, Result};
 use crate::model::typed::{MemoryId, MemoryType, NewMemory, Shareable, StoredMemory, Visibility};
@@ -24,27 +26,156 @@ use crate::model::Scope;
 /// Schema version of a shared store (`PRAGMA user_version`).
 const SCHEMA_VERSION: i64 = 1;
 
-/// A team or public store (see the module docs).
-#[derive(Clone)]
-pub struct SharedStore {
-    conn: Arc<Mutex<Connection>>,
-    tier: Visibility,
+/// Storage of one team or public tier (see the module docs). Every call
+/// names the member it acts for; rows are read and written in the pool of
+/// the member's agent. Membership is checked before any call.
+#[async_trait]
+pub trait SharedStore: Send + Sync + std::fmt::Debug + 'static {
+    /// The tier this store serves.
+    fn tier(&self) -> &Visibility;
+    /// Writes a shared memory on behalf of `member` (provenance `by` =
+    /// their user id): a fact is a new copy (its own id and recall count;
+    /// sharing the same `origin` again refreshes it), an entity merges into
+    /// the canonical entity of its key by
+    /// [`crate::store::typed_sql::merge_entity`]'s rule, a relation upserts
+    /// on its triple. `origin` is the private memory it came from.
+    async fn put(
+        &self,
+        member: &Scope,
+        content: &str,
+        memory: Shareable,
+        indexed: bool,
+        origin: &MemoryId,
+        now: DateTime<Utc>,
+    ) -> Result<(MemoryId, PutOutcome)>;
+    /// A filtered page of the agent's shared memories.
+    async fn query(&self, member: &Scope, q: &MemoryQuery) -> Result<(Vec<StoredMemory>, Option<String>)>;
+    /// One shared memory. [`Error::NotFound`] when unknown for this agent.
+    async fn get(&self, member: &Scope, id: &MemoryId) -> Result<StoredMemory>;
+    /// Deletes one shared memory. NotFound as [`SharedStore::get`].
+    async fn delete(&self, member: &Scope, id: &MemoryId) -> Result<StoredMemory>;
+    /// Adds `n` to the recall count of each `(copy, n)`, in one transaction.
+    async fn count_recalls(&self, member: &Scope, counts: &[(MemoryId, u64)]) -> Result<()>;
+    /// Memories held per type for the agent.
+    async fn counts(&self, member: &Scope) -> Result<Vec<(MemoryType, usize)>>;
+    /// Refreshes planner statistics (see [`crate::store::TypedStore::optimize_memories`]).
+    async fn optimize(&self) -> Result<()>;
+    /// Erases what `user_id` contributed (the rule:
+    /// [`crate::store::typed_sql::erase_action`]): returns the memories
+    /// deleted (with the agent of each) and how many federated entities
+    /// were rewritten. One transaction.
+    async fn erase_contributor(&self, user_id: &str) -> Result<(Vec<(String, MemoryId)>, usize)>;
+    /// Indexed, live memories after `after` (seq) in write order, at most
+    /// `limit`: `(agent_id, seq, id, content)` (`strata reindex`).
+    async fn indexed_page(&self, after: i64, limit: usize) -> Result<Vec<(String, i64, MemoryId, String)>>;
 }
 
-impl std::fmt::Debug for SharedStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedStore").field("tier", &self.tier).finish()
-    }
+/// Opens the shared stores of a deployment by tier.
+#[async_trait]
+pub trait SharedStores: Send + Sync + 'static {
+    /// The store of `tier` (created on first write). Callers cache it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for [`Visibility::Private`]; store errors.
+    fn open(&self, tier: &Visibility) -> Result<Arc<dyn SharedStore>>;
+    /// Every shared tier that holds (or held) data, whatever `[teams]` says
+    /// now (a team removed from config still holds its members'
+    /// contributions): teams by name, then public.
+    async fn tiers(&self) -> Result<Vec<Visibility>>;
 }
 
-fn pool(member: &Scope) -> Pool<'_> {
+/// The memory, its fresh id and the origin JSON of a shared write.
+pub(crate) fn shared_write(
+    member: &Scope,
+    content: &str,
+    memory: Shareable,
+    indexed: bool,
+    origin: &MemoryId,
+) -> (NewMemory, MemoryId, String) {
+    let m = NewMemory {
+        content: content.to_string(),
+        kind: memory.into_kind(),
+        indexed: Some(indexed),
+    };
+    let origin = serde_json::json!({"user_id": member.user_id(), "memory_id": origin.as_str()}).to_string();
+    (m, MemoryId::new(), origin)
+}
+
+/// The pool of a member's agent in a shared tier labelled `tier`.
+pub(crate) fn pool<'a>(tier: &'a str, member: &'a Scope) -> Pool<'a> {
     Pool {
+        tier,
         user_id: "",
         agent_id: member.agent_id(),
     }
 }
 
-impl SharedStore {
+/// The embedded shared stores: `<dir>/public/strata.db` and
+/// `<dir>/teams/<id>/strata.db`, one SQLite file per tier.
+#[derive(Debug, Clone)]
+pub struct SqliteSharedStores {
+    dir: PathBuf,
+}
+
+impl SqliteSharedStores {
+    /// Shared stores under `dir` (usually `<data_dir>/shared`).
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+}
+
+#[async_trait]
+impl SharedStores for SqliteSharedStores {
+    fn open(&self, tier: &Visibility) -> Result<Arc<dyn SharedStore>> {
+        let dir = match tier {
+            Visibility::Private => {
+                return Err(Error::InvalidInput("the private store is not a shared tier".into()))
+            }
+            Visibility::Team(t) => self.dir.join("teams").join(t),
+            Visibility::Public => self.dir.join("public"),
+        };
+        Ok(Arc::new(SqliteSharedStore::open(&dir.join("strata.db"), tier.clone())?))
+    }
+
+    async fn tiers(&self) -> Result<Vec<Visibility>> {
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || -> Result<Vec<Visibility>> {
+            let mut out = Vec::new();
+            if let Ok(rd) = std::fs::read_dir(dir.join("teams")) {
+                for e in rd {
+                    let e = e?;
+                    if e.path().join("strata.db").exists() {
+                        if let Some(name) = e.file_name().to_str() {
+                            out.push(Visibility::Team(name.to_string()));
+                        }
+                    }
+                }
+            }
+            out.sort_by_key(|v| v.label());
+            if dir.join("public").join("strata.db").exists() {
+                out.push(Visibility::Public);
+            }
+            Ok(out)
+        })
+        .await?
+    }
+}
+
+/// A team or public store in its own SQLite file.
+#[derive(Clone)]
+pub struct SqliteSharedStore {
+    conn: Arc<Mutex<Connection>>,
+    tier: Visibility,
+    label: String,
+}
+
+impl std::fmt::Debug for SqliteSharedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteSharedStore").field("tier", &self.tier).finish()
+    }
+}
+
+impl SqliteSharedStore {
     /// Opens (creating) the store of `tier` at `path` (a SQLite file).
     ///
     /// # Errors
@@ -77,13 +208,9 @@ impl SharedStore {
         }
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
+            label: tier.label(),
             tier,
         })
-    }
-
-    /// The tier this store serves.
-    pub fn tier(&self) -> &Visibility {
-        &self.tier
     }
 
     async fn run<T, F>(&self, f: F) -> Result<T>
@@ -94,12 +221,19 @@ impl SharedStore {
         super::sqlite::run_locked(&self.conn, f).await
     }
 
-    /// Writes a shared memory on behalf of `member` (provenance `by` =
-    /// their user id): a fact is a new copy (its own id and recall count), an
-    /// entity merges into the canonical entity of its key by
-    /// [`typed::merge_entity`]'s rule, a relation upserts on its triple.
-    /// `origin` is the private memory it came from.
-    pub async fn put(
+    /// The store's table names (tests assert there is no event or message table).
+    pub async fn tables(&self) -> Result<Vec<String>> {
+        self.run(|c| typed::tables(c)).await
+    }
+}
+
+#[async_trait]
+impl SharedStore for SqliteSharedStore {
+    fn tier(&self) -> &Visibility {
+        &self.tier
+    }
+
+    async fn put(
         &self,
         member: &Scope,
         content: &str,
@@ -108,79 +242,53 @@ impl SharedStore {
         origin: &MemoryId,
         now: DateTime<Utc>,
     ) -> Result<(MemoryId, PutOutcome)> {
-        let m = NewMemory {
-            content: content.to_string(),
-            kind: memory.into_kind(),
-            indexed: Some(indexed),
-        };
-        let (member, origin) = (member.clone(), origin.clone());
-        let id = MemoryId::new();
-        let origin = serde_json::json!({"user_id": member.user_id(), "memory_id": origin.as_str()}).to_string();
-        self.run(move |c| typed::put(c, pool(&member), &id, &m, now, member.user_id(), Some(&origin)))
+        let (m, id, origin) = shared_write(member, content, memory, indexed, origin);
+        let (member, label) = (member.clone(), self.label.clone());
+        self.run(move |c| typed::put(c, pool(&label, &member), &id, &m, now, member.user_id(), Some(&origin)))
             .await
     }
 
-    /// A filtered page of the agent's shared memories.
-    pub async fn query(
-        &self,
-        member: &Scope,
-        q: &MemoryQuery,
-    ) -> Result<(Vec<StoredMemory>, Option<String>)> {
-        let (member, q, tier) = (member.clone(), q.clone(), self.tier.clone());
-        self.run(move |c| typed::query(c, pool(&member), &q, &tier)).await
+    async fn query(&self, member: &Scope, q: &MemoryQuery) -> Result<(Vec<StoredMemory>, Option<String>)> {
+        let (member, q, tier, label) = (member.clone(), q.clone(), self.tier.clone(), self.label.clone());
+        self.run(move |c| typed::query(c, pool(&label, &member), &q, &tier)).await
     }
 
-    /// One shared memory. [`Error::NotFound`] when unknown for this agent.
-    pub async fn get(&self, member: &Scope, id: &MemoryId) -> Result<StoredMemory> {
-        let (member, id, tier) = (member.clone(), id.clone(), self.tier.clone());
-        self.run(move |c| typed::get(c, pool(&member), &id, &tier)).await
+    async fn get(&self, member: &Scope, id: &MemoryId) -> Result<StoredMemory> {
+        let (member, id, tier, label) = (member.clone(), id.clone(), self.tier.clone(), self.label.clone());
+        self.run(move |c| typed::get(c, pool(&label, &member), &id, &tier)).await
     }
 
-    /// Deletes one shared memory. NotFound as [`SharedStore::get`].
-    pub async fn delete(&self, member: &Scope, id: &MemoryId) -> Result<StoredMemory> {
-        let (member, id, tier) = (member.clone(), id.clone(), self.tier.clone());
-        self.run(move |c| typed::delete(c, pool(&member), &id, &tier)).await
+    async fn delete(&self, member: &Scope, id: &MemoryId) -> Result<StoredMemory> {
+        let (member, id, tier, label) = (member.clone(), id.clone(), self.tier.clone(), self.label.clone());
+        self.run(move |c| typed::delete(c, pool(&label, &member), &id, &tier)).await
     }
 
-    /// Adds `n` to the recall count of each `(copy, n)`, in one transaction.
-    pub async fn count_recalls(&self, member: &Scope, counts: &[(MemoryId, u64)]) -> Result<()> {
+    async fn count_recalls(&self, member: &Scope, counts: &[(MemoryId, u64)]) -> Result<()> {
         if counts.is_empty() {
             return Ok(());
         }
-        let (member, counts) = (member.clone(), counts.to_vec());
-        self.run(move |c| typed::bump_recalls(c, pool(&member), &counts))
+        let (member, counts, label) = (member.clone(), counts.to_vec(), self.label.clone());
+        self.run(move |c| typed::bump_recalls(c, pool(&label, &member), &counts))
             .await
     }
 
-    /// Memories held per type for the agent.
-    pub async fn counts(&self, member: &Scope) -> Result<Vec<(MemoryType, usize)>> {
-        let member = member.clone();
-        self.run(move |c| typed::counts(c, pool(&member))).await
+    async fn counts(&self, member: &Scope) -> Result<Vec<(MemoryType, usize)>> {
+        let (member, label) = (member.clone(), self.label.clone());
+        self.run(move |c| typed::counts(c, pool(&label, &member))).await
     }
 
-    /// Refreshes planner statistics (see [`crate::store::TypedStore::optimize_memories`]).
-    pub async fn optimize(&self) -> Result<()> {
+    async fn optimize(&self) -> Result<()> {
         self.run(|c| typed::optimize(c)).await
     }
 
-    /// Erases what `user_id` contributed (see
-    /// [`typed::erase_contributor`]): returns the memories deleted (with the
-    /// agent of each) and how many federated entities were rewritten.
-    pub async fn erase_contributor(&self, user_id: &str) -> Result<(Vec<(String, MemoryId)>, usize)> {
+    async fn erase_contributor(&self, user_id: &str) -> Result<(Vec<(String, MemoryId)>, usize)> {
         let user_id = user_id.to_string();
         self.run(move |c| typed::erase_contributor(c, &user_id))
             .await
             .map(|e| (e.deleted, e.rewritten))
     }
 
-    /// Indexed, live memories after `after` (seq) in write order, at most
-    /// `limit`: `(agent_id, seq, id, content)` (`strata reindex`).
-    pub async fn indexed_page(&self, after: i64, limit: usize) -> Result<Vec<(String, i64, MemoryId, String)>> {
+    async fn indexed_page(&self, after: i64, limit: usize) -> Result<Vec<(String, i64, MemoryId, String)>> {
         self.run(move |c| typed::shared_indexed_page(c, after, limit)).await
-    }
-
-    /// The store's table names (tests assert there is no event or message table).
-    pub async fn tables(&self) -> Result<Vec<String>> {
-        self.run(|c| typed::tables(c)).await
     }
 }

@@ -27,7 +27,7 @@ use crate::model::filter::{Direction, Field, Filter};
 use crate::model::typed::*;
 use crate::model::{DeleteCounts, Scope};
 use crate::store::qdrant_edge::EdgeVectorIndex;
-use crate::store::shared::SharedStore;
+use crate::store::shared::{SharedStore, SharedStores};
 use crate::store::tantivy_index::{Bm25Params, TantivyIndex};
 use crate::store::{
     KeywordDoc, KeywordIndex, MemoryQuery, PutOutcome, TypedStore, VectorIndex, VectorPoint,
@@ -139,7 +139,7 @@ impl KnowledgeIndex {
 
 /// A team or public store with its own indexes.
 struct SharedTier {
-    store: SharedStore,
+    store: Arc<dyn SharedStore>,
     index: KnowledgeIndex,
 }
 
@@ -250,6 +250,7 @@ pub struct TypedMemories {
     graph: Arc<dyn GraphStore>,
     embedder: Arc<dyn Embedder>,
     teams: BTreeMap<String, Vec<String>>,
+    shared: Arc<dyn SharedStores>,
     shared_dir: PathBuf,
     bm25: Bm25Params,
     tiers: Mutex<HashMap<Visibility, Arc<SharedTier>>>,
@@ -258,13 +259,17 @@ pub struct TypedMemories {
 }
 
 impl TypedMemories {
-    /// Wires the capability. `shared_dir` holds `public/` and `teams/<id>/`.
+    /// Wires the capability. `shared` stores the team and public tiers;
+    /// `shared_dir` holds their knowledge indexes (`public/` and
+    /// `teams/<id>/`).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         records: Arc<dyn TypedStore>,
         index: KnowledgeIndex,
         graph: Arc<dyn GraphStore>,
         embedder: Arc<dyn Embedder>,
         teams: BTreeMap<String, Vec<String>>,
+        shared: Arc<dyn SharedStores>,
         shared_dir: PathBuf,
         bm25: Bm25Params,
     ) -> Self {
@@ -274,6 +279,7 @@ impl TypedMemories {
             graph,
             embedder,
             teams,
+            shared,
             shared_dir,
             bm25,
             tiers: Mutex::new(HashMap::new()),
@@ -418,32 +424,11 @@ impl TypedMemories {
         if let Some(t) = tiers.get(v) {
             return Ok(t.clone());
         }
-        let store = SharedStore::open(&dir.join("strata.db"), v.clone())?;
+        let store = self.shared.open(v)?;
         let index = KnowledgeIndex::open(&dir, self.embedder.dim(), self.bm25, false)?;
         let t = Arc::new(SharedTier { store, index });
         tiers.insert(v.clone(), t.clone());
         Ok(t)
-    }
-
-    /// The shared tiers that exist on disk (whatever `[teams]` says now: a
-    /// team removed from config still holds its members' contributions).
-    fn tiers_on_disk(&self) -> Result<Vec<Visibility>> {
-        let mut out = Vec::new();
-        if let Ok(rd) = std::fs::read_dir(self.shared_dir.join("teams")) {
-            for e in rd {
-                let e = e?;
-                if e.path().join("strata.db").exists() {
-                    if let Some(name) = e.file_name().to_str() {
-                        out.push(Visibility::Team(name.to_string()));
-                    }
-                }
-            }
-        }
-        out.sort_by_key(|v| v.label());
-        if self.shared_dir.join("public").join("strata.db").exists() {
-            out.push(Visibility::Public);
-        }
-        Ok(out)
     }
 
     /// The knowledge indexes a read of `scope` with `visibility` covers,
@@ -940,7 +925,7 @@ impl TypedMemories {
     /// Store and index errors.
     pub async fn forget_user_shared(&self, user_id: &str) -> Result<SharedErasure> {
         let mut out = SharedErasure::default();
-        for v in self.tiers_on_disk()? {
+        for v in self.shared.tiers().await? {
             let tier = self.open_tier(&v)?;
             let (deleted, rewritten) = tier.store.erase_contributor(user_id).await?;
             out.rewritten += rewritten;
@@ -987,7 +972,7 @@ impl TypedMemories {
             }
         }
         self.index.vectors.optimize().await?;
-        for v in self.tiers_on_disk()? {
+        for v in self.shared.tiers().await? {
             let tier = self.open_tier(&v)?;
             let mut after = 0i64;
             loop {
