@@ -41,6 +41,10 @@ pub struct Config {
     pub graph: GraphConfig,
     /// `strata serve`: the HTTP and MCP server.
     pub server: ServerConfig,
+    /// `[stores]`: which engine holds each role.
+    pub stores: StoresConfig,
+    /// `[postgres]`: the server of `stores.records = "postgres"`.
+    pub postgres: PostgresConfig,
     /// `[teams]`: team id = member user ids (`sales = ["ann", "bo"]`). A
     /// team's store lives in `data_dir/shared/teams/<team_id>/`; only
     /// members read or write it. Empty by default.
@@ -67,6 +71,78 @@ pub struct ServerConfig {
     /// `Host` header values accepted on `/mcp` (DNS-rebinding protection);
     /// empty = any host (only sensible behind API keys on a trusted proxy).
     pub mcp_allowed_hosts: Vec<String>,
+}
+
+/// `[stores]`: the engine of each role, chosen one by one (so a single node
+/// can run PostgreSQL records beside its local indexes).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoresConfig {
+    /// System of record: sessions, messages, episodes, typed memories (all
+    /// tiers), outbox, LLM call log, API keys.
+    pub records: RecordsBackend,
+    /// BM25 keyword index of episodes and knowledge.
+    pub keyword: KeywordBackend,
+    /// Vector index of episodes and knowledge.
+    pub vectors: VectorsBackend,
+    /// Entity and relation graph.
+    pub graph: GraphBackend,
+}
+
+/// `stores.records`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecordsBackend {
+    /// `data_dir/strata.db` (embedded).
+    Sqlite,
+    /// The `[postgres]` server.
+    Postgres,
+}
+
+/// `stores.keyword`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeywordBackend {
+    /// `data_dir/keyword` and `data_dir/knowledge` (embedded).
+    Tantivy,
+}
+
+/// `stores.vectors`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VectorsBackend {
+    /// `data_dir/vectors` and `data_dir/knowledge` (embedded).
+    QdrantEdge,
+}
+
+/// `stores.graph`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GraphBackend {
+    /// Tables in `data_dir/strata.db` (embedded).
+    Sqlite,
+}
+
+/// `[postgres]`: where the PostgreSQL system of record is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresConfig {
+    /// `postgres://user@host:port/database` (key=value form also works).
+    /// Must not hold a password.
+    pub url: String,
+    /// Name of the environment variable holding the password (unset = none).
+    pub password_env: String,
+    /// Schema of Strata's tables: lowercase letters, digits and `_`.
+    pub schema: String,
+    /// Pooled connections per node.
+    pub pool_size: usize,
+}
+
+impl PostgresConfig {
+    /// The password from the environment variable named by `password_env`.
+    pub fn password(&self) -> Option<String> {
+        std::env::var(&self.password_env).ok().filter(|p| !p.is_empty())
+    }
 }
 
 /// Where a configuration comes from: re-read by `SIGHUP` and
@@ -656,6 +732,25 @@ impl Config {
                 "pruner.cron",
                 "needs six fields (sec min hour day month weekday)",
             );
+        }
+        self.validate_stores()
+    }
+
+    fn validate_stores(&self) -> Result<()> {
+        if self.stores.records == RecordsBackend::Postgres {
+            let pg = &self.postgres;
+            let parsed: tokio_postgres::Config = pg.url.parse().map_err(|e| {
+                Error::Config(format!("postgres.url: not a PostgreSQL URL ({e})"))
+            })?;
+            if parsed.get_password().is_some() {
+                return Err(Error::Config(format!(
+                    "postgres.url: holds a password; remove it and export it in ${} (postgres.password_env) instead",
+                    pg.password_env
+                )));
+            }
+            if pg.pool_size == 0 || pg.pool_size > 1000 {
+                return Err(Error::Config("postgres.pool_size: must be within 1..=1000".into()));
+            }
         }
         Ok(())
     }

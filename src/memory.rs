@@ -532,11 +532,12 @@ impl Memory {
         };
         let embedder_id = format!("{} ({} dims)", embedder.model_id(), embedder.dim());
         let dir = config.data_dir.clone();
-        let id = embedder_id.clone();
+        {
+            let stores = open_stores(&config, false).await?;
+            stores.records.meta_set(META_REINDEXING, "1").await?;
+            stores.records.meta_set(META_EMBEDDER, &embedder_id).await?;
+        }
         tokio::task::spawn_blocking(move || -> Result<()> {
-            let db = SqliteStore::open(&dir.join("strata.db"))?;
-            db.set_meta_blocking(META_REINDEXING, "1")?;
-            db.set_meta_blocking(META_EMBEDDER, &id)?;
             // the shared tiers' indexes too: shared/public and shared/teams/<id>
             let shared = dir.join("shared");
             let mut tiers = vec![shared.join("public")];
@@ -618,16 +619,11 @@ impl Memory {
         let dim = embedder.dim();
         let ephemeral = components.ephemeral;
         let teams = config.teams.clone();
-        let (records, keyword, vectors, knowledge) = tokio::task::spawn_blocking(move || -> Result<_> {
-            std::fs::create_dir_all(&dir)?;
-            let records = if ephemeral {
-                SqliteStore::open_in_memory()?
-            } else {
-                SqliteStore::open(&dir.join("strata.db"))?
-            };
-            if check_meta {
-                check_index_meta(&records, &embedder_id)?;
-            }
+        let stores = open_stores(&config, ephemeral).await?;
+        if check_meta {
+            check_index_meta(stores.records.as_ref(), &embedder_id).await?;
+        }
+        let (keyword, vectors, knowledge) = tokio::task::spawn_blocking(move || -> Result<_> {
             let keyword = if ephemeral {
                 TantivyIndex::in_ram(bm25)?
             } else {
@@ -636,25 +632,24 @@ impl Memory {
             let vectors = EdgeVectorIndex::open(&dir.join("vectors"), dim)?;
             let knowledge =
                 crate::typed::KnowledgeIndex::open(&dir.join("knowledge"), dim, bm25, ephemeral)?;
-            Ok((records, keyword, vectors, knowledge))
+            Ok((keyword, vectors, knowledge))
         })
         .await??;
-        let records_arc = Arc::new(records.clone());
         let typed = Arc::new(crate::typed::TypedMemories::new(
-            records_arc.clone(),
+            stores.typed,
             knowledge,
-            records_arc,
+            stores.graph.clone(),
             embedder.clone(),
             teams,
-            Arc::new(crate::store::shared::SqliteSharedStores::new(config.data_dir.join("shared"))),
+            stores.shared,
             config.data_dir.join("shared"),
             bm25,
         ));
         let tunables = std::sync::RwLock::new(Arc::new(Tunables::new(config.recall.clone())));
         let shared = Arc::new(Shared {
             config,
-            graph: Arc::new(records.clone()),
-            records: Arc::new(records),
+            graph: stores.graph,
+            records: stores.records,
             keyword: Arc::new(keyword),
             vectors: Arc::new(vectors),
             embedder,
@@ -1756,17 +1751,84 @@ const META_REINDEXING: &str = "reindex.in_progress";
 
 /// Checks that the vector index was built with `embedder_id` ("model (N
 /// dims)"); records it on first use. Called before the indexes open.
-fn check_index_meta(records: &SqliteStore, embedder_id: &str) -> Result<()> {
-    if records.meta_blocking(META_REINDEXING)?.as_deref() == Some("1") {
+async fn check_index_meta(records: &dyn RecordStore, embedder_id: &str) -> Result<()> {
+    if records.meta_get(META_REINDEXING).await?.as_deref() == Some("1") {
         return Err(Error::Config("an interrupted `strata reindex` left the indexes incomplete; run `strata reindex` again".into()));
     }
-    match records.meta_blocking(META_EMBEDDER)? {
+    match records.meta_get(META_EMBEDDER).await? {
         Some(built) if built != embedder_id => Err(Error::Config(format!(
             "the vector index was built with {built} but the configured embedder is {embedder_id}; \
              run `strata reindex` to rebuild every index from the system of record (or switch the embedding config back)"
         ))),
         Some(_) => Ok(()),
-        None => records.set_meta_blocking(META_EMBEDDER, embedder_id),
+        None => records.meta_set(META_EMBEDDER, embedder_id).await,
+    }
+}
+
+/// The stores of the roles `[stores]` picks: the system of record (and,
+/// with it, the typed and shared stores) and the graph.
+pub(crate) struct Stores {
+    /// System of record.
+    pub records: Arc<dyn RecordStore>,
+    /// Private typed memories (the system of record's).
+    pub typed: Arc<dyn crate::store::TypedStore>,
+    /// Team and public tiers.
+    pub shared: Arc<dyn crate::store::shared::SharedStores>,
+    /// Entity and relation graph.
+    pub graph: Arc<dyn GraphStore>,
+}
+
+/// Opens the stores `[stores]` names. SQLite records: `data_dir/strata.db`
+/// (in memory when `ephemeral`) holds records, typed memories and the
+/// graph, and `data_dir/shared/` the team and public tiers. PostgreSQL
+/// records: the `[postgres]` server holds records, typed memories and the
+/// tiers; the SQLite graph stays in `data_dir/strata.db`.
+///
+/// # Errors
+/// [`Error::Unavailable`] naming PostgreSQL when it cannot be reached;
+/// [`Error::Config`] for a bad URL or a schema newer than this build; store errors.
+pub(crate) async fn open_stores(config: &Config, ephemeral: bool) -> Result<Stores> {
+    use crate::config::{GraphBackend, RecordsBackend};
+    let dir = config.data_dir.clone();
+    let sqlite = {
+        let dir = dir.clone();
+        move || -> Result<SqliteStore> {
+            std::fs::create_dir_all(&dir)?;
+            if ephemeral {
+                SqliteStore::open_in_memory()
+            } else {
+                SqliteStore::open(&dir.join("strata.db"))
+            }
+        }
+    };
+    match config.stores.records {
+        RecordsBackend::Sqlite => {
+            let db = Arc::new(tokio::task::spawn_blocking(sqlite).await??);
+            let graph: Arc<dyn GraphStore> = match config.stores.graph {
+                GraphBackend::Sqlite => db.clone(),
+            };
+            Ok(Stores {
+                records: db.clone(),
+                typed: db,
+                shared: Arc::new(crate::store::shared::SqliteSharedStores::new(dir.join("shared"))),
+                graph,
+            })
+        }
+        RecordsBackend::Postgres => {
+            let pg = &config.postgres;
+            let db = Arc::new(
+                crate::store::postgres::PgStore::connect(&pg.url, pg.password().as_deref(), &pg.schema, pg.pool_size).await?,
+            );
+            let graph: Arc<dyn GraphStore> = match config.stores.graph {
+                GraphBackend::Sqlite => Arc::new(tokio::task::spawn_blocking(sqlite).await??),
+            };
+            Ok(Stores {
+                records: db.clone(),
+                typed: db.clone(),
+                shared: db,
+                graph,
+            })
+        }
     }
 }
 

@@ -487,9 +487,8 @@ async fn serve_command(
 async fn keys_command(config: Config, action: KeysCommand) -> Result<ExitCode> {
     use crate::model::KeyGrant;
     // the system of record alone: works beside a running server
-    let path = config.db_path();
-    let db = tokio::task::spawn_blocking(move || crate::store::sqlite::SqliteStore::open(&path))
-        .await??;
+    config.validate()?;
+    let db = crate::memory::open_stores(&config, false).await?.records;
     match action {
         KeysCommand::Create {
             user,
@@ -508,7 +507,7 @@ async fn keys_command(config: Config, action: KeysCommand) -> Result<ExitCode> {
                     ))
                 }
             };
-            let (key, secret) = crate::keys::create(&db, grant, &label).await?;
+            let (key, secret) = crate::keys::create(db.as_ref(), grant, &label).await?;
             if json {
                 print_json(&serde_json::json!({ "key": key, "secret": secret }))?;
             } else {
@@ -521,7 +520,7 @@ async fn keys_command(config: Config, action: KeysCommand) -> Result<ExitCode> {
             }
         }
         KeysCommand::List { json } => {
-            let keys = crate::store::RecordStore::api_keys(&db).await?;
+            let keys = db.api_keys().await?;
             if json {
                 print_json(&keys)?;
             } else if keys.is_empty() {
@@ -544,7 +543,7 @@ async fn keys_command(config: Config, action: KeysCommand) -> Result<ExitCode> {
             }
         }
         KeysCommand::Revoke { id } => {
-            let k = crate::keys::revoke(&db, &id).await?;
+            let k = crate::keys::revoke(db.as_ref(), &id).await?;
             println!("revoked {} ({})", k.id, describe_grant(&k.grant));
         }
     }
