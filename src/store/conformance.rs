@@ -296,6 +296,172 @@ pub async fn shared_stores_contract(stores: &dyn shared::SharedStores) {
     assert_eq!(stores.tiers().await.unwrap(), vec![Visibility::Team("ops".into()), Visibility::Public]);
 }
 
+/// Graph-store contract: extraction upserts by identity key and alias and
+/// is idempotent, functional predicates invalidate older facts (and a late
+/// older fact), resolve matches whole words, walks respect hops, predicate
+/// and validity, merges redirect and unmerge exactly, typed writes share
+/// the nodes, every call is scoped, erasure removes one user's graph only.
+pub async fn graph_store_contract(g: &dyn crate::graph::GraphStore) {
+    use crate::graph::{ApplyRules, EntityMention, Extraction, RelationMention, TypedGraphWrite, Walk};
+    use chrono::{Duration, TimeZone, Utc};
+    let (a, b) = scopes();
+    let t0 = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let rules = ApplyRules { functional: vec!["lives_in".into()], aliases: [("moved_to".to_string(), "lives_in".to_string())].into() };
+    let mention = |name: &str, kind: &str, aliases: &[&str]| EntityMention {
+        name: name.into(),
+        kind: kind.into(),
+        aliases: aliases.iter().map(|s| s.to_string()).collect(),
+    };
+    let rel = |s: &str, p: &str, t: &str, at: Option<chrono::DateTime<Utc>>| RelationMention {
+        source: s.into(),
+        predicate: p.into(),
+        target: t.into(),
+        valid_from: at,
+    };
+    let ex1 = Extraction {
+        entities: vec![mention("Alex Kim", "person", &["Al"]), mention("Berlin", "place", &[]), mention("Acme", "organization", &[])],
+        relations: vec![rel("Alex Kim", "lives in", "Berlin", None), rel("Alex Kim", "works_at", "Acme", None)],
+    };
+    let e1 = ep(&a, "s1");
+    let r = g.apply_extraction(&a, &e1, t0, &ex1, &rules).await.unwrap();
+    assert_eq!((r.entities.len(), r.relations, r.invalidated), (3, 2, 0));
+    let again = g.apply_extraction(&a, &e1, t0, &ex1, &rules).await.unwrap();
+    assert_eq!(again.relations, 2);
+    let c = g.graph_counts(&a).await.unwrap();
+    assert_eq!((c.entities, c.relations, c.invalidated, c.merges), (3, 2, 0, 0), "idempotent");
+    // resolve: key, alias, whole words only; scoped
+    let alex = g.resolve(&a, "alex kim", 5).await.unwrap();
+    assert_eq!(alex[0].name, "Alex Kim");
+    assert_eq!(alex[0].kind, "person");
+    assert_eq!(alex[0].aliases, vec!["Al".to_string()]);
+    assert_eq!(alex[0].episodes, vec![e1.clone()]);
+    assert_eq!(g.resolve(&a, "AL", 5).await.unwrap()[0].id, alex[0].id, "by alias");
+    assert_eq!(g.resolve(&a, "where does alex kim live", 5).await.unwrap()[0].id, alex[0].id);
+    assert_eq!(g.resolve(&a, "alex", 5).await.unwrap()[0].id, alex[0].id, "a word of the name");
+    assert!(g.resolve(&a, "alexis", 5).await.unwrap().is_empty());
+    assert!(g.resolve(&b, "alex kim", 5).await.unwrap().is_empty(), "scoped");
+    assert!(g.entities(&b, &[alex[0].id.clone()]).await.unwrap().is_empty());
+    assert_eq!(g.entities_of_type(&a, Some("place"), 10).await.unwrap().len(), 1);
+    assert_eq!(g.entities_of_type(&a, None, 10).await.unwrap().len(), 3);
+    // a functional predicate: the move invalidates Berlin; a late older fact is invalid at once
+    let e2 = ep(&a, "s2");
+    let moved = Extraction { entities: vec![], relations: vec![rel("Alex Kim", "moved to", "Lisbon", Some(t0 + Duration::days(30)))] };
+    assert_eq!(g.apply_extraction(&a, &e2, t0 + Duration::days(30), &moved, &rules).await.unwrap().invalidated, 1);
+    let late = Extraction { entities: vec![], relations: vec![rel("Alex Kim", "lives_in", "Porto", Some(t0 + Duration::days(10)))] };
+    g.apply_extraction(&a, &ep(&a, "s3"), t0 + Duration::days(10), &late, &rules).await.unwrap();
+    let walk = |seed: crate::graph::EntityId, hops: u8, include_invalid: bool, predicate: Option<&str>| Walk {
+        seeds: vec![seed],
+        hops,
+        predicate: predicate.map(str::to_string),
+        include_invalid,
+        limit: 50,
+    };
+    let valid = g.traverse(&a, &walk(alex[0].id.clone(), 1, false, Some("lives_in"))).await.unwrap();
+    let places: Vec<String> = valid.entities.iter().filter(|e| e.id != alex[0].id).map(|e| e.name.clone()).collect();
+    assert_eq!(places, vec!["Lisbon".to_string()], "{valid:?}");
+    let all = g.traverse(&a, &walk(alex[0].id.clone(), 1, true, Some("lives_in"))).await.unwrap();
+    assert_eq!(all.relations.len(), 3);
+    let porto = all.relations.iter().find(|r| r.valid_from == Some(t0 + Duration::days(10))).unwrap();
+    assert_eq!(porto.invalid_at, Some(t0 + Duration::days(30)), "the late fact ends where the next begins");
+    assert_eq!(porto.episode_id, Some(ep(&a, "s3")));
+    // hops: Berlin -[lives_in, invalid]- Alex -[works_at]- Acme
+    let berlin = g.resolve(&a, "berlin", 1).await.unwrap()[0].id.clone();
+    assert_eq!(g.traverse(&a, &walk(berlin.clone(), 2, true, None)).await.unwrap().entities.len(), 5);
+    assert_eq!(g.traverse(&a, &walk(berlin.clone(), 2, false, None)).await.unwrap().entities.len(), 1, "only through valid facts");
+    assert_eq!(g.traverse(&a, &walk(berlin.clone(), 0, true, None)).await.unwrap().entities.len(), 1);
+    assert!(matches!(g.traverse(&a, &walk(berlin.clone(), 4, true, None)).await, Err(crate::Error::InvalidInput(_))));
+    assert!(g.traverse(&b, &walk(berlin.clone(), 2, true, None)).await.unwrap().entities.is_empty(), "scoped");
+    // merge: the survivor takes aliases, edges and sources; unmerge undoes exactly
+    let dup = Extraction { entities: vec![mention("A. Kim", "person", &[])], relations: vec![rel("A. Kim", "likes", "Jazz", None)] };
+    g.apply_extraction(&a, &ep(&a, "s4"), t0 + Duration::days(40), &dup, &rules).await.unwrap();
+    let akim = g.resolve(&a, "a. kim", 1).await.unwrap()[0].clone();
+    let before = g.graph_counts(&a).await.unwrap();
+    let mid = g.merge(&a, &alex[0].id, &akim.id, "same person").await.unwrap();
+    assert!(matches!(g.merge(&b, &alex[0].id, &akim.id, "x").await, Err(crate::Error::NotFound(_))), "scoped");
+    assert_eq!(g.resolve(&a, "a. kim", 1).await.unwrap()[0].id, alex[0].id, "the merged key resolves to the survivor");
+    let merged = g.entities(&a, &[alex[0].id.clone(), akim.id.clone()]).await.unwrap();
+    assert_eq!(merged.len(), 1, "the merged entity is hidden");
+    assert!(merged[0].aliases.contains(&"A. Kim".to_string()));
+    assert_eq!(merged[0].episodes.len(), 4);
+    let likes = g.traverse(&a, &walk(alex[0].id.clone(), 1, false, Some("likes"))).await.unwrap();
+    assert_eq!(likes.relations.len(), 1);
+    assert_eq!(likes.relations[0].source, alex[0].id, "edge redirected");
+    assert_eq!(g.graph_counts(&a).await.unwrap().merges, 1);
+    let log = g.merges(&a, 10).await.unwrap();
+    assert_eq!((log.len(), log[0].id, log[0].merged_name.as_str(), log[0].undone_at), (1, mid, "A. Kim", None));
+    let undone = g.unmerge(&a, mid).await.unwrap();
+    assert_eq!((undone.survivor.clone(), undone.merged.clone()), (alex[0].id.clone(), akim.id.clone()));
+    assert!(undone.undone_at.is_some());
+    assert!(matches!(g.unmerge(&a, mid).await, Err(crate::Error::InvalidInput(_))), "once");
+    assert!(matches!(g.unmerge(&b, mid).await, Err(crate::Error::NotFound(_))), "scoped");
+    assert!(g.kept_apart(&a, &akim.id, &alex[0].id).await.unwrap());
+    assert!(!g.kept_apart(&b, &akim.id, &alex[0].id).await.unwrap());
+    assert_eq!(g.graph_counts(&a).await.unwrap(), before, "unmerge restores the graph");
+    let restored = g.entities(&a, &[alex[0].id.clone()]).await.unwrap();
+    assert_eq!((restored[0].aliases.clone(), restored[0].episodes.len()), (vec!["Al".to_string()], 3));
+    let likes = g.traverse(&a, &walk(akim.id.clone(), 1, false, Some("likes"))).await.unwrap();
+    assert_eq!(likes.relations[0].source, akim.id, "edge back on the merged entity");
+    // typed writes land on the same nodes
+    let mem = crate::model::typed::MemoryId::new();
+    g.put_typed(&a, &TypedGraphWrite::Entity {
+        memory: mem.clone(),
+        key: "Acme".into(),
+        kind: "company".into(),
+        attributes: serde_json::json!({"tier": "gold"}),
+        edges: vec![("supplier".into(), "Globex".into())],
+        at: t0,
+    })
+    .await
+    .unwrap();
+    let acme = g.resolve(&a, "acme", 1).await.unwrap()[0].clone();
+    assert_eq!((acme.kind.as_str(), acme.attributes.clone()), ("company", serde_json::json!({"tier": "gold"})));
+    let rmem = crate::model::typed::MemoryId::new();
+    let rid = g.put_typed(&a, &TypedGraphWrite::Relation {
+        memory: rmem.clone(),
+        subject: ("Globex".into(), "company".into()),
+        predicate: "owes money to".into(),
+        object: ("Initech".into(), "company".into()),
+        attributes: serde_json::json!({"strength": 0.5}),
+        at: t0,
+    })
+    .await
+    .unwrap();
+    let rid2 = g.put_typed(&a, &TypedGraphWrite::Relation {
+        memory: rmem.clone(),
+        subject: ("globex".into(), "company".into()),
+        predicate: "owes money to".into(),
+        object: ("INITECH".into(), "company".into()),
+        attributes: serde_json::json!({"strength": 0.9}),
+        at: t0 + Duration::days(1),
+    })
+    .await
+    .unwrap();
+    assert_eq!(rid, rid2, "a relation upserts on its triple");
+    let globex = g.resolve(&a, "globex", 1).await.unwrap()[0].clone();
+    let sub = g.traverse(&a, &walk(globex.id.clone(), 1, false, Some("owes_money_to"))).await.unwrap();
+    assert_eq!(sub.relations.len(), 1);
+    assert_eq!((sub.relations[0].attributes["strength"].as_f64(), sub.relations[0].memory_id.clone()), (Some(0.9), Some(rmem.clone())));
+    assert_eq!(sub.relations[0].valid_from, Some(t0 + Duration::days(1)));
+    let gone = g.delete_typed(&a, &rmem, None).await.unwrap();
+    assert_eq!(gone.rows.get("relations"), Some(&1));
+    let gone = g.delete_typed(&a, &mem, Some("ACME")).await.unwrap();
+    assert_eq!(gone.rows.get("relations"), Some(&1));
+    assert_eq!(g.resolve(&a, "acme", 1).await.unwrap()[0].attributes, serde_json::json!({}), "extracted Acme stays, without typed attributes");
+    let initech = g.resolve(&a, "initech", 1).await.unwrap()[0].id.clone();
+    g.delete_typed(&a, &crate::model::typed::MemoryId::new(), Some("initech")).await.unwrap();
+    assert!(g.entities(&a, &[initech]).await.unwrap().is_empty(), "an unused typed node goes");
+    // erasure of one user leaves the other whole
+    g.apply_extraction(&b, &ep(&b, "s1"), t0, &ex1, &rules).await.unwrap();
+    let total = g.total_counts().await.unwrap();
+    assert_eq!(total.entities, g.graph_counts(&a).await.unwrap().entities + 3);
+    let counts = g.delete_user_graph("alice").await.unwrap();
+    assert!(counts.rows.get("entities").copied().unwrap_or(0) >= 8, "{counts:?}");
+    assert_eq!(g.graph_counts(&a).await.unwrap(), crate::graph::GraphCounts::default());
+    assert!(g.merges(&a, 10).await.unwrap().is_empty());
+    assert_eq!(g.graph_counts(&b).await.unwrap().entities, 3);
+    assert_eq!(g.resolve(&b, "al", 1).await.unwrap().len(), 1);
+}
+
 fn episode(scope: &Scope, session: &str, summary: &str, expires_at: Option<chrono::DateTime<chrono::Utc>>) -> crate::model::Episode {
     let t = chrono::Utc::now();
     crate::model::Episode {
@@ -550,6 +716,11 @@ mod backends {
     #[tokio::test]
     async fn sqlite_typed_store() {
         typed_store_contract(&sqlite::SqliteStore::open_in_memory().unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn sqlite_graph_store() {
+        graph_store_contract(&sqlite::SqliteStore::open_in_memory().unwrap()).await;
     }
 
     #[tokio::test]
