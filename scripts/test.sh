@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # The whole test suite: fetches the embedding model if missing, starts a
-# throwaway PostgreSQL on 127.0.0.1 (scripts/pg.sh; skipped when
-# STRATA_TEST_POSTGRES_URL already names a server), then runs every unit,
-# integration and doc test in the one dev profile (dependencies are
-# optimised there, see Cargo.toml) and checks that the benches compile.
+# throwaway PostgreSQL (scripts/pg.sh) and a throwaway Bolt graph server
+# (scripts/graph-server.sh, ArcadeDB) on 127.0.0.1, each skipped when its
+# variable (STRATA_TEST_POSTGRES_URL, STRATA_TEST_BOLT_URI) already names a
+# server, then runs every unit, integration and doc test in the one dev
+# profile (dependencies are optimised there, see Cargo.toml) and checks
+# that the benches compile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/fetch-model.sh
+cleanup=()
+stop() { for c in "${cleanup[@]}"; do $c || true; done; }
+trap stop EXIT
 if [ -z "${STRATA_TEST_POSTGRES_URL:-}" ]; then
   eval "$(./scripts/pg.sh start)"
-  trap './scripts/pg.sh stop' EXIT
+  cleanup+=("./scripts/pg.sh stop")
+fi
+if [ -z "${STRATA_TEST_BOLT_URI:-}" ]; then
+  eval "$(./scripts/graph-server.sh start)"
+  cleanup+=("./scripts/graph-server.sh stop")
 fi
 cargo test --lib --bins --tests "$@"
 cargo test --doc "$@"

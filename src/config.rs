@@ -45,6 +45,8 @@ pub struct Config {
     pub stores: StoresConfig,
     /// `[postgres]`: the server of `stores.records = "postgres"`.
     pub postgres: PostgresConfig,
+    /// `[neo4j]`: the Bolt server of `stores.graph = "neo4j"`.
+    pub neo4j: Neo4jConfig,
     /// `[teams]`: team id = member user ids (`sales = ["ann", "bo"]`). A
     /// team's store lives in `data_dir/shared/teams/<team_id>/`; only
     /// members read or write it. Empty by default.
@@ -121,6 +123,31 @@ pub enum VectorsBackend {
 pub enum GraphBackend {
     /// Tables in `data_dir/strata.db` (embedded).
     Sqlite,
+    /// The `[neo4j]` Bolt server (Neo4j 5; ArcadeDB's Bolt plugin in CI).
+    Neo4j,
+}
+
+/// `[neo4j]`: where the graph server is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Neo4jConfig {
+    /// `bolt://host:7687` (`neo4j://` for a routed cluster).
+    pub uri: String,
+    /// User name.
+    pub user: String,
+    /// Name of the environment variable holding the password (unset = none).
+    pub password_env: String,
+    /// Database; "" = the server's default.
+    pub database: String,
+    /// Pooled Bolt connections per node.
+    pub max_connections: usize,
+}
+
+impl Neo4jConfig {
+    /// The password from the environment variable named by `password_env`.
+    pub fn password(&self) -> Option<String> {
+        std::env::var(&self.password_env).ok().filter(|p| !p.is_empty())
+    }
 }
 
 /// `[postgres]`: where the PostgreSQL system of record is.
@@ -750,6 +777,18 @@ impl Config {
             }
             if pg.pool_size == 0 || pg.pool_size > 1000 {
                 return Err(Error::Config("postgres.pool_size: must be within 1..=1000".into()));
+            }
+        }
+        if self.stores.graph == GraphBackend::Neo4j {
+            let n = &self.neo4j;
+            if n.uri.contains('@') {
+                return Err(Error::Config(format!(
+                    "neo4j.uri: holds credentials; set neo4j.user and export the password in ${} (neo4j.password_env)",
+                    n.password_env
+                )));
+            }
+            if n.max_connections == 0 || n.max_connections > 1000 {
+                return Err(Error::Config("neo4j.max_connections: must be within 1..=1000".into()));
             }
         }
         Ok(())

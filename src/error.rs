@@ -24,6 +24,9 @@ pub enum Error {
     /// PostgreSQL (the cluster system of record) refused a statement.
     #[error("record store (postgresql): {0}")]
     Postgres(String),
+    /// The graph server (Neo4j, or a Bolt server such as ArcadeDB) refused a statement.
+    #[error("graph store (neo4j): {0}")]
+    GraphServer(String),
     /// A server Strata depends on (PostgreSQL, Qdrant, the graph server)
     /// cannot be reached (HTTP 503); `service` names it. Work that needs it
     /// waits in the outbox; nothing acknowledged is lost.

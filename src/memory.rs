@@ -1778,11 +1778,24 @@ pub(crate) struct Stores {
     pub graph: Arc<dyn GraphStore>,
 }
 
+async fn cypher_graph(config: &Config) -> Result<crate::store::cypher_graph::CypherGraph> {
+    let n = &config.neo4j;
+    crate::store::cypher_graph::CypherGraph::connect(
+        &n.uri,
+        &n.user,
+        n.password().as_deref(),
+        Some(n.database.as_str()).filter(|d| !d.is_empty()),
+        n.max_connections,
+    )
+    .await
+}
+
 /// Opens the stores `[stores]` names. SQLite records: `data_dir/strata.db`
 /// (in memory when `ephemeral`) holds records, typed memories and the
 /// graph, and `data_dir/shared/` the team and public tiers. PostgreSQL
 /// records: the `[postgres]` server holds records, typed memories and the
-/// tiers; the SQLite graph stays in `data_dir/strata.db`.
+/// tiers; the SQLite graph stays in `data_dir/strata.db`. `stores.graph =
+/// "neo4j"`: the `[neo4j]` Bolt server holds the graph.
 ///
 /// # Errors
 /// [`Error::Unavailable`] naming PostgreSQL when it cannot be reached;
@@ -1806,6 +1819,7 @@ pub(crate) async fn open_stores(config: &Config, ephemeral: bool) -> Result<Stor
             let db = Arc::new(tokio::task::spawn_blocking(sqlite).await??);
             let graph: Arc<dyn GraphStore> = match config.stores.graph {
                 GraphBackend::Sqlite => db.clone(),
+                GraphBackend::Neo4j => Arc::new(cypher_graph(config).await?),
             };
             Ok(Stores {
                 records: db.clone(),
@@ -1821,6 +1835,7 @@ pub(crate) async fn open_stores(config: &Config, ephemeral: bool) -> Result<Stor
             );
             let graph: Arc<dyn GraphStore> = match config.stores.graph {
                 GraphBackend::Sqlite => Arc::new(tokio::task::spawn_blocking(sqlite).await??),
+                GraphBackend::Neo4j => Arc::new(cypher_graph(config).await?),
             };
             Ok(Stores {
                 records: db.clone(),

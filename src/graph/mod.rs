@@ -39,6 +39,46 @@ pub fn identity_key(name: &str) -> String {
         .to_string()
 }
 
+/// Longest entity name kept, in graphemes; a longer "name" is not a name.
+pub const MAX_NAME_CHARS: usize = 200;
+
+/// The words of a key: split on whitespace, ASCII punctuation trimmed from
+/// each end ("live?" → "live"; "inc-2024-117" stays whole).
+fn words(key: &str) -> Vec<String> {
+    key.split_whitespace()
+        .map(|w| w.trim_matches(|c: char| c.is_ascii_punctuation()).to_string())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// True when `needle` occurs as a contiguous run of `hay` (and is not empty).
+fn contains_run(hay: &[String], needle: &[String]) -> bool {
+    !needle.is_empty() && needle.len() <= hay.len() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// How well an entity known by `names` (its key and alias keys) matches a
+/// partial query key, lower first; `None` unless a whole-word run matches:
+/// the entity's name as a run of words of the text ("where does alex live"
+/// names "alex"; longer names first), or the text as a run of words of the
+/// name ("dana" names "dana whitfield"). "alexis", "evening" or "seminar"
+/// name nobody. Used by every [`GraphStore::resolve`].
+pub(crate) fn partial_rank(query_key: &str, names: impl IntoIterator<Item = String>) -> Option<usize> {
+    let q = words(query_key);
+    names
+        .into_iter()
+        .filter_map(|k| {
+            let kw = words(&k);
+            if contains_run(&q, &kw) {
+                Some(1000 - kw.len().min(999))
+            } else if contains_run(&kw, &q) {
+                Some(2000 + kw.len().min(999))
+            } else {
+                None
+            }
+        })
+        .min()
+}
+
 /// How to apply an extraction (from `[graph]` config).
 #[derive(Debug, Clone, Default)]
 pub struct ApplyRules {

@@ -88,6 +88,7 @@ impl From<Error> for ApiError {
             Error::Config(_)
             | Error::Sqlite(_)
             | Error::Postgres(_)
+            | Error::GraphServer(_)
             | Error::Keyword(_)
             | Error::Vector(_)
             | Error::Chat(_)

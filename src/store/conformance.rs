@@ -723,6 +723,30 @@ mod backends {
         graph_store_contract(&sqlite::SqliteStore::open_in_memory().unwrap()).await;
     }
 
+    /// The Bolt server at `STRATA_TEST_BOLT_URI` (`scripts/test.sh` starts a
+    /// throwaway ArcadeDB; point it at a Neo4j 5 to test that instead),
+    /// with `STRATA_TEST_BOLT_USER` / `_PASSWORD` / `_DATABASE`. The
+    /// suite's scopes are fixed, so it clears Strata's nodes first.
+    #[tokio::test]
+    async fn cypher_graph_store() {
+        let uri = std::env::var("STRATA_TEST_BOLT_URI").expect(
+            "STRATA_TEST_BOLT_URI is not set: run the tests through scripts/test.sh, which starts a Bolt graph server",
+        );
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let g = cypher_graph::CypherGraph::connect(
+            &uri,
+            &var("STRATA_TEST_BOLT_USER").unwrap_or_else(|| "neo4j".into()),
+            var("STRATA_TEST_BOLT_PASSWORD").as_deref(),
+            var("STRATA_TEST_BOLT_DATABASE").as_deref(),
+            4,
+        )
+        .await
+        .unwrap();
+        g.clear().await.unwrap();
+        graph_store_contract(&g).await;
+        g.clear().await.unwrap();
+    }
+
     #[tokio::test]
     async fn sqlite_shared_stores() {
         let dir = tempfile::tempdir().unwrap();

@@ -136,25 +136,6 @@ fn resolve_key(c: &Connection, scope: &Scope, key: &str) -> Result<Option<String
     Ok(id)
 }
 
-/// The words of a key: split on whitespace, ASCII punctuation trimmed from
-/// each end ("live?" → "live"; "inc-2024-117" stays whole).
-fn words(key: &str) -> Vec<String> {
-    key.split_whitespace()
-        .map(|w| {
-            w.trim_matches(|c: char| c.is_ascii_punctuation())
-                .to_string()
-        })
-        .filter(|w| !w.is_empty())
-        .collect()
-}
-
-/// True when `needle` occurs as a contiguous run of `hay` (and is not empty).
-fn contains_run(hay: &[String], needle: &[String]) -> bool {
-    !needle.is_empty()
-        && needle.len() <= hay.len()
-        && hay.windows(needle.len()).any(|w| w == needle)
-}
-
 fn more_specific(old: &str, new: &str) -> bool {
     old == UNKNOWN_TYPE && new != UNKNOWN_TYPE
 }
@@ -219,9 +200,6 @@ fn upsert_entity(
     )?;
     Ok(Some(id))
 }
-
-/// Longest entity name kept, in graphemes; a longer "name" is not a name.
-pub const MAX_NAME_CHARS: usize = 200;
 
 fn key_of(c: &Connection, id: &str) -> Result<String> {
     Ok(
@@ -333,30 +311,14 @@ impl GraphStore for SqliteStore {
             // the text ("where does alex live" names "alex"), or the text as a run
             // of words of the name ("dana" names "dana whitfield"); "alexis",
             // "evening" or "seminar" name nobody
-            let q = words(&key);
             let mut scored: Vec<(usize, String)> = Vec::new();
             for id in partial {
                 if ids.contains(&id) {
                     continue;
                 }
-                let mut best = None;
                 let mut st = c.prepare_cached("SELECT alias_key FROM entity_aliases WHERE entity_id=?1")?;
                 let aliases: Vec<String> = st.query_map([&id], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
-                for k in std::iter::once(key_of(c, &id)?).chain(aliases) {
-                    let kw = words(&k);
-                    let rank = if contains_run(&q, &kw) {
-                        Some(1000 - kw.len().min(999)) // longer names named in the text first
-                    } else if contains_run(&kw, &q) {
-                        Some(2000 + kw.len().min(999))
-                    } else {
-                        None
-                    };
-                    best = match (best, rank) {
-                        (Some(b), Some(r)) => Some(std::cmp::min(b, r)),
-                        (b, r) => b.or(r),
-                    };
-                }
-                if let Some(rank) = best {
+                if let Some(rank) = partial_rank(&key, std::iter::once(key_of(c, &id)?).chain(aliases)) {
                     scored.push((rank, id));
                 }
             }

@@ -1,14 +1,17 @@
-//! A node whose system of record is PostgreSQL (`stores.records =
-//! "postgres"`), end to end through the library: the turn path,
-//! promotion, typed memories and the team tier, restart, and erasure
-//! audited through PostgreSQL itself. Needs `STRATA_TEST_POSTGRES_URL`
-//! (`scripts/test.sh` starts a throwaway server); each test works in a
-//! fresh schema and drops it.
+//! Nodes on the server-backed stores, end to end through the library: a
+//! node whose system of record is PostgreSQL (`stores.records =
+//! "postgres"`: the turn path, promotion, typed memories and the team tier,
+//! restart, erasure audited through PostgreSQL itself), and a node whose
+//! graph is on a Bolt server (`stores.graph = "neo4j"`: extraction through
+//! the workers, functional invalidation, graph search, erasure). Needs
+//! `STRATA_TEST_POSTGRES_URL` and `STRATA_TEST_BOLT_URI` (`scripts/test.sh`
+//! starts throwaway servers); each test works in a fresh schema and drops
+//! it, and its graph users are unique to the run.
 
 mod common;
 
 use serde_json::json;
-use strata::config::RecordsBackend;
+use strata::config::{GraphBackend, RecordsBackend};
 use strata::model::typed::{MemoryInput, NewMemory, Visibility};
 use strata::{Config, Error, Memory, NewMessage, Scope, SessionId};
 
@@ -161,4 +164,60 @@ fn a_password_in_the_url_is_refused() {
     cfg.postgres.url = "postgres://strata:hunter2@127.0.0.1/strata".into();
     let e = cfg.validate().unwrap_err();
     assert!(matches!(&e, Error::Config(m) if m.contains("password_env") && !m.contains("hunter2")), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_its_graph_on_a_bolt_server() {
+    let (mut cfg, _dir, url) = pg_config();
+    let schema = cfg.postgres.schema.clone();
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let uri = var("STRATA_TEST_BOLT_URI")
+        .expect("STRATA_TEST_BOLT_URI is not set: run the tests through scripts/test.sh, which starts a Bolt graph server");
+    cfg.stores.graph = GraphBackend::Neo4j;
+    cfg.neo4j.uri = uri;
+    cfg.neo4j.user = var("STRATA_TEST_BOLT_USER").unwrap_or_else(|| "neo4j".into());
+    cfg.neo4j.password_env = "STRATA_TEST_BOLT_PASSWORD".into();
+    cfg.neo4j.database = var("STRATA_TEST_BOLT_DATABASE").unwrap_or_default();
+    let mem = common::open(cfg).await;
+    // a user id unique to this run: the graph server outlives the schema
+    let s = Scope::new(format!("mina-{}", uuid::Uuid::new_v4().simple()), "assistant").unwrap();
+    let day = |d: u32| chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 3, d, 10, 0, 0).unwrap();
+    for (id, d, text) in [
+        ("s1", 1, "Alex lives in Seattle and works at Acme Robotics. Sam lives in Denver."),
+        ("s2", 20, "Big news: Alex moved to Portland last week."),
+    ] {
+        let sid = SessionId::new(id).unwrap();
+        let mut m = NewMessage::user(text, day(d));
+        m.name = Some("Mina".into());
+        mem.record(&s, &sid, m).await.unwrap();
+        mem.end_session(&s, &sid).await.unwrap();
+    }
+    mem.wait_idle().await.unwrap();
+    let search = |include_invalid: bool| strata::memory::GraphSearch {
+        query: Some("Alex".into()),
+        hops: 1,
+        include_invalid,
+        ..Default::default()
+    };
+    let r = mem.knowledge_graph_search(&s, &search(true)).await.unwrap();
+    let name = |id: &strata::graph::EntityId| r.subgraph.entities.iter().find(|e| &e.id == id).map(|e| e.name.clone()).unwrap_or_default();
+    let facts: Vec<(String, String, String, bool)> = r
+        .subgraph
+        .relations
+        .iter()
+        .map(|x| (name(&x.source), x.predicate.clone(), name(&x.target), x.invalid_at.is_some()))
+        .collect();
+    assert!(facts.contains(&("Alex".into(), "lives_in".into(), "Seattle".into(), true)), "{facts:?}");
+    assert!(facts.contains(&("Alex".into(), "lives_in".into(), "Portland".into(), false)), "{facts:?}");
+    let current = mem.knowledge_graph_search(&s, &search(false)).await.unwrap();
+    assert!(current.subgraph.relations.iter().all(|x| x.invalid_at.is_none()));
+    let other = Scope::new(format!("other-{}", uuid::Uuid::new_v4().simple()), "assistant").unwrap();
+    assert!(mem.knowledge_graph_search(&other, &search(true)).await.unwrap().subgraph.entities.is_empty(), "scoped");
+    let before = mem.shared().graph.graph_counts(&s).await.unwrap();
+    assert!(before.entities >= 4 && before.invalidated >= 1, "{before:?}");
+    let report = mem.forget_user(s.user_id()).await.unwrap();
+    assert_eq!(report.graph.rows.get("entities").copied(), Some(before.entities), "{report:?}");
+    assert_eq!(mem.shared().graph.graph_counts(&s).await.unwrap(), strata::graph::GraphCounts::default());
+    mem.shutdown().await.unwrap();
+    drop_schema(&url, &schema).await;
 }
