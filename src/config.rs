@@ -805,6 +805,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_cluster_config_loads_and_names_no_password() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/cluster.toml");
+        let c = Config::load(Some(&path), &[]).unwrap();
+        assert_eq!(c.stores.records, RecordsBackend::Postgres);
+        assert_eq!(c.stores.graph, GraphBackend::Neo4j);
+        assert_eq!((c.postgres.password_env.as_str(), c.neo4j.password_env.as_str()), ("STRATA_POSTGRES_PASSWORD", "STRATA_NEO4J_PASSWORD"));
+        // the roles also come from the environment layer, like every key
+        let c = Config::load(None, &[("stores.graph".into(), "neo4j".into())]).unwrap();
+        assert_eq!(c.stores.graph, GraphBackend::Neo4j);
+        let e = Config::load(None, &[("stores.records".into(), "mysql".into())]).unwrap_err();
+        assert!(e.to_string().contains("sqlite") && e.to_string().contains("postgres"), "{e}");
+        let mut c = Config::default();
+        c.stores.graph = GraphBackend::Neo4j;
+        c.neo4j.uri = "bolt://neo4j:secret@db:7687".into();
+        assert!(matches!(c.validate(), Err(Error::Config(m)) if m.contains("password_env") && !m.contains("secret")));
+    }
+
+    #[test]
     fn default_parses_and_validates() {
         let c: Config = toml::from_str(DEFAULT_TOML).unwrap();
         c.validate().unwrap();
