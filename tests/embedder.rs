@@ -122,6 +122,26 @@ fn onnx_session_pool_gives_the_same_vectors() {
     }
 }
 
+/// A large input is split across the pool's sessions and run at once; every
+/// vector still lands at its text's position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_input_split_across_sessions_keeps_its_order() {
+    use strata::llm::Embedder;
+    let one = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 4, 256, 1).unwrap();
+    let pool = strata::llm::onnx::OnnxEmbedder::load_pool(&common::onnx_files(), 4, 256, 1, 2).unwrap();
+    // 21 texts of many lengths > 2 passes of 4: split in two interleaved parts
+    let texts: Vec<String> = (0..21)
+        .map(|i| format!("turn {i}: {}", "we talked about the garden and the new bike lane ".repeat(i % 5 + 1)))
+        .collect();
+    let want = one.embed_blocking(&texts).unwrap();
+    let got = pool.embed(&texts).await.unwrap();
+    assert_eq!(got.len(), want.len());
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        let cos: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        assert!(cos > 0.999, "text {i}: {cos}");
+    }
+}
+
 /// A query embedded alone and embedded in one ONNX run with longer texts
 /// (what the micro-batcher does under load) gets the same vector: the int8
 /// model quantises activations per run, so this is checked, not assumed.

@@ -41,7 +41,13 @@ pub struct BatchingEmbedder {
     tx: flume::Sender<Job>,
     dim: usize,
     id: String,
+    workers: usize,
 }
+
+/// Above this many texts a request (a promotion batch, an import) is split
+/// into one part per thread and the parts run at once; queries (a few
+/// texts) never are.
+pub const SPLIT_ABOVE: usize = 64;
 
 impl BatchingEmbedder {
     /// Wraps `inner` (whose `dim` and `model_id` it reports) with `workers`
@@ -82,6 +88,7 @@ impl BatchingEmbedder {
             tx,
             dim: inner.dim(),
             id: inner.model_id().to_string(),
+            workers: workers.max(1),
         }
     }
 }
@@ -122,10 +129,23 @@ impl Embedder for BatchingEmbedder {
     fn model_id(&self) -> &str {
         &self.id
     }
+    /// A request above [`SPLIT_ABOVE`] texts is split into one interleaved
+    /// part per thread, so a large promotion batch uses every core.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        if texts.len() > SPLIT_ABOVE && self.workers > 1 {
+            let parts = super::split_interleaved(texts, self.workers);
+            let done = futures::future::try_join_all(parts.iter().map(|p| self.send(p))).await?;
+            return super::merge_interleaved(done, texts.len());
+        }
+        self.send(texts).await
+    }
+}
+
+impl BatchingEmbedder {
+    async fn send(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         let (reply, rx) = tokio::sync::oneshot::channel();
         self.tx
             .send(Job {
@@ -170,6 +190,20 @@ mod tests {
         async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
             self.embed_now(texts)
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_large_request_is_split_across_threads_and_kept_in_order() {
+        let fake = Arc::new(Fake { calls: AtomicUsize::new(0), largest: AtomicUsize::new(0) });
+        let b = BatchingEmbedder::new(fake.clone(), 2, 8);
+        let texts: Vec<String> = (0..SPLIT_ABOVE + 7).map(|i| "x".repeat(i + 1)).collect();
+        let got = b.embed(&texts).await.unwrap();
+        assert_eq!(got, (0..texts.len()).map(|i| vec![(i + 1) as f32]).collect::<Vec<_>>());
+        assert_eq!(fake.calls.load(Ordering::SeqCst), 2, "one run per thread");
+        assert_eq!(fake.largest.load(Ordering::SeqCst), texts.len().div_ceil(2));
+        // a small request is never split
+        b.embed(&texts[..SPLIT_ABOVE]).await.unwrap();
+        assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

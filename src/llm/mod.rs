@@ -197,3 +197,31 @@ pub trait ChatModel: Send + Sync + 'static {
         Ok(None)
     }
 }
+
+/// Splits `texts` into `parts` interleaved parts (text `i` in part `i %
+/// parts`), so every part of a large embedding gets a like mix of short
+/// and long texts and the parts finish together.
+pub(crate) fn split_interleaved(texts: &[String], parts: usize) -> Vec<Vec<String>> {
+    let parts = parts.max(1);
+    let mut out: Vec<Vec<String>> = vec![Vec::new(); parts];
+    for (i, t) in texts.iter().enumerate() {
+        out[i % parts].push(t.clone());
+    }
+    out
+}
+
+/// The inverse of [`split_interleaved`]: `n` vectors back in input order.
+///
+/// # Errors
+/// [`Error::Embedder`] when a part returned too few vectors.
+pub(crate) fn merge_interleaved(parts: Vec<Vec<Vec<f32>>>, n: usize) -> Result<Vec<Vec<f32>>> {
+    let k = parts.len().max(1);
+    let mut its: Vec<std::vec::IntoIter<Vec<f32>>> = parts.into_iter().map(Vec::into_iter).collect();
+    (0..n)
+        .map(|i| {
+            its.get_mut(i % k)
+                .and_then(Iterator::next)
+                .ok_or_else(|| Error::Embedder("a part of a split embedding returned too few vectors".into()))
+        })
+        .collect()
+}

@@ -255,11 +255,35 @@ impl Embedder for OnnxEmbedder {
     fn model_id(&self) -> &str {
         &self.inner.id
     }
+    /// A large input (more than two forward passes: a promotion batch, an
+    /// import) is split into one part per session of the pool, run at once
+    /// on as many blocking threads, each part sorted by length on its own;
+    /// a small one (a query) runs on one session and leaves the others free.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let (this, texts) = (self.clone(), texts.to_vec());
-        tokio::task::spawn_blocking(move || this.embed_blocking(&texts)).await?
+        let parts = parallel_parts(texts.len(), self.inner.batch_size, self.inner.sessions.len());
+        if parts <= 1 {
+            let (this, texts) = (self.clone(), texts.to_vec());
+            return tokio::task::spawn_blocking(move || this.embed_blocking(&texts)).await?;
+        }
+        let runs = super::split_interleaved(texts, parts).into_iter().map(|part| {
+            let this = self.clone();
+            tokio::task::spawn_blocking(move || this.embed_blocking(&part))
+        });
+        let done = futures::future::try_join_all(runs).await?;
+        super::merge_interleaved(done.into_iter().collect::<Result<_>>()?, texts.len())
+    }
+}
+
+/// How many parts [`OnnxEmbedder::embed`] runs `n` texts in: one per
+/// session, but only for more than two forward passes of `batch_size`
+/// (below that, the thread hand-off costs more than it saves).
+pub(crate) fn parallel_parts(n: usize, batch_size: usize, sessions: usize) -> usize {
+    if n > 2 * batch_size.max(1) {
+        sessions.max(1)
+    } else {
+        1
     }
 }
