@@ -6,10 +6,14 @@
 #   eval "$(scripts/graph-server.sh start)"   # export lines on stdout, logs on stderr
 #   scripts/graph-server.sh stop              # stops it, removes its run directory
 #   scripts/graph-server.sh status
+#   scripts/graph-server.sh kill              # SIGKILL, keeps its data (a crash)
+#   scripts/graph-server.sh restart           # starts it again on the same data
+# ARCADE_BASE, ARCADE_VENV, ARCADE_HTTP_PORT and ARCADE_BOLT_PORT run a second,
+# separate instance (tests that kill their own server).
 set -euo pipefail
 
 BASE=${ARCADE_BASE:-/tmp/strata-test-arcadedb}
-VENV=$BASE/venv
+VENV=${ARCADE_VENV:-$BASE/venv}
 RUN=$BASE/run
 PIDFILE=$BASE/arcadedb.pid          # outside RUN, so a lost RUN cannot orphan the server
 WHEEL=${ARCADE_WHEEL:-arcadedb-embedded==26.10.2.post1}
@@ -55,7 +59,8 @@ launch() {
   local pkg cp
   pkg=$(compgen -G "$VENV/lib/python3*/site-packages/arcadedb_embedded" | head -1)
   cp=$(printf '%s:' "$pkg"/jars/*.jar)
-  rm -rf "$RUN" "$PIDFILE" && mkdir -p "$RUN/log"
+  if [[ ${1:-} != keep ]]; then rm -rf "$RUN"; fi
+  rm -f "$PIDFILE" && mkdir -p "$RUN/log"
   # cwd = RUN: the server writes ./log there. setsid: own session and process group (pgid = pid).
   (cd "$RUN" && exec setsid bash -c 'echo $$ > "$0"; exec "$@"' "$PIDFILE" \
     "$pkg/jre/bin/java" -Xmx"$HEAP" -XX:+UseSerialGC ${ARCADE_JAVA_OPTS--XX:TieredStopAtLevel=1} -XX:ErrorFile="$RUN/log/hs_err_pid%p.log" \
@@ -77,7 +82,7 @@ launch() {
 start() {
   command -v curl >/dev/null || { log "curl is required"; exit 1; }
   local i
-  server_pid >/dev/null || launch
+  server_pid >/dev/null || launch "${1:-}"
   for ((i = 0; i < 240; i++)); do              # up to 60 s
     http -o /dev/null "http://127.0.0.1:$HTTP_PORT/api/v1/ready" && break
     if ! server_pid >/dev/null; then
@@ -111,6 +116,8 @@ stop() {
 case ${1:-} in
   start) start ;;
   stop) stop ;;
+  kill) if pid=$(server_pid); then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done; log "killed (pid $pid)"; fi ;;
+  restart) start keep ;;
   status) if pid=$(server_pid); then log "running (pid $pid)"; exports; else log "not running"; exit 1; fi ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|status|kill|restart" >&2; exit 2 ;;
 esac

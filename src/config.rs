@@ -47,6 +47,8 @@ pub struct Config {
     pub postgres: PostgresConfig,
     /// `[neo4j]`: the Bolt server of `stores.graph = "neo4j"`.
     pub neo4j: Neo4jConfig,
+    /// `[qdrant]`: the server of `stores.keyword` / `stores.vectors = "qdrant"`.
+    pub qdrant: QdrantConfig,
     /// `[teams]`: team id = member user ids (`sales = ["ann", "bo"]`). A
     /// team's store lives in `data_dir/shared/teams/<team_id>/`; only
     /// members read or write it. Empty by default.
@@ -107,6 +109,8 @@ pub enum RecordsBackend {
 pub enum KeywordBackend {
     /// `data_dir/keyword` and `data_dir/knowledge` (embedded).
     Tantivy,
+    /// Sparse BM25 vectors in the `[qdrant]` collection.
+    Qdrant,
 }
 
 /// `stores.vectors`.
@@ -115,6 +119,8 @@ pub enum KeywordBackend {
 pub enum VectorsBackend {
     /// `data_dir/vectors` and `data_dir/knowledge` (embedded).
     QdrantEdge,
+    /// Dense vectors in the `[qdrant]` collection.
+    Qdrant,
 }
 
 /// `stores.graph`.
@@ -147,6 +153,28 @@ impl Neo4jConfig {
     /// The password from the environment variable named by `password_env`.
     pub fn password(&self) -> Option<String> {
         std::env::var(&self.password_env).ok().filter(|p| !p.is_empty())
+    }
+}
+
+/// `[qdrant]`: where the Qdrant server is (gRPC).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QdrantConfig {
+    /// gRPC address, `http://host:6334` (`https://` for TLS). Must not hold
+    /// credentials.
+    pub url: String,
+    /// Name of the environment variable holding the API key (unset = none).
+    pub api_key_env: String,
+    /// The deployment's collection (created on first start).
+    pub collection: String,
+    /// Timeout of one request and of connecting, in ms.
+    pub timeout_ms: u64,
+}
+
+impl QdrantConfig {
+    /// The API key from the environment variable named by `api_key_env`.
+    pub fn api_key(&self) -> Option<String> {
+        std::env::var(&self.api_key_env).ok().filter(|p| !p.is_empty())
     }
 }
 
@@ -537,6 +565,15 @@ pub struct WorkersConfig {
     /// parked in the dead-letter table; between attempts the job waits
     /// 0.5 s doubling up to 60 s and other jobs go ahead.
     pub max_attempts: u32,
+    /// How long an idle worker sleeps before it looks at the outbox again,
+    /// in ms (a bus wake-up from this node ends the sleep at once). This is
+    /// how a node finds the events other nodes wrote (PostgreSQL) and the
+    /// events of a node that died once their lease ends.
+    pub idle_poll_ms: u64,
+    /// How long an outbox event a node claimed stays hidden from the other
+    /// nodes, in ms (PostgreSQL records; one process owns SQLite). Keep it
+    /// above the longest job (LLM timeout × retries).
+    pub claim_lease_ms: u64,
 }
 
 /// Turns figment's errors into one line per problem, naming the key (and,
@@ -775,6 +812,9 @@ impl Config {
                     pg.password_env
                 )));
             }
+            if self.workers.claim_lease_ms < 1000 {
+                return Err(Error::Config("workers.claim_lease_ms: must be at least 1000".into()));
+            }
             if pg.pool_size == 0 || pg.pool_size > 1000 {
                 return Err(Error::Config("postgres.pool_size: must be within 1..=1000".into()));
             }
@@ -791,7 +831,33 @@ impl Config {
                 return Err(Error::Config("neo4j.max_connections: must be within 1..=1000".into()));
             }
         }
+        if self.uses_qdrant() {
+            let q = &self.qdrant;
+            if q.url.contains('@') {
+                return Err(Error::Config(format!(
+                    "qdrant.url: holds credentials; export the API key in ${} (qdrant.api_key_env) instead",
+                    q.api_key_env
+                )));
+            }
+            if !(q.url.starts_with("http://") || q.url.starts_with("https://")) {
+                return Err(Error::Config("qdrant.url: must start with http:// or https:// (the gRPC port, 6334 by default)".into()));
+            }
+            let ok = !q.collection.is_empty()
+                && q.collection.len() <= 64
+                && q.collection.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !ok {
+                return Err(Error::Config("qdrant.collection: 1 to 64 ASCII letters, digits, '_' or '-'".into()));
+            }
+            if q.timeout_ms == 0 {
+                return Err(Error::Config("qdrant.timeout_ms: must be above 0".into()));
+            }
+        }
         Ok(())
+    }
+
+    /// Whether a keyword or vector index is on the `[qdrant]` server.
+    pub fn uses_qdrant(&self) -> bool {
+        self.stores.keyword == KeywordBackend::Qdrant || self.stores.vectors == VectorsBackend::Qdrant
     }
 
     /// Path of the SQLite database.
@@ -810,7 +876,9 @@ mod tests {
         let c = Config::load(Some(&path), &[]).unwrap();
         assert_eq!(c.stores.records, RecordsBackend::Postgres);
         assert_eq!(c.stores.graph, GraphBackend::Neo4j);
+        assert_eq!((c.stores.keyword, c.stores.vectors), (KeywordBackend::Qdrant, VectorsBackend::Qdrant));
         assert_eq!((c.postgres.password_env.as_str(), c.neo4j.password_env.as_str()), ("STRATA_POSTGRES_PASSWORD", "STRATA_NEO4J_PASSWORD"));
+        assert_eq!(c.qdrant.api_key_env, "STRATA_QDRANT_API_KEY");
         // the roles also come from the environment layer, like every key
         let c = Config::load(None, &[("stores.graph".into(), "neo4j".into())]).unwrap();
         assert_eq!(c.stores.graph, GraphBackend::Neo4j);
@@ -820,6 +888,15 @@ mod tests {
         c.stores.graph = GraphBackend::Neo4j;
         c.neo4j.uri = "bolt://neo4j:secret@db:7687".into();
         assert!(matches!(c.validate(), Err(Error::Config(m)) if m.contains("password_env") && !m.contains("secret")));
+        let mut c = Config::default();
+        c.stores.vectors = VectorsBackend::Qdrant;
+        c.qdrant.url = "http://admin:secret@qdrant:6334".into();
+        assert!(matches!(c.validate(), Err(Error::Config(m)) if m.contains("api_key_env") && !m.contains("secret")));
+        c.qdrant.url = "qdrant:6334".into();
+        assert!(matches!(c.validate(), Err(Error::Config(m)) if m.contains("http://")));
+        c.qdrant.url = "http://qdrant:6334".into();
+        c.qdrant.collection = "no spaces".into();
+        assert!(matches!(c.validate(), Err(Error::Config(m)) if m.contains("qdrant.collection")));
     }
 
     #[test]

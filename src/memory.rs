@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::bus::Bus;
-use crate::config::Config;
+use crate::config::{Config, KeywordBackend, VectorsBackend};
 use crate::config::{EmbeddingProvider, LlmProvider, RecallConfig};
 use crate::error::{Error, Result};
 use crate::graph::{Entity, EntityId, GraphCounts, GraphStore, MergeRecord, Subgraph, Walk};
@@ -537,6 +537,11 @@ impl Memory {
             stores.records.meta_set(META_REINDEXING, "1").await?;
             stores.records.meta_set(META_EMBEDDER, &embedder_id).await?;
         }
+        if config.uses_qdrant() {
+            // the collection holds only indexes, rebuilt below (a new model may change the dimension)
+            let q = &config.qdrant;
+            crate::store::qdrant::QdrantServer::delete_collection(&q.url, q.api_key(), &q.collection, q.timeout_ms).await?;
+        }
         tokio::task::spawn_blocking(move || -> Result<()> {
             // the shared tiers' indexes too: shared/public and shared/teams/<id>
             let shared = dir.join("shared");
@@ -623,18 +628,35 @@ impl Memory {
         if check_meta {
             check_index_meta(stores.records.as_ref(), &embedder_id).await?;
         }
-        let (keyword, vectors, knowledge) = tokio::task::spawn_blocking(move || -> Result<_> {
-            let keyword = if ephemeral {
-                TantivyIndex::in_ram(bm25)?
-            } else {
-                TantivyIndex::open(&dir.join("keyword"), bm25)?
-            };
-            let vectors = EdgeVectorIndex::open(&dir.join("vectors"), dim)?;
-            let knowledge =
-                crate::typed::KnowledgeIndex::open(&dir.join("knowledge"), dim, bm25, ephemeral)?;
-            Ok((keyword, vectors, knowledge))
-        })
-        .await??;
+        let qdrant = if config.uses_qdrant() {
+            Some(qdrant_server(&config, dim).await?)
+        } else {
+            None
+        };
+        let places = crate::typed::IndexPlaces {
+            shared_dir: config.data_dir.join("shared"),
+            keyword: qdrant.clone().filter(|_| config.stores.keyword == KeywordBackend::Qdrant),
+            vectors: qdrant.clone().filter(|_| config.stores.vectors == VectorsBackend::Qdrant),
+            dim,
+            bm25,
+        };
+        let (keyword, vectors, knowledge) = {
+            let places = places.clone();
+            tokio::task::spawn_blocking(move || -> Result<_> {
+                let keyword: Arc<dyn KeywordIndex> = match &places.keyword {
+                    Some(q) => Arc::new(q.keyword::<EpisodeId>("episodes", bm25)),
+                    None if ephemeral => Arc::new(TantivyIndex::in_ram(bm25)?),
+                    None => Arc::new(TantivyIndex::open(&dir.join("keyword"), bm25)?),
+                };
+                let vectors: Arc<dyn VectorIndex> = match &places.vectors {
+                    Some(q) => Arc::new(q.vectors::<EpisodeId>("episodes")),
+                    None => Arc::new(EdgeVectorIndex::open(&dir.join("vectors"), dim)?),
+                };
+                let knowledge = crate::typed::KnowledgeIndex::open(&places, "knowledge", &dir.join("knowledge"), ephemeral)?;
+                Ok((keyword, vectors, knowledge))
+            })
+            .await??
+        };
         let typed = Arc::new(crate::typed::TypedMemories::new(
             stores.typed,
             knowledge,
@@ -642,16 +664,15 @@ impl Memory {
             embedder.clone(),
             teams,
             stores.shared,
-            config.data_dir.join("shared"),
-            bm25,
+            places,
         ));
         let tunables = std::sync::RwLock::new(Arc::new(Tunables::new(config.recall.clone())));
         let shared = Arc::new(Shared {
             config,
             graph: stores.graph,
             records: stores.records,
-            keyword: Arc::new(keyword),
-            vectors: Arc::new(vectors),
+            keyword,
+            vectors,
             embedder,
             chat,
             prompts,
@@ -1831,7 +1852,9 @@ pub(crate) async fn open_stores(config: &Config, ephemeral: bool) -> Result<Stor
         RecordsBackend::Postgres => {
             let pg = &config.postgres;
             let db = Arc::new(
-                crate::store::postgres::PgStore::connect(&pg.url, pg.password().as_deref(), &pg.schema, pg.pool_size).await?,
+                crate::store::postgres::PgStore::connect(&pg.url, pg.password().as_deref(), &pg.schema, pg.pool_size)
+                    .await?
+                    .with_claim_lease_ms(config.workers.claim_lease_ms),
             );
             let graph: Arc<dyn GraphStore> = match config.stores.graph {
                 GraphBackend::Sqlite => Arc::new(tokio::task::spawn_blocking(sqlite).await??),
@@ -1845,6 +1868,15 @@ pub(crate) async fn open_stores(config: &Config, ephemeral: bool) -> Result<Stor
             })
         }
     }
+}
+
+/// Connects to the `[qdrant]` collection for vectors of `dim` dimensions.
+///
+/// # Errors
+/// As [`crate::store::qdrant::QdrantServer::connect`].
+pub(crate) async fn qdrant_server(config: &Config, dim: usize) -> Result<crate::store::qdrant::QdrantServer> {
+    let q = &config.qdrant;
+    crate::store::qdrant::QdrantServer::connect(&q.url, q.api_key(), &q.collection, dim, q.timeout_ms).await
 }
 
 /// Flattens a JSON object into dotted keys; arrays and scalars are leaves.

@@ -221,3 +221,259 @@ async fn a_node_with_its_graph_on_a_bolt_server() {
     mem.shutdown().await.unwrap();
     drop_schema(&url, &schema).await;
 }
+
+/// One `strata serve` process of the three-node test.
+struct Node {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Node {
+    fn start(config: &std::path::Path, data_dir: &std::path::Path, log: &std::path::Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_remove("STRATA_LOG")
+            .args(["--config", config.to_str().unwrap(), "--data-dir", data_dir.to_str().unwrap()])
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        Self { child, base: format!("http://127.0.0.1:{port}") }
+    }
+
+    async fn ready(&self) {
+        for _ in 0..1200 {
+            if reqwest::get(format!("{}/readyz", self.base)).await.is_ok_and(|r| r.status() == 200) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("node {} did not come up", self.base);
+    }
+
+    fn kill(&mut self, signal: &str) {
+        let ok = std::process::Command::new("kill").args([signal, &self.child.id().to_string()]).status().unwrap();
+        assert!(ok.success());
+        self.child.wait().unwrap();
+    }
+}
+
+/// Sends `body` to `path` on the nodes in turn from `first` until one
+/// accepts it, as a chatbot behind a load balancer would: a refused
+/// connection or a 5xx moves to the next node. Returns the status.
+/// Requests `send_anywhere` had to send again to another node.
+static FAILOVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+async fn send_anywhere(client: &reqwest::Client, bases: &[String], first: usize, path: &str, body: serde_json::Value) -> u16 {
+    for attempt in 0..600 {
+        if attempt > 0 {
+            FAILOVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let base = &bases[(first + attempt) % bases.len()];
+        let req = client.post(format!("{base}{path}")).header("content-type", "application/json").body(body.to_string());
+        match req.send().await {
+            Ok(r) if r.status().is_success() => return r.status().as_u16(),
+            Ok(r) if r.status().is_client_error() => panic!("{path}: {} {}", r.status(), r.text().await.unwrap_or_default()),
+            _ => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
+    panic!("{path}: no node accepted it");
+}
+
+/// Three `strata serve` processes over one PostgreSQL (and, when
+/// `STRATA_TEST_QDRANT_URL` is set, one Qdrant collection; else each node
+/// keeps its indexes on its own disk and the test checks the records only):
+/// 30 chatbots spread over them, each recording two sessions with
+/// idempotency keys and ending them; node 0 is killed with SIGKILL mid-run
+/// and its chatbots move to the others. Afterwards every message is stored
+/// once, every ended session has exactly one episode and one completion
+/// event, done, and the killed node's claimed jobs were finished by the
+/// others after their lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_share_the_work_and_lose_nothing_when_one_is_killed() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let url = std::env::var("STRATA_TEST_POSTGRES_URL").expect(
+        "STRATA_TEST_POSTGRES_URL is not set: run the tests through scripts/test.sh, which starts PostgreSQL",
+    );
+    let qdrant = std::env::var("STRATA_TEST_QDRANT_URL").ok().filter(|u| !u.is_empty());
+    if qdrant.is_none() {
+        eprintln!("note: STRATA_TEST_QDRANT_URL is not set; the nodes keep their indexes on their own disks and search is not checked across nodes");
+    }
+    let schema = format!("strata_it_{}", uuid::Uuid::new_v4().simple());
+    let dir = tempfile::tempdir().unwrap();
+    let mut toml = format!(
+        "[stores]\nrecords = \"postgres\"\n[postgres]\nurl = \"{url}\"\nschema = \"{schema}\"\npool_size = 4\n\
+         [workers]\nclaim_lease_ms = 3000\nidle_poll_ms = 200\n[graph]\nenabled = false\n"
+    );
+    let collection = format!("strata_it_{}", uuid::Uuid::new_v4().simple());
+    if let Some(q) = &qdrant {
+        toml = toml.replace("records = \"postgres\"\n", "records = \"postgres\"\nkeyword = \"qdrant\"\nvectors = \"qdrant\"\n");
+        toml.push_str(&format!("[qdrant]\nurl = \"{q}\"\ncollection = \"{collection}\"\n"));
+    }
+    let config = dir.path().join("cluster.toml");
+    std::fs::write(&config, toml).unwrap();
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|i| Node::start(&config, &dir.path().join(format!("node{i}")), &dir.path().join(format!("node{i}.log"))))
+        .collect();
+    for n in &nodes {
+        n.ready().await;
+    }
+    let bases: Vec<String> = nodes.iter().map(|n| n.base.clone()).collect();
+    let (bots, sessions, turns) = (30usize, 2usize, 6usize);
+    let done = std::sync::Arc::new(AtomicUsize::new(0));
+    let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30)).build().unwrap();
+    let mut tasks = Vec::new();
+    for b in 0..bots {
+        let (bases, done, client) = (bases.clone(), done.clone(), client.clone());
+        tasks.push(tokio::spawn(async move {
+            for s in 0..sessions {
+                let path = format!("/v1/users/u{b}/agents/bot/sessions/s{s}");
+                for t in 0..turns {
+                    let (role, content) = if t % 2 == 0 {
+                        ("user", format!("Bot {b} session {s} turn {t}: my heron Quillon{b} nested by the quarry pond."))
+                    } else {
+                        ("assistant", format!("Noted, turn {t}."))
+                    };
+                    let body = json!({"role": role, "content": content, "idempotency_key": format!("t{t}")});
+                    send_anywhere(&client, &bases, b, &format!("{path}/messages"), body).await;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+                assert_eq!(send_anywhere(&client, &bases, b, &format!("{path}/end"), json!({})).await, 202);
+            }
+        }));
+    }
+    // SIGKILL node 0 once a third of the turns are in
+    let total = bots * sessions * turns;
+    while done.load(Ordering::Relaxed) < total / 3 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    nodes[0].kill("-KILL");
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let failovers = FAILOVERS.load(Ordering::Relaxed);
+    assert!(failovers > 0, "no chatbot lost its node: the kill proved nothing");
+    eprintln!("{failovers} requests failed over to another node");
+    let (pg, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let count = |sql: String| {
+        let pg = &pg;
+        async move { pg.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) }
+    };
+    // the survivors finish every job, the dead node's after its lease
+    let mut waited = 0;
+    loop {
+        let open = count(format!("SELECT count(*) FROM \"{schema}\".outbox WHERE kind = 'session_completed' AND status <> 'done'")).await;
+        if open == 0 {
+            break;
+        }
+        waited += 1;
+        assert!(waited < 600, "{open} promotion jobs still open after 2 minutes");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let ended = (bots * sessions) as i64;
+    assert_eq!(count(format!("SELECT count(*) FROM \"{schema}\".messages")).await, total as i64, "every turn stored once");
+    assert_eq!(
+        count(format!("SELECT count(*) FROM (SELECT DISTINCT user_id, session_id, idem FROM \"{schema}\".messages) d")).await,
+        total as i64
+    );
+    assert_eq!(count(format!("SELECT count(*) FROM \"{schema}\".sessions WHERE status = 'completed'")).await, ended);
+    assert_eq!(count(format!("SELECT count(*) FROM \"{schema}\".outbox WHERE kind = 'session_completed'")).await, ended, "one completion per session");
+    assert_eq!(count(format!("SELECT count(*) FROM \"{schema}\".episodes")).await, ended, "one episode per session");
+    assert_eq!(count(format!("SELECT count(DISTINCT (user_id, session_id)) FROM \"{schema}\".episodes")).await, ended);
+    assert_eq!(
+        count(format!("SELECT count(*) FROM (SELECT payload FROM \"{schema}\".outbox WHERE kind = 'episode_created' GROUP BY payload HAVING count(*) > 1) d")).await,
+        0,
+        "no episode announced twice"
+    );
+    if qdrant.is_some() {
+        // any surviving node answers any scope from the shared indexes
+        for b in [0usize, 7, 29] {
+            for base in &bases[1..] {
+                let text = client
+                    .post(format!("{base}/v1/users/u{b}/agents/bot/search"))
+                    .header("content-type", "application/json")
+                    .body(json!({"query": format!("where did Quillon{b} nest?"), "top_k": 5}).to_string())
+                    .send()
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap();
+                let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(r["results"].as_array().map(Vec::len), Some(2), "{base} u{b}: {r}");
+            }
+        }
+    }
+    for n in &mut nodes[1..] {
+        n.kill("-TERM");
+    }
+    if let Some(q) = &qdrant {
+        strata::store::qdrant::QdrantServer::delete_collection(q, None, &collection, 10_000).await.unwrap();
+    }
+    drop_schema(&url, &schema).await;
+}
+
+/// Runs `scripts/graph-server.sh <cmd>` for a graph server of the caller's
+/// own under `base` (its ports, its data), reusing the venv `scripts/test.sh`
+/// installed.
+fn own_graph_server(cmd: &str, base: &std::path::Path, http: u16, bolt: u16) {
+    let venv = std::env::var("ARCADE_VENV").unwrap_or_else(|_| "/tmp/strata-test-arcadedb/venv".into());
+    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/graph-server.sh"))
+        .arg(cmd)
+        .env("ARCADE_BASE", base)
+        .env("ARCADE_VENV", venv)
+        .env("ARCADE_HTTP_PORT", http.to_string())
+        .env("ARCADE_BOLT_PORT", bolt.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "graph-server.sh {cmd}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The graph server is killed (SIGKILL) while promotion runs and started
+/// again on its data: the extraction jobs that needed it wait in the outbox
+/// (never parked), resume once it is back, and the graph ends complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graph_server_killed_during_promotion_then_back_completes_the_graph() {
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (http, bolt) = (free(), free());
+    let base = tempfile::tempdir().unwrap();
+    own_graph_server("start", base.path(), http, bolt);
+    let (mut cfg, _dir) = common::config();
+    cfg.stores.graph = GraphBackend::Neo4j;
+    cfg.neo4j.uri = format!("127.0.0.1:{bolt}");
+    cfg.neo4j.user = "root".into();
+    // scripts/graph-server.sh's password, which scripts/test.sh exports under this name
+    cfg.neo4j.password_env = "STRATA_TEST_BOLT_PASSWORD".into();
+    cfg.neo4j.database = "strata".into();
+    let mem = common::open(cfg).await;
+    let names = ["Alvar", "Brisa", "Corin", "Delphine", "Eamon", "Fenna", "Gideon", "Halldis"];
+    let cities = ["Tromso", "Cusco", "Hobart", "Windhoek", "Ushuaia", "Nuuk", "Leh", "Yakutsk"];
+    let s = Scope::new("graph-kill", "assistant").unwrap();
+    let now = chrono::Utc::now();
+    for (i, (n, c)) in names.iter().zip(cities).enumerate() {
+        let sid = SessionId::new(format!("s{i}")).unwrap();
+        mem.record(&s, &sid, NewMessage::user(format!("{n} lives in {c} and works at Polar Instruments."), now)).await.unwrap();
+        mem.end_session(&s, &sid).await.unwrap();
+    }
+    own_graph_server("kill", base.path(), http, bolt);
+    // a few failed attempts each, while the server is gone
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert!(mem.parked_jobs(100).await.unwrap().is_empty(), "a job was parked for an unreachable server");
+    let waiting = mem.shared().records.count_pending(&[strata::store::EventKind::EpisodeCreated]).await.unwrap();
+    assert!(waiting > 0, "the extraction jobs ran before the kill: the test proved nothing");
+    own_graph_server("restart", base.path(), http, bolt);
+    tokio::time::timeout(std::time::Duration::from_secs(180), mem.wait_idle()).await.expect("jobs resumed").unwrap();
+    assert!(mem.parked_jobs(100).await.unwrap().is_empty());
+    for (n, c) in names.iter().zip(cities) {
+        let r = mem
+            .knowledge_graph_search(&s, &strata::memory::GraphSearch { query: Some((*n).into()), hops: 1, ..Default::default() })
+            .await
+            .unwrap();
+        let names: Vec<&str> = r.subgraph.entities.iter().map(|e| e.name.as_str()).collect();
+        assert!(names.contains(n) && names.contains(&c), "{n}: {names:?}");
+    }
+    mem.shutdown().await.unwrap();
+    own_graph_server("stop", base.path(), http, bolt);
+}

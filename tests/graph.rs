@@ -33,6 +33,7 @@ async fn session(mem: &Memory, s: &Scope, id: &str, at: DateTime<Utc>, turns: &[
             name: Some(who.to_string()),
             content: text.to_string(),
             timestamp: at + Duration::minutes(i as i64),
+            idempotency_key: None,
         };
         mem.record(s, &sid, m).await.unwrap();
     }

@@ -123,6 +123,7 @@ pub async fn run(mut config: Config, file: &Path, json: bool, keep: bool) -> Res
                 name: m.name.clone(),
                 content: m.content.clone(),
                 timestamp: m.timestamp,
+                idempotency_key: None,
             };
             mem.record(&scope, &sid, msg).await?;
         }

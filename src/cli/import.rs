@@ -26,6 +26,10 @@ struct Line {
     timestamp: String,
     #[serde(default)]
     name: Option<String>,
+    /// [`NewMessage::idempotency_key`]: a file whose lines carry keys can be
+    /// imported again (after a failure midway) without doubling its turns.
+    #[serde(default)]
+    idempotency_key: Option<String>,
 }
 
 /// Runs the import.
@@ -82,7 +86,7 @@ pub async fn run(
                 .with_timezone(&Utc);
             let scope = Scope::new(l.user_id, l.agent_id)?;
             let sid = SessionId::new(l.session_id)?;
-            let msg = NewMessage { role: l.role, name: l.name, content: l.content, timestamp };
+            let msg = NewMessage { role: l.role, name: l.name, content: l.content, timestamp, idempotency_key: l.idempotency_key };
             mem.record(&scope, &sid, msg).await?;
             Ok::<_, Error>((scope, sid))
         }

@@ -190,6 +190,7 @@ async fn replay(mem: &Memory, q: &Question) -> Result<Scope> {
                 name: None,
                 content: t.content.clone(),
                 timestamp: start + Duration::seconds(i as i64),
+                idempotency_key: None,
             };
             mem.record(&scope, &session, msg).await?;
             recorded += 1;

@@ -233,6 +233,7 @@ async fn replay(mem: &Memory, conv: &LocomoConversation, measure_inject: bool) -
                 name: Some(t.speaker.clone()),
                 content: t.text.clone(),
                 timestamp: s.date + Duration::seconds(i as i64),
+                idempotency_key: None,
             };
             mem.record(&scope, &sid, msg).await?;
         }

@@ -311,6 +311,14 @@ pub struct NewMessage {
     /// leaves it out (JSON), the time of arrival is used.
     #[serde(default = "Utc::now")]
     pub timestamp: DateTime<Utc>,
+    /// A key the caller chooses for this message, unique within its session
+    /// (at most [`MAX_ID_BYTES`] bytes, no control characters, unpadded).
+    /// Recording a message whose key the session already holds stores
+    /// nothing and returns the held message's id, so a caller may retry a
+    /// write whose answer it never got (a timeout, a node that died) without
+    /// a second copy. Without a key, every call appends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 impl NewMessage {
@@ -321,6 +329,7 @@ impl NewMessage {
             name: None,
             content: content.into(),
             timestamp,
+            idempotency_key: None,
         }
     }
     /// An assistant message at `timestamp`.
@@ -330,6 +339,7 @@ impl NewMessage {
             name: None,
             content: content.into(),
             timestamp,
+            idempotency_key: None,
         }
     }
     /// Sets the speaker's display name.
@@ -355,6 +365,9 @@ impl NewMessage {
                     "speaker name {n:?} must be non-empty, unpadded, at most {MAX_ID_BYTES} bytes and free of control characters (or left out)"
                 )));
             }
+        }
+        if let Some(k) = &self.idempotency_key {
+            validate_id("idempotency_key", k)?;
         }
         if is_blank(&self.content) {
             return Err(Error::InvalidInput(
@@ -400,6 +413,9 @@ pub struct ImportTurn {
     /// When it was said (RFC 3339); the time of arrival when left out.
     #[serde(default = "Utc::now")]
     pub timestamp: DateTime<Utc>,
+    /// See [`NewMessage::idempotency_key`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 impl ImportTurn {
@@ -412,6 +428,7 @@ impl ImportTurn {
                 name: self.name,
                 content: self.content,
                 timestamp: self.timestamp,
+                idempotency_key: self.idempotency_key,
             },
         )
     }

@@ -644,6 +644,32 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
     // ids are never reused after an erasure
     let next = st.append_message(&a, &s1, &NewMessage::user("back again", now), now).await.unwrap();
     assert!(next.0 > ids[2].0, "{next:?} after {:?}", ids[2]);
+    // an idempotency key stores a message once, however often it is sent
+    let keyed = |text: &str, key: &str| NewMessage {
+        idempotency_key: Some(key.to_string()),
+        ..NewMessage::user(text, t0 + Duration::seconds(3))
+    };
+    let sk = SessionId::new("keyed").unwrap();
+    let first = st.append_message(&a, &sk, &keyed("I adopted a parrot", "k1"), now).await.unwrap();
+    let again = st.append_message(&a, &sk, &keyed("I adopted a parrot", "k1"), now).await.unwrap();
+    assert_eq!(first, again, "a retry returns the held message");
+    let in_batch = st
+        .append_messages(&a, vec![(sk.clone(), keyed("x", "k2")), (sk.clone(), keyed("x", "k2")), (sk.clone(), keyed("y", "k1"))], now)
+        .await
+        .unwrap();
+    assert_eq!((in_batch[0] == in_batch[1], in_batch[2]), (true, first));
+    let held = st.messages(&a, &sk).await.unwrap();
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert_eq!(held[0].message.idempotency_key.as_deref(), Some("k1"));
+    assert_eq!(st.session(&a, &sk).await.unwrap().message_count, 2);
+    // the key is per session and per scope
+    st.append_message(&b, &sk, &keyed("Bob's own", "k1"), now).await.unwrap();
+    assert_eq!(st.messages(&b, &sk).await.unwrap().len(), 1);
+    assert_eq!(st.messages(&a, &sk).await.unwrap().len(), 2);
+    assert!(matches!(
+        st.append_message(&a, &sk, &keyed("z", " padded "), now).await,
+        Err(crate::Error::InvalidInput(_))
+    ));
 }
 
 mod backends {
@@ -863,6 +889,63 @@ mod backends {
             .unwrap(),
         )
         .await;
+    }
+
+    /// A fresh collection on the Qdrant server at `STRATA_TEST_QDRANT_URL`
+    /// (gRPC, `http://127.0.0.1:6334`); `None`, saying so on stderr, when
+    /// unset: no Qdrant server can be installed on the CI machines.
+    async fn qdrant_collection(dim: usize) -> Option<qdrant::QdrantServer> {
+        let Some(url) = std::env::var("STRATA_TEST_QDRANT_URL").ok().filter(|u| !u.is_empty()) else {
+            eprintln!("SKIPPED: STRATA_TEST_QDRANT_URL is not set, so the Qdrant suites did not run (README, \"Running at scale\")");
+            return None;
+        };
+        let name = format!("strata_test_{}", uuid::Uuid::new_v4().simple());
+        Some(qdrant::QdrantServer::connect(&url, None, &name, dim, 10_000).await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn qdrant_server_vectors() {
+        let Some(q) = qdrant_collection(4).await else { return };
+        vector_index_contract(&q.vectors::<EpisodeId>("episodes")).await;
+        // indexes sharing the collection do not see each other's points
+        let (a, b) = scopes();
+        assert_eq!(q.vectors::<EpisodeId>("knowledge").count(&a).await.unwrap(), 0);
+        assert_eq!(q.keyword::<EpisodeId>("episodes", Bm25Params {
+            summary_boost: 1.0, user_boost: 1.0, assistant_boost: 1.0, date_boost: 1.0, relative_date_boost: 1.0, prior_docs: 0,
+        }).count(&b).await.unwrap(), 0, "dense points are not keyword documents");
+        // a second node connecting to the same collection finds it as it is
+        let url = std::env::var("STRATA_TEST_QDRANT_URL").unwrap();
+        let again = qdrant::QdrantServer::connect(&url, None, &q.collection().to_string(), 4, 10_000).await.unwrap();
+        assert_eq!(again.vectors::<EpisodeId>("episodes").count(&a).await.unwrap(), 1);
+        let wrong = qdrant::QdrantServer::connect(&url, None, q.collection(), 8, 10_000).await.unwrap_err();
+        assert!(matches!(wrong, crate::Error::Config(ref m) if m.contains("reindex")), "{wrong}");
+        qdrant::QdrantServer::delete_collection(&url, None, q.collection(), 10_000).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn qdrant_server_keyword() {
+        let Some(q) = qdrant_collection(4).await else { return };
+        let idx = q.keyword::<EpisodeId>(
+            "episodes",
+            Bm25Params {
+                summary_boost: 1.0,
+                user_boost: 0.5,
+                assistant_boost: 0.5,
+                date_boost: 1.0,
+                relative_date_boost: 1.0,
+                prior_docs: 100,
+            },
+        );
+        keyword_index_contract(&idx).await;
+        let url = std::env::var("STRATA_TEST_QDRANT_URL").unwrap();
+        qdrant::QdrantServer::delete_collection(&url, None, q.collection(), 10_000).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn qdrant_server_down_is_unavailable() {
+        // port 1 on loopback: nothing listens, the connection is refused at once
+        let e = qdrant::QdrantServer::connect("http://127.0.0.1:1", None, "strata", 4, 2_000).await.unwrap_err();
+        assert!(matches!(e, crate::Error::Unavailable { ref service, .. } if service == "qdrant"), "{e:?}");
     }
 
     #[tokio::test]

@@ -6,6 +6,11 @@
 //! | keyword (BM25) | [`KeywordIndex`] | [`tantivy_index::TantivyIndex`] |
 //! | vectors | [`VectorIndex`] | [`qdrant_edge::EdgeVectorIndex`] |
 //!
+//! Scale-out backends of the same traits: [`postgres::PgStore`] (records,
+//! typed memories, shared tiers), [`qdrant::QdrantVectorIndex`] and
+//! [`qdrant::QdrantKeywordIndex`] (one Qdrant collection),
+//! [`cypher_graph::CypherGraph`] (a Bolt server).
+//!
 //! Architecture Invariant: every method that reads or writes user data takes
 //! a [`Scope`] (or items that carry one); a store never returns another
 //! scope's rows. The few maintenance methods that enumerate across scopes
@@ -17,6 +22,7 @@ pub mod analyzer;
 pub mod cypher_graph;
 pub mod qdrant_edge;
 pub mod postgres;
+pub mod qdrant;
 pub mod shared;
 pub mod sqlite;
 pub mod tantivy_index;

@@ -107,6 +107,11 @@ pub const MIGRATIONS: &[&str] = &[
     "#,
     // 2: typed memories of every tier
     typed::MIGRATION,
+    // 3: idempotency keys of messages (a retried record stores nothing twice)
+    r#"
+    ALTER TABLE messages ADD COLUMN idem TEXT;
+    CREATE UNIQUE INDEX messages_idem ON messages (user_id, agent_id, session_id, idem) WHERE idem IS NOT NULL;
+    "#,
 ];
 
 #[path = "postgres_typed.rs"]
@@ -168,6 +173,8 @@ fn check_schema(s: &str) -> Result<()> {
 pub struct PgStore {
     pool: Pool,
     schema: String,
+    /// How long a claimed outbox event stays hidden from other nodes, ms.
+    lease_ms: i64,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -218,6 +225,7 @@ impl PgStore {
         let store = Self {
             pool,
             schema: schema.to_string(),
+            lease_ms: CLAIM_LEASE_MS,
         };
         store.migrate().await.map_err(|e| match e {
             Error::Unavailable { service, message } => Error::Unavailable {
@@ -227,6 +235,16 @@ impl PgStore {
             other => other,
         })?;
         Ok(store)
+    }
+
+    /// Sets how long a claimed outbox event stays hidden from the other
+    /// nodes before they may take it (`workers.claim_lease_ms`; default
+    /// [`CLAIM_LEASE_MS`]). Keep it above the longest job (LLM timeout ×
+    /// retries): a job still running when its lease ends may run twice
+    /// (its effects are idempotent, its LLM cost is not).
+    pub fn with_claim_lease_ms(mut self, ms: u64) -> Self {
+        self.lease_ms = ms.min(i64::MAX as u64) as i64;
+        self
     }
 
     /// The schema this store lives in.
@@ -387,6 +405,19 @@ async fn append_in_tx<C: GenericClient>(
         .await
         .map_err(pe)?;
     let (status, seq): (String, i64) = (row.get(0), row.get(1));
+    if let Some(k) = &msg.idempotency_key {
+        // the session row is locked: a concurrent retry of the same key waits here, then sees it
+        if let Some(held) = tx
+            .query_opt(
+                "SELECT id FROM messages WHERE user_id=$1 AND agent_id=$2 AND session_id=$3 AND idem=$4",
+                &[&u, &a, &s, k],
+            )
+            .await
+            .map_err(pe)?
+        {
+            return Ok(MessageId(held.get(0)));
+        }
+    }
     if status == "completed" {
         return Err(Error::Conflict(format!(
             "session {s} is already ended; record new messages under a new session id"
@@ -403,9 +434,9 @@ async fn append_in_tx<C: GenericClient>(
     .map_err(pe)?;
     let row = tx
         .query_one(
-            "INSERT INTO messages (user_id, agent_id, session_id, seq, role, name, content, ts, recorded_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
-            &[&u, &a, &s, &seq, &msg.role.as_str(), &msg.name, &msg.content, &ts, &now_ms],
+            "INSERT INTO messages (user_id, agent_id, session_id, seq, role, name, content, ts, recorded_at, idem)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+            &[&u, &a, &s, &seq, &msg.role.as_str(), &msg.name, &msg.content, &ts, &now_ms, &msg.idempotency_key],
         )
         .await
         .map_err(pe)?;
@@ -483,7 +514,7 @@ impl RecordStore for PgStore {
         let c = self.client().await?;
         let rows = c
             .query(
-                "SELECT id, seq, role, name, content, ts FROM messages
+                "SELECT id, seq, role, name, content, ts, idem FROM messages
                  WHERE user_id=$1 AND agent_id=$2 AND session_id=$3 ORDER BY seq",
                 &[&scope.user_id(), &scope.agent_id(), &session.as_str()],
             )
@@ -500,6 +531,7 @@ impl RecordStore for PgStore {
                     name: r.get(3),
                     content: r.get(4),
                     timestamp: from_ms(r.get(5)),
+                    idempotency_key: r.get(6),
                 },
             })
             .collect())
@@ -678,7 +710,7 @@ impl RecordStore for PgStore {
                     SELECT id FROM outbox WHERE status='pending' AND available_at <= $3 AND kind = ANY($1)
                     ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
                  RETURNING id, payload, attempts",
-                &[&kinds, &(limit as i64), &now, &CLAIM_LEASE_MS],
+                &[&kinds, &(limit as i64), &now, &self.lease_ms],
             )
             .await
             .map_err(pe)?;

@@ -26,7 +26,7 @@ use crate::model::{EpisodeId, Scope};
 
 /// Points fetched per requested episode, so that episodes with many matching
 /// units do not crowd others out of the top `limit`.
-const UNIT_OVERFETCH: usize = 8;
+pub(crate) const UNIT_OVERFETCH: usize = 8;
 
 fn ve<E: std::fmt::Display>(e: E) -> Error {
     Error::Vector(e.to_string())

@@ -115,6 +115,11 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 7: typed memories (fact / event / entity / relation) and their field index
     typed::MIGRATION,
+    // 8: idempotency keys of messages (a retried record stores nothing twice)
+    r#"
+    ALTER TABLE messages ADD COLUMN idem TEXT;
+    CREATE UNIQUE INDEX messages_idem ON messages (user_id, agent_id, session_id, idem) WHERE idem IS NOT NULL;
+    "#,
 ];
 
 #[path = "sqlite_graph.rs"]
@@ -315,6 +320,19 @@ fn append_in_tx(
     now: DateTime<Utc>,
 ) -> Result<MessageId> {
     let (u, a, s) = (scope.user_id(), scope.agent_id(), session.as_str());
+    if let Some(k) = &msg.idempotency_key {
+        // no race: the store's one connection runs one transaction at a time
+        let held: Option<i64> = tx
+            .query_row(
+                "SELECT id FROM messages WHERE user_id=?1 AND agent_id=?2 AND session_id=?3 AND idem=?4",
+                params![u, a, s, k],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(id) = held {
+            return Ok(MessageId(id));
+        }
+    }
     let existing: Option<(String, i64)> = tx
         .query_row(
             "SELECT status, message_count FROM sessions WHERE user_id=?1 AND agent_id=?2 AND session_id=?3",
@@ -349,9 +367,9 @@ fn append_in_tx(
         }
     };
     tx.execute(
-        "INSERT INTO messages (user_id, agent_id, session_id, seq, role, name, content, ts, recorded_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        params![u, a, s, seq, msg.role.as_str(), msg.name, msg.content, ts, ms(now)],
+        "INSERT INTO messages (user_id, agent_id, session_id, seq, role, name, content, ts, recorded_at, idem)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![u, a, s, seq, msg.role.as_str(), msg.name, msg.content, ts, ms(now), msg.idempotency_key],
     )?;
     Ok(MessageId(tx.last_insert_rowid()))
 }
@@ -436,7 +454,7 @@ impl RecordStore for SqliteStore {
         let (scope, session) = (scope.clone(), session.clone());
         self.run(move |c| {
             let mut st = c.prepare_cached(
-                "SELECT id, seq, role, name, content, ts FROM messages
+                "SELECT id, seq, role, name, content, ts, idem FROM messages
                  WHERE user_id=?1 AND agent_id=?2 AND session_id=?3 ORDER BY seq",
             )?;
             let rows = st.query_map(
@@ -452,6 +470,7 @@ impl RecordStore for SqliteStore {
                             name: r.get(3)?,
                             content: r.get(4)?,
                             timestamp: from_ms(r.get(5)?),
+                            idempotency_key: r.get(6)?,
                         },
                     })
                 },

@@ -26,6 +26,7 @@ use crate::llm::Embedder;
 use crate::model::filter::{Direction, Field, Filter};
 use crate::model::typed::*;
 use crate::model::{DeleteCounts, Scope};
+use crate::store::qdrant::QdrantServer;
 use crate::store::qdrant_edge::EdgeVectorIndex;
 use crate::store::shared::{SharedStore, SharedStores};
 use crate::store::tantivy_index::{Bm25Params, TantivyIndex};
@@ -52,6 +53,23 @@ const SEMANTIC_OVERFETCH: usize = 4;
 /// (a tier's index holds only that tier's memories; the agent still scopes).
 const SHARED_INDEX_USER: &str = "shared";
 
+/// Where the knowledge indexes of the private store and of each shared
+/// tier are opened: this node's disk (tantivy, qdrant-edge), or the Qdrant
+/// collection, role by role (`[stores] keyword`, `vectors`).
+#[derive(Debug, Clone)]
+pub struct IndexPlaces {
+    /// The shared tiers' index directories on disk: `public/`, `teams/<id>/`.
+    pub shared_dir: PathBuf,
+    /// The Qdrant collection when `stores.keyword = "qdrant"`.
+    pub keyword: Option<QdrantServer>,
+    /// The Qdrant collection when `stores.vectors = "qdrant"`.
+    pub vectors: Option<QdrantServer>,
+    /// Embedding dimension.
+    pub dim: usize,
+    /// BM25 scoring.
+    pub bm25: Bm25Params,
+}
+
 /// The keyword and vector indexes of one store's knowledge.
 #[derive(Clone)]
 pub struct KnowledgeIndex {
@@ -62,22 +80,25 @@ pub struct KnowledgeIndex {
 }
 
 impl KnowledgeIndex {
-    /// Opens (creating) the indexes under `dir` (`keyword/`, `vectors/`);
-    /// `ram_keyword` keeps BM25 in memory (ephemeral stores).
+    /// Opens (creating) the indexes of the knowledge store `name`
+    /// (`knowledge`, `knowledge/team/<id>`, `knowledge/public`) where
+    /// `places` keeps them: on this node's disk under `dir` (`keyword/`,
+    /// `vectors/`; `ram_keyword` keeps BM25 in memory, for ephemeral
+    /// stores), or in the Qdrant collection under `name`.
     ///
     /// # Errors
     /// Index errors (another process holds the directory, schema mismatch).
-    pub fn open(dir: &std::path::Path, dim: usize, bm25: Bm25Params, ram_keyword: bool) -> Result<Self> {
-        let keyword: TantivyIndex<MemoryId> = if ram_keyword {
-            TantivyIndex::in_ram(bm25)?
-        } else {
-            TantivyIndex::open(&dir.join("keyword"), bm25)?
+    pub fn open(places: &IndexPlaces, name: &str, dir: &std::path::Path, ram_keyword: bool) -> Result<Self> {
+        let keyword: Arc<dyn KeywordIndex<MemoryId>> = match &places.keyword {
+            Some(q) => Arc::new(q.keyword::<MemoryId>(name, places.bm25)),
+            None if ram_keyword => Arc::new(TantivyIndex::<MemoryId>::in_ram(places.bm25)?),
+            None => Arc::new(TantivyIndex::<MemoryId>::open(&dir.join("keyword"), places.bm25)?),
         };
-        let vectors: EdgeVectorIndex<MemoryId> = EdgeVectorIndex::open(&dir.join("vectors"), dim)?;
-        Ok(Self {
-            keyword: Arc::new(keyword),
-            vectors: Arc::new(vectors),
-        })
+        let vectors: Arc<dyn VectorIndex<MemoryId>> = match &places.vectors {
+            Some(q) => Arc::new(q.vectors::<MemoryId>(name)),
+            None => Arc::new(EdgeVectorIndex::<MemoryId>::open(&dir.join("vectors"), places.dim)?),
+        };
+        Ok(Self { keyword, vectors })
     }
 
     async fn add(&self, scope: &Scope, items: &[(MemoryId, String)], embedder: &dyn Embedder) -> Result<()> {
@@ -251,8 +272,7 @@ pub struct TypedMemories {
     embedder: Arc<dyn Embedder>,
     teams: BTreeMap<String, Vec<String>>,
     shared: Arc<dyn SharedStores>,
-    shared_dir: PathBuf,
-    bm25: Bm25Params,
+    places: IndexPlaces,
     tiers: Mutex<HashMap<Visibility, Arc<SharedTier>>>,
     /// Recalls not yet written: (store, scope, memory) → count.
     pending: Mutex<HashMap<(Visibility, Scope, MemoryId), u64>>,
@@ -260,8 +280,7 @@ pub struct TypedMemories {
 
 impl TypedMemories {
     /// Wires the capability. `shared` stores the team and public tiers;
-    /// `shared_dir` holds their knowledge indexes (`public/` and
-    /// `teams/<id>/`).
+    /// `places` says where their knowledge indexes are.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         records: Arc<dyn TypedStore>,
@@ -270,8 +289,7 @@ impl TypedMemories {
         embedder: Arc<dyn Embedder>,
         teams: BTreeMap<String, Vec<String>>,
         shared: Arc<dyn SharedStores>,
-        shared_dir: PathBuf,
-        bm25: Bm25Params,
+        places: IndexPlaces,
     ) -> Self {
         Self {
             records,
@@ -280,8 +298,7 @@ impl TypedMemories {
             embedder,
             teams,
             shared,
-            shared_dir,
-            bm25,
+            places,
             tiers: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
         }
@@ -413,19 +430,19 @@ impl TypedMemories {
     /// Opens (once; later calls share it) the store and indexes of a shared
     /// tier, without a membership check (erasure and reindex).
     fn open_tier(&self, v: &Visibility) -> Result<Arc<SharedTier>> {
-        let dir = match v {
+        let (dir, name) = match v {
             Visibility::Private => {
                 return Err(Error::InvalidInput("the private store is not a shared tier".into()))
             }
-            Visibility::Team(t) => self.shared_dir.join("teams").join(t),
-            Visibility::Public => self.shared_dir.join("public"),
+            Visibility::Team(t) => (self.places.shared_dir.join("teams").join(t), format!("knowledge/team/{t}")),
+            Visibility::Public => (self.places.shared_dir.join("public"), "knowledge/public".to_string()),
         };
         let mut tiers = self.tiers.lock().map_err(|_| Error::Task("tier map poisoned".into()))?;
         if let Some(t) = tiers.get(v) {
             return Ok(t.clone());
         }
         let store = self.shared.open(v)?;
-        let index = KnowledgeIndex::open(&dir, self.embedder.dim(), self.bm25, false)?;
+        let index = KnowledgeIndex::open(&self.places, &name, &dir, false)?;
         let t = Arc::new(SharedTier { store, index });
         tiers.insert(v.clone(), t.clone());
         Ok(t)

@@ -120,14 +120,14 @@ pub async fn drain(shared: &Shared) -> Result<usize> {
             Ok(None) => {}
             Err(e) => {
                 let attempts = ev.attempts + 1;
-                if attempts >= max_attempts {
+                if attempts >= super::park_after(&e, max_attempts) {
                     tracing::error!(event_id = %ev.id, attempts, error = %e, "summarisation failed; job parked in the dead-letter table");
                 } else {
                     tracing::warn!(event_id = %ev.id, attempts, error = %e, "summarisation failed; will retry");
                 }
                 shared
                     .records
-                    .fail_event(ev.id, &e.to_string(), max_attempts)
+                    .fail_event(ev.id, &e.to_string(), super::park_after(&e, max_attempts))
                     .await?;
             }
         }
@@ -146,7 +146,7 @@ pub async fn drain(shared: &Shared) -> Result<usize> {
         for p in &prepared {
             shared
                 .records
-                .fail_event(p.event.id, &e.to_string(), max_attempts)
+                .fail_event(p.event.id, &e.to_string(), super::park_after(&e, max_attempts))
                 .await?;
         }
     }

@@ -18,9 +18,22 @@ use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::watch;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memory::Shared;
 use crate::store::EventKind;
+
+/// After how many failed attempts a job that failed with `e` is parked:
+/// never when a server it needs cannot be reached ([`Error::Unavailable`]:
+/// the job waits in the outbox, retried with the usual backoff capped at
+/// 60 s, and resumes when the server is back), else `max_attempts`.
+pub(crate) fn park_after(e: &Error, max_attempts: u32) -> u32 {
+    if matches!(e, Error::Unavailable { .. }) {
+        // the store compares it as a 32-bit signed integer
+        i32::MAX as u32
+    } else {
+        max_attempts
+    }
+}
 
 /// Takes one batch of `kind` events and runs `process` on each; a failure
 /// is retried with backoff and parked after `workers.max_attempts`. Returns
@@ -44,7 +57,7 @@ pub(crate) async fn drain_each(
             tracing::warn!(event_id = %ev.id, attempts = ev.attempts + 1, error = %e, job = what, "job failed");
             shared
                 .records
-                .fail_event(ev.id, &e.to_string(), shared.config.workers.max_attempts)
+                .fail_event(ev.id, &e.to_string(), park_after(&e, shared.config.workers.max_attempts))
                 .await?;
         }
     }
@@ -52,7 +65,8 @@ pub(crate) async fn drain_each(
 }
 
 /// The loop of an outbox consumer: drain while there is work, then sleep
-/// until a bus wake-up, a stop, or (while events wait in backoff) 250 ms.
+/// until a bus wake-up, a stop, or (while events wait in backoff or under
+/// another node's lease) 250 ms, else `workers.idle_poll_ms`.
 /// On stop it finishes what can be processed now and returns; events still
 /// waiting out a backoff stay in the outbox and run on the next open, so a
 /// failing endpoint never holds up a shutdown.
@@ -79,7 +93,7 @@ pub(crate) async fn serve<F, Fut>(
         let wait = if pending {
             std::time::Duration::from_millis(250)
         } else {
-            std::time::Duration::from_secs(3600)
+            std::time::Duration::from_millis(shared.config.workers.idle_poll_ms.max(1))
         };
         tokio::select! {
             _ = wake.recv_async() => {}
