@@ -9,7 +9,8 @@
 //! `record`. The inject session holds two earlier user turns, so the recall
 //! query has the realistic three-turn shape. Run with `cargo bench --profile dev --bench recall` (the dev
 //! profile optimises dependencies, so it reuses the test build); needs the model
-//! (`scripts/fetch-model.sh`).
+//! (`scripts/fetch-model.sh`). `STRATA_BENCH_STORES=cluster` runs the same
+//! on PostgreSQL records and (with `STRATA_TEST_QDRANT_URL`) Qdrant indexes.
 //!
 //! Episodes are written straight into the stores (SQLite row, tantivy doc,
 //! qdrant-edge point), not through the summariser, so set-up stays short:
@@ -47,6 +48,7 @@ fn open_memory_with(
     let mut cfg = Config::default();
     cfg.data_dir = dir.path().to_path_buf();
     cfg.pruner.enabled = false;
+    cluster_stores(&mut cfg);
     let mem = rt
         .block_on(Memory::open_with(
             cfg,
@@ -58,6 +60,26 @@ fn open_memory_with(
         ))
         .unwrap();
     (mem, dir)
+}
+
+/// `STRATA_BENCH_STORES=cluster`: records on the PostgreSQL at
+/// `STRATA_TEST_POSTGRES_URL` (a fresh schema per Memory) and, when
+/// `STRATA_TEST_QDRANT_URL` is set, both indexes in a fresh Qdrant
+/// collection; otherwise (the default) the embedded stores.
+fn cluster_stores(cfg: &mut Config) {
+    if std::env::var("STRATA_BENCH_STORES").as_deref() != Ok("cluster") {
+        return;
+    }
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    cfg.stores.records = strata::config::RecordsBackend::Postgres;
+    cfg.postgres.url = std::env::var("STRATA_TEST_POSTGRES_URL").expect("STRATA_TEST_POSTGRES_URL for STRATA_BENCH_STORES=cluster");
+    cfg.postgres.schema = format!("bench_{run}");
+    if let Ok(q) = std::env::var("STRATA_TEST_QDRANT_URL") {
+        cfg.stores.keyword = strata::config::KeywordBackend::Qdrant;
+        cfg.stores.vectors = strata::config::VectorsBackend::Qdrant;
+        cfg.qdrant.url = q;
+        cfg.qdrant.collection = format!("bench_{run}");
+    }
 }
 
 /// Query number `n`: a new text each time, so the embedding cache does not hide the model cost.
