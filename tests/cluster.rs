@@ -28,23 +28,19 @@ fn pg_config() -> (Config, tempfile::TempDir, String) {
     (cfg, dir, url)
 }
 
-/// Rows of any table of `schema` whose text form contains `needle`, by table.
-async fn rows_holding(url: &str, schema: &str, needle: &str) -> Vec<(String, i64)> {
+/// Counts, per table of `schema` that `tables` (a catalogue query taking the
+/// schema as `$1`) lists, the rows matching `cond` (SQL over the row alias
+/// `x`, with `needle` as `$1`); only tables with matches are returned.
+async fn audit(url: &str, schema: &str, tables: &str, min_tables: usize, cond: &str, needle: &str) -> Vec<(String, i64)> {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(conn);
-    let tables: Vec<String> = client
-        .query("SELECT table_name FROM information_schema.tables WHERE table_schema = $1", &[&schema])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert!(tables.len() >= 10, "{tables:?}");
+    let names: Vec<String> = client.query(tables, &[&schema]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(names.len() >= min_tables, "{names:?}");
     let mut out = Vec::new();
-    for t in tables {
+    for t in names {
         // identifiers come from the catalogue, quoted; the needle is a parameter
         let n: i64 = client
-            .query_one(&format!("SELECT count(*) FROM \"{schema}\".\"{t}\" x WHERE x::text LIKE '%' || $1 || '%'"), &[&needle])
+            .query_one(&format!("SELECT count(*) FROM \"{schema}\".\"{t}\" x WHERE {cond}"), &[&needle])
             .await
             .unwrap()
             .get(0);
@@ -55,30 +51,16 @@ async fn rows_holding(url: &str, schema: &str, needle: &str) -> Vec<(String, i64
     out
 }
 
+/// Rows of any table of `schema` whose text form contains `needle`, by table.
+async fn rows_holding(url: &str, schema: &str, needle: &str) -> Vec<(String, i64)> {
+    let tables = "SELECT table_name FROM information_schema.tables WHERE table_schema = $1";
+    audit(url, schema, tables, 10, "x::text LIKE '%' || $1 || '%'", needle).await
+}
+
 /// Rows of tables of `schema` that have a `user_id` column equal to `user`.
 async fn rows_of_user(url: &str, schema: &str, user: &str) -> Vec<(String, i64)> {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    let tables: Vec<String> = client
-        .query("SELECT table_name FROM information_schema.columns WHERE table_schema = $1 AND column_name = 'user_id'", &[&schema])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert!(tables.len() >= 8, "{tables:?}");
-    let mut out = Vec::new();
-    for t in tables {
-        let n: i64 = client
-            .query_one(&format!("SELECT count(*) FROM \"{schema}\".\"{t}\" WHERE user_id = $1"), &[&user])
-            .await
-            .unwrap()
-            .get(0);
-        if n > 0 {
-            out.push((t, n));
-        }
-    }
-    out
+    let tables = "SELECT table_name FROM information_schema.columns WHERE table_schema = $1 AND column_name = 'user_id'";
+    audit(url, schema, tables, 8, "x.user_id = $1", user).await
 }
 
 async fn drop_schema(url: &str, schema: &str) {

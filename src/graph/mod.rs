@@ -42,6 +42,31 @@ pub fn identity_key(name: &str) -> String {
 /// Longest entity name kept, in graphemes; a longer "name" is not a name.
 pub const MAX_NAME_CHARS: usize = 200;
 
+/// An entity's stored type: its identity key, or [`UNKNOWN_TYPE`] when blank.
+pub(crate) fn kind_of(kind: &str) -> String {
+    if kind.trim().is_empty() {
+        UNKNOWN_TYPE.to_string()
+    } else {
+        identity_key(kind)
+    }
+}
+
+/// The entities an extraction writes: its mentions, plus every relation
+/// endpoint no mention names (typed [`UNKNOWN_TYPE`]), so a relation always
+/// has both ends. Both graph stores use it.
+pub(crate) fn mentions_with_endpoints(ex: &Extraction) -> Vec<EntityMention> {
+    let mut mentions = ex.entities.clone();
+    for r in &ex.relations {
+        for name in [&r.source, &r.target] {
+            let k = identity_key(name);
+            if !mentions.iter().any(|m| identity_key(&m.name) == k) {
+                mentions.push(EntityMention { name: name.clone(), kind: UNKNOWN_TYPE.into(), aliases: vec![] });
+            }
+        }
+    }
+    mentions
+}
+
 /// The words of a key: split on whitespace, ASCII punctuation trimmed from
 /// each end ("live?" → "live"; "inc-2024-117" stays whole).
 fn words(key: &str) -> Vec<String> {

@@ -189,6 +189,7 @@ const CREATE_ENTITY: &str = "MERGE (e:StrataEntity {id: $id})
         e.attributes = '{}', e.sources = '[]', e.created_at = $at, e.updated_at = $at
     RETURN e.identity_key AS key, e.sources AS sources, e.type AS type";
 const SET_SOURCES: &str = "MATCH (e:StrataEntity {id: $id}) SET e.sources = $sources";
+const SOURCES_OF: &str = "MATCH (e:StrataEntity {id: $id}) RETURN e.sources AS sources";
 const ALIAS_EXISTS: &str = "MATCH (al:StrataAlias {entity_id: $id, alias_key: $k}) RETURN count(al) AS n";
 const CREATE_ALIAS: &str = "CREATE (:StrataAlias {entity_id: $id, user_id: $u, agent_id: $a, alias_key: $k, alias: $alias})";
 const REL_EXISTS: &str = "MATCH (:StrataEntity {user_id: $u, agent_id: $a})-[r:STRATA_REL {id: $rid}]->() RETURN count(r) AS n";
@@ -391,12 +392,36 @@ async fn entity_for(
     Ok((id, get(&r, "key")?, get(&r, "sources")?))
 }
 
-fn kind_of(kind: &str) -> String {
-    if kind.trim().is_empty() {
-        UNKNOWN_TYPE.to_string()
-    } else {
-        identity_key(kind)
-    }
+
+/// The properties of a new `STRATA_REL` relationship (see [`create_rel`]).
+struct NewRel<'a> {
+    source: &'a str,
+    target: &'a str,
+    id: &'a str,
+    predicate: &'a str,
+    attributes: String,
+    valid_from: Option<i64>,
+    invalid_at: Option<i64>,
+    /// The episode or typed memory the relation came from ("" for none).
+    origin: &'a str,
+    created_at: i64,
+}
+
+/// Creates one relationship of `scope` (the one statement that does).
+async fn create_rel(tx: &mut Tx, scope: &Scope, r: NewRel<'_>) -> Result<()> {
+    tx.run(
+        scoped(CREATE_REL, scope)
+            .param("s", r.source)
+            .param("t", r.target)
+            .param("rid", r.id)
+            .param("p", r.predicate)
+            .param("attrs", r.attributes)
+            .param("vf", r.valid_from)
+            .param("inv", r.invalid_at)
+            .param("ep", r.origin)
+            .param("at", r.created_at),
+    )
+    .await
 }
 
 /// Moves relation `rid` (now `from` → `to`) to `new_from` → `new_to`,
@@ -405,19 +430,19 @@ async fn repoint(tx: &mut Tx, scope: &Scope, rel: &(Relation, i64), new_from: &s
     let (r, created) = rel;
     tx.run(cypher(DELETE_REL).param("s", r.source.as_str()).param("rid", r.id.as_str()).param("t", r.target.as_str())).await?;
     let ep = r.episode_id.as_ref().map(|e| e.as_str().to_string()).or_else(|| r.memory_id.as_ref().map(|m| m.as_str().to_string()));
-    tx.run(
-        scoped(CREATE_REL, scope)
-            .param("s", new_from)
-            .param("t", new_to)
-            .param("rid", r.id.as_str())
-            .param("p", r.predicate.as_str())
-            .param("attrs", r.attributes.to_string())
-            .param("vf", r.valid_from.map(ms))
-            .param("inv", r.invalid_at.map(ms))
-            .param("ep", ep.unwrap_or_default())
-            .param("at", *created),
-    )
-    .await
+    let ep = ep.unwrap_or_default();
+    let rel = NewRel {
+        source: new_from,
+        target: new_to,
+        id: r.id.as_str(),
+        predicate: r.predicate.as_str(),
+        attributes: r.attributes.to_string(),
+        valid_from: r.valid_from.map(ms),
+        invalid_at: r.invalid_at.map(ms),
+        origin: &ep,
+        created_at: *created,
+    };
+    create_rel(tx, scope, rel).await
 }
 
 async fn rels(tx: &mut Tx, q: Query) -> Result<Vec<(Relation, i64)>> {
@@ -468,15 +493,7 @@ impl GraphStore for CypherGraph {
         let mut report = ApplyReport::default();
         let mut by_key: HashMap<String, (String, String)> = HashMap::new();
         let mut touched = BTreeSet::new();
-        let mut mentions = ex.entities.clone();
-        for r in &ex.relations {
-            for name in [&r.source, &r.target] {
-                let k = identity_key(name);
-                if !mentions.iter().any(|m| identity_key(&m.name) == k) {
-                    mentions.push(EntityMention { name: name.clone(), kind: UNKNOWN_TYPE.into(), aliases: vec![] });
-                }
-            }
-        }
+        let mentions = mentions_with_endpoints(ex);
         for m in &mentions {
             let key = identity_key(&m.name);
             if key.is_empty() || crate::text::grapheme_len(&key) > MAX_NAME_CHARS {
@@ -508,17 +525,18 @@ impl GraphStore for CypherGraph {
             let valid_from = ms(r.valid_from.unwrap_or(at));
             let rid = RelationId::for_fact(scope, sk, &predicate, tk, episode, valid_from);
             if tx.count(scoped(REL_EXISTS, scope).param("rid", rid.as_str())).await? == 0 {
-                let q = scoped(CREATE_REL, scope)
-                    .param("s", s.as_str())
-                    .param("t", t.as_str())
-                    .param("rid", rid.as_str())
-                    .param("p", predicate.as_str())
-                    .param("attrs", "{}")
-                    .param("vf", valid_from)
-                    .param("inv", Option::<i64>::None)
-                    .param("ep", episode.as_str())
-                    .param("at", at_ms);
-                tx.run(q).await?;
+                let rel = NewRel {
+                    source: s.as_str(),
+                    target: t.as_str(),
+                    id: rid.as_str(),
+                    predicate: predicate.as_str(),
+                    attributes: "{}".into(),
+                    valid_from: Some(valid_from),
+                    invalid_at: None,
+                    origin: episode.as_str(),
+                    created_at: at_ms,
+                };
+                create_rel(&mut tx, scope, rel).await?;
             }
             report.relations += 1;
             if rules.is_functional(&predicate) {
@@ -675,7 +693,7 @@ impl GraphStore for CypherGraph {
             repoint(&mut tx, scope, &rel, &from, &s).await?;
             redirected.push((rel.0.id.as_str().to_string(), "target"));
         }
-        let held = tx.rows(cypher("MATCH (e:StrataEntity {id: $id}) RETURN e.sources AS sources").param("id", s.as_str())).await?;
+        let held = tx.rows(cypher(SOURCES_OF).param("id", s.as_str())).await?;
         let mut held: Vec<String> = sources(&held.first().map(|r| get::<String>(r, "sources")).transpose()?.unwrap_or_default());
         let mut sources_added = Vec::new();
         for e in &me.episodes {
@@ -733,7 +751,7 @@ impl GraphStore for CypherGraph {
                 }
             }
         }
-        let held = tx.rows(cypher("MATCH (e:StrataEntity {id: $id}) RETURN e.sources AS sources").param("id", s.as_str())).await?;
+        let held = tx.rows(cypher(SOURCES_OF).param("id", s.as_str())).await?;
         let added: Vec<&str> = undo["sources_added"].as_array().into_iter().flatten().filter_map(|v| v.as_str()).collect();
         let kept: Vec<String> = sources(&held.first().map(|r| get::<String>(r, "sources")).transpose()?.unwrap_or_default())
             .into_iter()
@@ -823,17 +841,18 @@ impl GraphStore for CypherGraph {
                     let p = identity_key(predicate).replace(' ', "_");
                     let rid = RelationId::for_typed(scope, &own, &p, &tk);
                     if tx.count(scoped(REL_EXISTS, scope).param("rid", rid.as_str())).await? == 0 {
-                        let q = scoped(CREATE_REL, scope)
-                            .param("s", id.as_str())
-                            .param("t", t.as_str())
-                            .param("rid", rid.as_str())
-                            .param("p", p)
-                            .param("attrs", "{}")
-                            .param("vf", at)
-                            .param("inv", Option::<i64>::None)
-                            .param("ep", memory.as_str())
-                            .param("at", at);
-                        tx.run(q).await?;
+                        let rel = NewRel {
+                            source: id.as_str(),
+                            target: t.as_str(),
+                            id: rid.as_str(),
+                            predicate: &p,
+                            attributes: "{}".into(),
+                            valid_from: Some(at),
+                            invalid_at: None,
+                            origin: memory.as_str(),
+                            created_at: at,
+                        };
+                        create_rel(&mut tx, scope, rel).await?;
                     }
                 }
                 id
@@ -850,17 +869,18 @@ impl GraphStore for CypherGraph {
                     .param("vf", at)
                     .param("ep", memory.as_str());
                 if tx.count(q).await? == 0 {
-                    let q = scoped(CREATE_REL, scope)
-                        .param("s", s.as_str())
-                        .param("t", t.as_str())
-                        .param("rid", rid.as_str())
-                        .param("p", p)
-                        .param("attrs", attributes.to_string())
-                        .param("vf", at)
-                        .param("inv", Option::<i64>::None)
-                        .param("ep", memory.as_str())
-                        .param("at", at);
-                    tx.run(q).await?;
+                    let rel = NewRel {
+                        source: s.as_str(),
+                        target: t.as_str(),
+                        id: rid.as_str(),
+                        predicate: &p,
+                        attributes: attributes.to_string(),
+                        valid_from: Some(at),
+                        invalid_at: None,
+                        origin: memory.as_str(),
+                        created_at: at,
+                    };
+                    create_rel(&mut tx, scope, rel).await?;
                 }
                 rid.as_str().to_string()
             }
@@ -878,7 +898,7 @@ impl GraphStore for CypherGraph {
         if let Some(key) = entity_key.map(identity_key) {
             if let Some(id) = resolve_key(&mut tx, scope, &key).await? {
                 tx.run(cypher(SET_ATTRIBUTES).param("id", id.as_str()).param("attrs", "{}")).await?;
-                let held = tx.rows(cypher("MATCH (e:StrataEntity {id: $id}) RETURN e.sources AS sources").param("id", id.as_str())).await?;
+                let held = tx.rows(cypher(SOURCES_OF).param("id", id.as_str())).await?;
                 let srcs = sources(&held.first().map(|r| get::<String>(r, "sources")).transpose()?.unwrap_or_default()).len();
                 let edges = tx.count(cypher(EDGES_OF).param("id", id.as_str())).await?;
                 if srcs + edges == 0 {

@@ -109,20 +109,26 @@ fn boxed(params: Vec<Param>) -> Vec<Boxed> {
         .collect()
 }
 
-async fn query<C: GenericClient>(c: &C, sql: &str, params: Vec<Param>) -> Result<Vec<Row>> {
+/// The prepared (cached) statement of `sql` with its `?` numbered and cast,
+/// and `params` boxed for binding.
+async fn prepare<C: GenericClient>(c: &C, sql: &str, params: Vec<Param>) -> Result<(tokio_postgres::Statement, Vec<Boxed>)> {
     let sql = numbered(sql, &params);
-    let b = boxed(params);
-    let refs: Vec<&(dyn ToSql + Sync)> = b.iter().map(|x| x.as_ref() as &(dyn ToSql + Sync)).collect();
     let st = c.prepare_cached(&sql).await.map_err(pe)?;
-    c.query(&st, &refs).await.map_err(pe)
+    Ok((st, boxed(params)))
+}
+
+fn refs(b: &[Boxed]) -> Vec<&(dyn ToSql + Sync)> {
+    b.iter().map(|x| x.as_ref() as &(dyn ToSql + Sync)).collect()
+}
+
+async fn query<C: GenericClient>(c: &C, sql: &str, params: Vec<Param>) -> Result<Vec<Row>> {
+    let (st, b) = prepare(c, sql, params).await?;
+    c.query(&st, &refs(&b)).await.map_err(pe)
 }
 
 async fn exec<C: GenericClient>(c: &C, sql: &str, params: Vec<Param>) -> Result<u64> {
-    let sql = numbered(sql, &params);
-    let b = boxed(params);
-    let refs: Vec<&(dyn ToSql + Sync)> = b.iter().map(|x| x.as_ref() as &(dyn ToSql + Sync)).collect();
-    let st = c.prepare_cached(&sql).await.map_err(pe)?;
-    c.execute(&st, &refs).await.map_err(pe)
+    let (st, b) = prepare(c, sql, params).await?;
+    c.execute(&st, &refs(&b)).await.map_err(pe)
 }
 
 async fn sid<C: GenericClient>(c: &C, p: MemPool<'_>, create: bool) -> Result<Option<i64>> {

@@ -153,11 +153,7 @@ fn upsert_entity(
         return Ok(None);
     }
     let name = m.name.split_whitespace().collect::<Vec<_>>().join(" ");
-    let kind = if m.kind.trim().is_empty() {
-        UNKNOWN_TYPE.to_string()
-    } else {
-        identity_key(&m.kind)
-    };
+    let kind = kind_of(&m.kind);
     let id = match resolve_key(c, scope, &key)? {
         Some(id) => {
             let old: String =
@@ -227,15 +223,7 @@ impl GraphStore for SqliteStore {
             let mut report = ApplyReport::default();
             let mut by_key: HashMap<String, String> = HashMap::new();
             let mut touched = BTreeSet::new();
-            let mut mentions = ex.entities.clone();
-            for r in &ex.relations {
-                for name in [&r.source, &r.target] {
-                    let k = identity_key(name);
-                    if !mentions.iter().any(|m| identity_key(&m.name) == k) {
-                        mentions.push(EntityMention { name: name.clone(), kind: UNKNOWN_TYPE.into(), aliases: vec![] });
-                    }
-                }
-            }
+            let mentions = mentions_with_endpoints(&ex);
             for m in &mentions {
                 if let Some(id) = upsert_entity(&tx, &scope, m, &episode, at_ms)? {
                     by_key.insert(identity_key(&m.name), id.clone());
@@ -700,7 +688,7 @@ fn typed_entity(c: &Connection, scope: &Scope, name: &str, kind: &str, at: i64) 
             "{name:?} has no letters or digits to make an identity key of"
         )));
     }
-    let kind = if kind.trim().is_empty() { UNKNOWN_TYPE.to_string() } else { identity_key(kind) };
+    let kind = kind_of(kind);
     match resolve_key(c, scope, &key)? {
         Some(id) => {
             let old: String = c.query_row("SELECT type FROM entities WHERE id=?1", [&id], |r| r.get(0))?;
