@@ -9,7 +9,8 @@
 //! `record`. The inject session holds two earlier user turns, so the recall
 //! query has the realistic three-turn shape. Run with `cargo bench --profile dev --bench recall` (the dev
 //! profile optimises dependencies, so it reuses the test build); needs the model
-//! (`scripts/fetch-model.sh`). `STRATA_BENCH_STORES=cluster` runs the same
+//! (`scripts/fetch-model.sh`). `STRATA_BENCH_TENANTS=10000x100` adds the
+//! many-tenants group (see [`tenants`]). `STRATA_BENCH_STORES=cluster` runs the same
 //! on PostgreSQL records and (with `STRATA_TEST_QDRANT_URL`) Qdrant indexes.
 //!
 //! Episodes are written straight into the stores (SQLite row, tantivy doc,
@@ -292,10 +293,93 @@ fn benches(c: &mut Criterion) {
     rt.block_on(mem.shutdown()).unwrap();
 }
 
+/// Bytes under `dir`, recursively.
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// This process's resident memory, in MiB (Linux `VmRSS`).
+fn resident_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// Many tenants on one node (issue 13): `STRATA_BENCH_TENANTS=SCOPESxEPISODES`
+/// (e.g. `10000x100`: 1M episodes) fills one deployment with that many
+/// scopes of that many episodes, then times `inject` (fresh queries, the
+/// query embedding included) in one of its scopes, next to the same scope
+/// alone in a fresh deployment; prints bytes on disk per episode and the
+/// process's resident memory. Skipped when unset (it takes minutes).
+fn tenants(c: &mut Criterion) {
+    let Some((scopes, per_scope)) = std::env::var("STRATA_BENCH_TENANTS").ok().and_then(|v| {
+        let (a, b) = v.split_once('x')?;
+        Some((a.trim().parse::<usize>().ok()?, b.trim().parse::<usize>().ok()?))
+    }) else {
+        return;
+    };
+    let rt = common::runtime();
+    let model = model();
+    let texts: Vec<String> = (0..1000).map(sentence).collect();
+    let vecs = model.embed_blocking(&texts).unwrap();
+    let base: Vec<(String, Vec<f32>)> = texts.into_iter().zip(vecs).collect();
+    let queries = ["what did Dana say about the migration?", "when is the wedding in Busan", "any news on the cat adoption?"];
+    let all: Vec<Scope> = (0..scopes).map(|k| Scope::new(format!("tenant{k}"), "bot").unwrap()).collect();
+    let target = all[scopes / 2].clone();
+    let mut group = c.benchmark_group("tenants");
+    group.sample_size(50);
+    for (name, fill) in [("inject_among_tenants", &all[..]), ("inject_alone", std::slice::from_ref(&target))] {
+        let (mem, dir) = open_memory(&rt, &model);
+        let started = std::time::Instant::now();
+        rt.block_on(common::populate_scopes(&mem, fill, per_scope, &base));
+        let episodes = fill.len() * per_scope;
+        eprintln!(
+            "{name}: {episodes} episodes in {} scopes written in {:.0} s; {:.0} bytes on disk per episode; resident {:.0} MiB",
+            fill.len(),
+            started.elapsed().as_secs_f64(),
+            dir_bytes(dir.path()) as f64 / episodes as f64,
+            resident_mib()
+        );
+        let sid = SessionId::new("live").unwrap();
+        rt.block_on(mem.record(&target, &sid, NewMessage::user("We talked about the migration with Dana.", Utc::now()))).unwrap();
+        let mut i = 0usize;
+        let mut samples = Vec::new();
+        group.bench_with_input(BenchmarkId::new(name, episodes), &episodes, |b, _| {
+            b.iter_custom(|iters| {
+                timed(
+                    iters,
+                    &mut samples,
+                    || {
+                        i += 1;
+                        fresh_query(&queries, i)
+                    },
+                    |q| {
+                        std::hint::black_box(rt.block_on(mem.inject(&target, &sid, &q)).unwrap());
+                    },
+                )
+            })
+        });
+        report(&format!("tenants/{name}/{episodes}"), &mut samples);
+        rt.block_on(mem.shutdown()).unwrap();
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = recall;
     // criterion's HTML plots draw text with plotters, whose font backend has no system fonts
     config = { strata::eval::report::register_fonts().expect("embedded font"); Criterion::default() };
-    targets = benches
+    targets = benches, tenants
 }
 criterion_main!(recall);

@@ -132,13 +132,22 @@ pub fn model() -> Arc<OnnxEmbedder> {
 /// Writes `n` synthetic episodes straight into the stores of `scope` (SQLite row,
 /// tantivy doc, qdrant-edge point): two `base` sentences each, vectors averaged.
 pub async fn populate(mem: &Memory, scope: &Scope, n: usize, base: &[(String, Vec<f32>)]) {
+    populate_scopes(mem, std::slice::from_ref(scope), n, base).await
+}
+
+/// [`populate`] for each of `scopes` (`per_scope` episodes each), written in
+/// chunks of 1,000 episodes that span scopes (one index commit per chunk);
+/// episode `i` of a scope gets the same text in every scope.
+pub async fn populate_scopes(mem: &Memory, scopes: &[Scope], per_scope: usize, base: &[(String, Vec<f32>)]) {
     let s = mem.shared();
     let now = Utc::now();
-    for chunk_start in (0..n).step_by(1000) {
+    let all: Vec<(usize, usize)> = (0..scopes.len()).flat_map(|k| (0..per_scope).map(move |i| (k, i))).collect();
+    for chunk in all.chunks(1000) {
         let mut docs = Vec::new();
         let mut points = Vec::new();
         let mut eps = Vec::new();
-        for i in chunk_start..(chunk_start + 1000).min(n) {
+        for &(k, i) in chunk {
+            let scope = &scopes[k];
             let (a, b) = (&base[i % base.len()], &base[(i * 7 + 3) % base.len()]);
             let text = format!("{} {}", a.0, b.0);
             let v: Vec<f32> = a.1.iter().zip(&b.1).map(|(x, y)| x + y).collect();
@@ -160,22 +169,25 @@ pub async fn populate(mem: &Memory, scope: &Scope, n: usize, base: &[(String, Ve
                 unit: 0,
                 vector: v.iter().map(|x| x / norm).collect(),
             });
-            eps.push(Episode {
-                id,
-                session_id: sid,
-                abstract_: a.0.clone(),
-                summary: text,
-                summary_kind: SummaryKind::Extractive,
-                started_at: now - Duration::days(i as i64 % 700),
-                ended_at: now,
-                created_at: now,
-                expires_at: None,
-            });
+            eps.push((
+                k,
+                Episode {
+                    id,
+                    session_id: sid,
+                    abstract_: a.0.clone(),
+                    summary: text,
+                    summary_kind: SummaryKind::Extractive,
+                    started_at: now - Duration::days(i as i64 % 700),
+                    ended_at: now,
+                    created_at: now,
+                    expires_at: None,
+                },
+            ));
         }
         s.keyword.upsert(docs).await.unwrap();
         s.vectors.upsert(points).await.unwrap();
-        for e in &eps {
-            s.records.put_episode(scope, e, EventId(0)).await.unwrap();
+        for (k, e) in &eps {
+            s.records.put_episode(&scopes[*k], e, EventId(0)).await.unwrap();
         }
     }
     s.vectors.optimize().await.unwrap();
