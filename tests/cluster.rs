@@ -459,3 +459,84 @@ async fn graph_server_killed_during_promotion_then_back_completes_the_graph() {
     mem.shutdown().await.unwrap();
     own_graph_server("stop", base.path(), http, bolt);
 }
+
+/// Every point of `collection` as its payload's text (`{key: value}` pairs),
+/// through the Qdrant server's own API.
+async fn qdrant_payloads(url: &str, collection: &str) -> Vec<String> {
+    use qdrant_client::qdrant::ScrollPointsBuilder;
+    let client = qdrant_client::Qdrant::from_url(url).skip_compatibility_check().build().unwrap();
+    let mut out = Vec::new();
+    let mut offset = None;
+    loop {
+        let mut req = ScrollPointsBuilder::new(collection).limit(256).with_payload(true);
+        if let Some(o) = offset.take() {
+            req = req.offset(o);
+        }
+        let page = client.scroll(req).await.unwrap();
+        out.extend(page.result.iter().map(|p| format!("{:?}", p.payload)));
+        match page.next_page_offset {
+            Some(o) => offset = Some(o),
+            None => return out,
+        }
+    }
+}
+
+/// A whole node on PostgreSQL records and Qdrant indexes (skipped, saying
+/// so, without `STRATA_TEST_QDRANT_URL`): promotion, search and a team's
+/// knowledge from a second node with its own empty data directory, then
+/// erasure audited through Qdrant itself: no point of the collection names
+/// the user or holds her words any more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_on_postgres_and_qdrant_serves_from_any_node_and_erases() {
+    let Some(qurl) = std::env::var("STRATA_TEST_QDRANT_URL").ok().filter(|u| !u.is_empty()) else {
+        eprintln!("SKIPPED: STRATA_TEST_QDRANT_URL is not set, so the Qdrant node test did not run");
+        return;
+    };
+    let (mut cfg, _dir, url) = pg_config();
+    let schema = cfg.postgres.schema.clone();
+    cfg.stores.keyword = strata::config::KeywordBackend::Qdrant;
+    cfg.stores.vectors = strata::config::VectorsBackend::Qdrant;
+    cfg.qdrant.url = qurl.clone();
+    cfg.qdrant.collection = format!("strata_it_{}", uuid::Uuid::new_v4().simple());
+    let collection = cfg.qdrant.collection.clone();
+    let node_a = common::open(cfg.clone()).await;
+    let (ann, bo) = (Scope::new("ann", "shop").unwrap(), Scope::new("bo", "shop").unwrap());
+    let sid = SessionId::new("s1").unwrap();
+    let now = chrono::Utc::now();
+    node_a.record(&ann, &sid, NewMessage::user("My axolotl Perigrina lives in a tank by the piano.", now)).await.unwrap();
+    node_a.end_session(&ann, &sid).await.unwrap();
+    node_a.wait_idle().await.unwrap();
+    let fact = NewMemory::try_from(
+        serde_json::from_value::<MemoryInput>(json!({"type": "fact", "content": "Perigrina eats bloodworms on Sundays", "metadata": {"category": "pets", "key": "diet"}})).unwrap(),
+    )
+    .unwrap();
+    let kept = node_a.remember(&ann, fact).await.unwrap();
+    node_a.share(&ann, &kept.id, &Visibility::Team("sales".into())).await.unwrap();
+
+    // a second node, its own (empty) data directory, the same servers
+    let (mut cfg_b, _dir_b) = common::config();
+    cfg_b.stores = cfg.stores.clone();
+    cfg_b.postgres = cfg.postgres.clone();
+    cfg_b.qdrant = cfg.qdrant.clone();
+    cfg_b.teams = cfg.teams.clone();
+    let node_b = common::open(cfg_b).await;
+    let hits = node_b.memory_search(&ann, "where does Perigrina live?", 5).await.unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert!(node_b.memory_search(&bo, "where does Perigrina live?", 5).await.unwrap().is_empty(), "scoped");
+    let opts = strata::memory::SearchOptions { visibility: strata::model::typed::ReadVisibility::All, ..Default::default() };
+    let team = node_b.memory_search_explained(&bo, "what does Perigrina eat?", 5, opts).await.unwrap();
+    assert!(team.knowledge.iter().any(|k| k.abstract_.contains("bloodworms")), "{:?}", team.knowledge);
+    let before = qdrant_payloads(&qurl, &collection).await;
+    assert!(before.iter().any(|p| p.contains("perigrina") && p.contains("\"ann\"")), "the audit below can see her points");
+
+    let report = node_b.forget_user("ann").await.unwrap();
+    assert_eq!(report.shared.memories, 1, "{report:?}");
+    let after = qdrant_payloads(&qurl, &collection).await;
+    let leaks: Vec<&String> = after.iter().filter(|p| p.contains("\"ann\"") || p.contains("perigrina") || p.contains("bloodworm")).collect();
+    assert!(leaks.is_empty(), "{leaks:?}");
+    assert!(node_a.memory_search(&ann, "Perigrina", 5).await.unwrap().is_empty());
+    node_a.shutdown().await.unwrap();
+    node_b.shutdown().await.unwrap();
+    strata::store::qdrant::QdrantServer::delete_collection(&qurl, None, &collection, 10_000).await.unwrap();
+    drop_schema(&url, &schema).await;
+}
