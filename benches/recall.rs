@@ -83,6 +83,33 @@ fn cluster_stores(cfg: &mut Config) {
     }
 }
 
+/// Benches `op` in `group` as `id`, on `query(1)`, `query(2)`, ... (made
+/// outside the timing), then prints p50/p99 of the timed calls as `label`.
+fn time_queries(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    id: BenchmarkId,
+    label: &str,
+    mut query: impl FnMut(usize) -> String,
+    mut op: impl FnMut(String),
+) {
+    let mut i = 0usize;
+    let mut samples = Vec::new();
+    group.bench_function(id, |b| {
+        b.iter_custom(|iters| {
+            timed(
+                iters,
+                &mut samples,
+                || {
+                    i += 1;
+                    query(i)
+                },
+                &mut op,
+            )
+        })
+    });
+    report(label, &mut samples);
+}
+
 /// Query number `n`: a new text each time, so the embedding cache does not hide the model cost.
 fn fresh_query(queries: &[&str], n: usize) -> String {
     format!("{} #{n}", queries[n % queries.len()])
@@ -176,52 +203,20 @@ fn benches(c: &mut Criterion) {
             ("inject_keyword", keyword, true),
         ];
         for (name, opts, fresh) in variants {
-            let mut i = 0usize;
-            let mut samples = Vec::new();
-            group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
-                b.iter_custom(|iters| {
-                    timed(
-                        iters,
-                        &mut samples,
-                        || {
-                            i += 1;
-                            if fresh {
-                                fresh_query(&queries, i)
-                            } else {
-                                queries[i % queries.len()].to_string()
-                            }
-                        },
-                        |q| {
-                            std::hint::black_box(
-                                rt.block_on(mem.inject_with(&scope, &sid, &q, opts))
-                                    .unwrap(),
-                            );
-                        },
-                    )
-                })
+            let query = |i: usize| {
+                if fresh {
+                    fresh_query(&queries, i)
+                } else {
+                    queries[i % queries.len()].to_string()
+                }
+            };
+            time_queries(&mut group, BenchmarkId::new(name, n), &format!("{name}/{n}"), query, |q| {
+                std::hint::black_box(rt.block_on(mem.inject_with(&scope, &sid, &q, opts)).unwrap());
             });
-            report(&format!("{name}/{n}"), &mut samples);
         }
-        let mut i = 0usize;
-        let mut samples = Vec::new();
-        group.bench_with_input(BenchmarkId::new("memory_search", n), &n, |b, _| {
-            b.iter_custom(|iters| {
-                timed(
-                    iters,
-                    &mut samples,
-                    || {
-                        i += 1;
-                        fresh_query(&queries, i)
-                    },
-                    |q| {
-                        std::hint::black_box(
-                            rt.block_on(mem.memory_search(&scope, &q, 5)).unwrap(),
-                        );
-                    },
-                )
-            })
+        time_queries(&mut group, BenchmarkId::new("memory_search", n), &format!("memory_search/{n}"), |i| fresh_query(&queries, i), |q| {
+            std::hint::black_box(rt.block_on(mem.memory_search(&scope, &q, 5)).unwrap());
         });
-        report(&format!("memory_search/{n}"), &mut samples);
         rt.block_on(mem.shutdown()).unwrap();
     }
     group.finish();
@@ -353,24 +348,10 @@ fn tenants(c: &mut Criterion) {
         );
         let sid = SessionId::new("live").unwrap();
         rt.block_on(mem.record(&target, &sid, NewMessage::user("We talked about the migration with Dana.", Utc::now()))).unwrap();
-        let mut i = 0usize;
-        let mut samples = Vec::new();
-        group.bench_with_input(BenchmarkId::new(name, episodes), &episodes, |b, _| {
-            b.iter_custom(|iters| {
-                timed(
-                    iters,
-                    &mut samples,
-                    || {
-                        i += 1;
-                        fresh_query(&queries, i)
-                    },
-                    |q| {
-                        std::hint::black_box(rt.block_on(mem.inject(&target, &sid, &q)).unwrap());
-                    },
-                )
-            })
+        let id = BenchmarkId::new(name, episodes);
+        time_queries(&mut group, id, &format!("tenants/{name}/{episodes}"), |i| fresh_query(&queries, i), |q| {
+            std::hint::black_box(rt.block_on(mem.inject(&target, &sid, &q)).unwrap());
         });
-        report(&format!("tenants/{name}/{episodes}"), &mut samples);
         rt.block_on(mem.shutdown()).unwrap();
     }
     group.finish();

@@ -28,9 +28,7 @@ use crate::model::*;
 use crate::recall::fusion::{fuse, Calibrations, FusedHit, Retrievers};
 use crate::recall::query::build_query;
 use crate::recall::trivial::TrivialFilter;
-use crate::store::qdrant_edge::EdgeVectorIndex;
 use crate::store::sqlite::SqliteStore;
-use crate::store::tantivy_index::TantivyIndex;
 use crate::store::{
     EventKind, KeywordIndex, KeywordQuery, KeywordResult, RecordStore, VectorIndex,
 };
@@ -643,15 +641,8 @@ impl Memory {
         let (keyword, vectors, knowledge) = {
             let places = places.clone();
             tokio::task::spawn_blocking(move || -> Result<_> {
-                let keyword: Arc<dyn KeywordIndex> = match &places.keyword {
-                    Some(q) => Arc::new(q.keyword::<EpisodeId>("episodes", bm25)),
-                    None if ephemeral => Arc::new(TantivyIndex::in_ram(bm25)?),
-                    None => Arc::new(TantivyIndex::open(&dir.join("keyword"), bm25)?),
-                };
-                let vectors: Arc<dyn VectorIndex> = match &places.vectors {
-                    Some(q) => Arc::new(q.vectors::<EpisodeId>("episodes")),
-                    None => Arc::new(EdgeVectorIndex::open(&dir.join("vectors"), dim)?),
-                };
+                let keyword: Arc<dyn KeywordIndex> = places.keyword_index("episodes", &dir, ephemeral)?;
+                let vectors: Arc<dyn VectorIndex> = places.vector_index("episodes", &dir)?;
                 let knowledge = crate::typed::KnowledgeIndex::open(&places, "knowledge", &dir.join("knowledge"), ephemeral)?;
                 Ok((keyword, vectors, knowledge))
             })

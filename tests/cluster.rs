@@ -213,9 +213,7 @@ struct Node {
 impl Node {
     fn start(config: &std::path::Path, data_dir: &std::path::Path, log: &std::path::Path) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env_remove("STRATA_LOG")
+        let child = common::bin()
             .args(["--config", config.to_str().unwrap(), "--data-dir", data_dir.to_str().unwrap()])
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .stderr(std::fs::File::create(log).unwrap())
@@ -225,18 +223,11 @@ impl Node {
     }
 
     async fn ready(&self) {
-        for _ in 0..1200 {
-            if reqwest::get(format!("{}/readyz", self.base)).await.is_ok_and(|r| r.status() == 200) {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        panic!("node {} did not come up", self.base);
+        common::wait_ready(&self.base, 120).await;
     }
 
     fn kill(&mut self, signal: &str) {
-        let ok = std::process::Command::new("kill").args([signal, &self.child.id().to_string()]).status().unwrap();
-        assert!(ok.success());
+        common::signal(&self.child, signal);
         self.child.wait().unwrap();
     }
 }

@@ -1059,36 +1059,6 @@ async fn mcp_over_http_with_a_real_client() {
     s.stop().await;
 }
 
-/// Sends `sig` (`-TERM`, `-HUP`) to a child process.
-fn signal(child: &std::process::Child, sig: &str) {
-    let sent = std::process::Command::new("kill")
-        .args([sig, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success(), "kill {sig} failed");
-}
-
-/// Waits (at most a minute) until the server at `base` answers `/readyz`.
-async fn wait_ready(base: &str) {
-    for _ in 0..600 {
-        if reqwest::get(format!("{base}/readyz"))
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("server at {base} did not come up");
-}
-
-fn bin() -> std::process::Command {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_strata"));
-    c.current_dir(env!("CARGO_MANIFEST_DIR"));
-    c.env_remove("STRATA_LOG");
-    c
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_over_stdio_with_a_real_client() {
     use rmcp::transport::TokioChildProcess;
@@ -1117,7 +1087,7 @@ async fn mcp_over_stdio_with_a_real_client() {
         &strata::SessionId::new("s1").unwrap(),
     )
     .to_string();
-    let mut cmd = tokio::process::Command::from(bin());
+    let mut cmd = tokio::process::Command::from(common::bin());
     // the index was built with the tests' model (f32 on candle): the binary must use the same
     cmd.args([
         "--data-dir",
@@ -1144,7 +1114,7 @@ async fn sigterm_during_promotion_then_restart_promotes_each_session_once() {
         .unwrap()
         .port();
     let start = || {
-        bin()
+        common::bin()
             .args([
                 "--data-dir",
                 dir.path().to_str().unwrap(),
@@ -1158,7 +1128,7 @@ async fn sigterm_during_promotion_then_restart_promotes_each_session_once() {
     };
     let base = format!("http://127.0.0.1:{port}");
     let mut child = start();
-    wait_ready(&base).await;
+    common::wait_ready(&base, 60).await;
     let n = 24;
     for i in 0..n {
         let r = call(
@@ -1187,12 +1157,12 @@ async fn sigterm_during_promotion_then_restart_promotes_each_session_once() {
         );
     }
     // SIGTERM while promotion runs
-    signal(&child, "-TERM");
+    common::signal(&child, "-TERM");
     let status = child.wait().unwrap();
     assert!(status.success(), "graceful shutdown exits 0, got {status}");
     // restart: whatever was left is done now
     let mut child = start();
-    wait_ready(&base).await;
+    common::wait_ready(&base, 60).await;
     for _ in 0..600 {
         let m = call("GET", &format!("{base}/metrics"), None, None).await;
         let t = m.body.as_str().unwrap_or_default().to_string();
@@ -1203,7 +1173,7 @@ async fn sigterm_during_promotion_then_restart_promotes_each_session_once() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    signal(&child, "-TERM");
+    common::signal(&child, "-TERM");
     assert!(child.wait().unwrap().success());
     // every session promoted exactly once: one episode each, one done
     // promotion event each, and one EpisodeCreated each (a second promotion
@@ -1382,7 +1352,7 @@ async fn sighup_and_the_reload_route_apply_recall_tunables_and_name_the_rest() {
         .unwrap()
         .port();
     let log = std::fs::File::create(dir.path().join("log.jsonl")).unwrap();
-    let mut child = bin()
+    let mut child = common::bin()
         .args([
             "--config",
             conf.to_str().unwrap(),
@@ -1400,7 +1370,7 @@ async fn sighup_and_the_reload_route_apply_recall_tunables_and_name_the_rest() {
         .spawn()
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
-    wait_ready(&base).await;
+    common::wait_ready(&base, 60).await;
     let min_score = || async {
         call("GET", &format!("{base}/v1/admin/config"), None, None)
             .await
@@ -1411,7 +1381,7 @@ async fn sighup_and_the_reload_route_apply_recall_tunables_and_name_the_rest() {
     assert_eq!(min_score().await, 0.3);
     // SIGHUP re-reads the file
     std::fs::write(&conf, "[recall]\nmin_score = 0.45\n").unwrap();
-    signal(&child, "-HUP");
+    common::signal(&child, "-HUP");
     let mut seen = 0.0;
     for _ in 0..100 {
         seen = min_score().await;
@@ -1444,7 +1414,7 @@ async fn sighup_and_the_reload_route_apply_recall_tunables_and_name_the_rest() {
         .unwrap()
         .contains("recall.min_score"));
     assert_eq!(min_score().await, 0.5);
-    signal(&child, "-TERM");
+    common::signal(&child, "-TERM");
     assert!(child.wait().unwrap().success());
     // --log-format json: one JSON object per line, with structured fields
     let logs = std::fs::read_to_string(dir.path().join("log.jsonl")).unwrap();

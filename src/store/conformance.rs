@@ -841,19 +841,24 @@ mod backends {
     }
     use crate::store::tantivy_index::Bm25Params;
 
+    /// The scoring every keyword index runs the contract with.
+    fn contract_bm25(prior_docs: u64) -> Bm25Params {
+        Bm25Params {
+            summary_boost: 1.0,
+            user_boost: 0.5,
+            assistant_boost: 0.5,
+            date_boost: 1.0,
+            relative_date_boost: 1.0,
+            prior_docs,
+        }
+    }
+
     #[tokio::test]
     async fn tantivy_on_disk() {
         let dir = tempfile::tempdir().unwrap();
         let idx = tantivy_index::TantivyIndex::open(
             dir.path(),
-            Bm25Params {
-                summary_boost: 1.0,
-                user_boost: 0.5,
-                assistant_boost: 0.5,
-                date_boost: 1.0,
-                relative_date_boost: 1.0,
-                prior_docs: 100,
-            },
+            contract_bm25(100),
         )
         .unwrap();
         keyword_index_contract(&idx).await;
@@ -861,14 +866,7 @@ mod backends {
         // reopen: data persisted
         let idx = tantivy_index::TantivyIndex::<EpisodeId>::open(
             dir.path(),
-            Bm25Params {
-                summary_boost: 1.0,
-                user_boost: 0.5,
-                assistant_boost: 0.5,
-                date_boost: 1.0,
-                relative_date_boost: 1.0,
-                prior_docs: 100,
-            },
+            contract_bm25(100),
         )
         .unwrap();
         let (a, _) = scopes();
@@ -878,14 +876,7 @@ mod backends {
     #[tokio::test]
     async fn tantivy_in_ram() {
         keyword_index_contract(
-            &tantivy_index::TantivyIndex::in_ram(Bm25Params {
-                summary_boost: 1.0,
-                user_boost: 0.5,
-                assistant_boost: 0.5,
-                date_boost: 1.0,
-                relative_date_boost: 1.0,
-                prior_docs: 0,
-            })
+            &tantivy_index::TantivyIndex::in_ram(contract_bm25(0))
             .unwrap(),
         )
         .await;
@@ -894,28 +885,26 @@ mod backends {
     /// A fresh collection on the Qdrant server at `STRATA_TEST_QDRANT_URL`
     /// (gRPC, `http://127.0.0.1:6334`); `None`, saying so on stderr, when
     /// unset: no Qdrant server can be installed on the CI machines.
-    async fn qdrant_collection(dim: usize) -> Option<qdrant::QdrantServer> {
+    async fn qdrant_collection(dim: usize) -> Option<(qdrant::QdrantServer, String)> {
         let Some(url) = std::env::var("STRATA_TEST_QDRANT_URL").ok().filter(|u| !u.is_empty()) else {
             eprintln!("SKIPPED: STRATA_TEST_QDRANT_URL is not set, so the Qdrant suites did not run (README, \"Running at scale\")");
             return None;
         };
         let name = format!("strata_test_{}", uuid::Uuid::new_v4().simple());
-        Some(qdrant::QdrantServer::connect(&url, None, &name, dim, 10_000).await.unwrap())
+        Some((qdrant::QdrantServer::connect(&url, None, &name, dim, 10_000).await.unwrap(), url))
     }
 
     #[tokio::test]
     async fn qdrant_server_vectors() {
-        let Some(q) = qdrant_collection(4).await else { return };
+        let Some((q, url)) = qdrant_collection(4).await else { return };
         vector_index_contract(&q.vectors::<EpisodeId>("episodes")).await;
         // indexes sharing the collection do not see each other's points
         let (a, b) = scopes();
         assert_eq!(q.vectors::<EpisodeId>("knowledge").count(&a).await.unwrap(), 0);
-        assert_eq!(q.keyword::<EpisodeId>("episodes", Bm25Params {
-            summary_boost: 1.0, user_boost: 1.0, assistant_boost: 1.0, date_boost: 1.0, relative_date_boost: 1.0, prior_docs: 0,
-        }).count(&b).await.unwrap(), 0, "dense points are not keyword documents");
+        let keyword = q.keyword::<EpisodeId>("episodes", contract_bm25(0));
+        assert_eq!(keyword.count(&b).await.unwrap(), 0, "dense points are not keyword documents");
         // a second node connecting to the same collection finds it as it is
-        let url = std::env::var("STRATA_TEST_QDRANT_URL").unwrap();
-        let again = qdrant::QdrantServer::connect(&url, None, &q.collection().to_string(), 4, 10_000).await.unwrap();
+        let again = qdrant::QdrantServer::connect(&url, None, q.collection(), 4, 10_000).await.unwrap();
         assert_eq!(again.vectors::<EpisodeId>("episodes").count(&a).await.unwrap(), 1);
         let wrong = qdrant::QdrantServer::connect(&url, None, q.collection(), 8, 10_000).await.unwrap_err();
         assert!(matches!(wrong, crate::Error::Config(ref m) if m.contains("reindex")), "{wrong}");
@@ -924,20 +913,8 @@ mod backends {
 
     #[tokio::test]
     async fn qdrant_server_keyword() {
-        let Some(q) = qdrant_collection(4).await else { return };
-        let idx = q.keyword::<EpisodeId>(
-            "episodes",
-            Bm25Params {
-                summary_boost: 1.0,
-                user_boost: 0.5,
-                assistant_boost: 0.5,
-                date_boost: 1.0,
-                relative_date_boost: 1.0,
-                prior_docs: 100,
-            },
-        );
-        keyword_index_contract(&idx).await;
-        let url = std::env::var("STRATA_TEST_QDRANT_URL").unwrap();
+        let Some((q, url)) = qdrant_collection(4).await else { return };
+        keyword_index_contract(&q.keyword::<EpisodeId>("episodes", contract_bm25(100))).await;
         qdrant::QdrantServer::delete_collection(&url, None, q.collection(), 10_000).await.unwrap();
     }
 

@@ -59,7 +59,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::analyzer::analyze;
-use super::tantivy_index::Bm25Params;
+use super::tantivy_index::{idf, query_terms, scope_size, Bm25Params};
 use super::{DocKey, Hit, KeywordDoc, KeywordIndex, KeywordQuery, KeywordResult, VectorIndex, VectorPoint};
 use crate::error::{Error, Result};
 use crate::model::{EpisodeId, Scope};
@@ -529,16 +529,7 @@ impl<K: DocKey> KeywordIndex<K> for QdrantKeywordIndex<K> {
         limit: usize,
     ) -> Result<KeywordResult<K>> {
         let p = self.params;
-        let mut terms = analyze(query.text);
-        terms.sort();
-        terms.dedup();
-        let mut day_terms = if p.relative_date_boost > 0.0 {
-            analyze(query.date_tokens)
-        } else {
-            Vec::new()
-        };
-        day_terms.sort();
-        day_terms.dedup();
+        let (terms, day_terms) = query_terms(query, p.relative_date_boost);
         if (terms.is_empty() && day_terms.is_empty()) || limit == 0 {
             return Ok(KeywordResult {
                 hits: Vec::new(),
@@ -573,15 +564,11 @@ impl<K: DocKey> KeywordIndex<K> for QdrantKeywordIndex<K> {
             dfs.extend(counts);
         }
         // the embedded index's statistics: N floored at the prior, tantivy's idf
-        let n = scope_docs.max(p.prior_docs).max(1) as f64;
-        let idf = |df: u64| -> f64 {
-            let df = df.min(n as u64) as f64;
-            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
-        };
+        let n = scope_size(scope_docs, p.prior_docs);
         let mut reference = 0.0f64;
         let mut vector: HashMap<u32, f32> = HashMap::new();
         for ((key, boost), df) in wanted.iter().zip(&dfs) {
-            let w = *boost as f64 * idf(*df);
+            let w = *boost as f64 * idf(n, *df);
             if key.starts_with(KwField::Summary.tag()) && p.summary_boost > 0.0
                 || key.starts_with(KwField::User.tag()) && p.user_boost > 0.0
             {

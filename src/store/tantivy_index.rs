@@ -83,7 +83,7 @@ impl<'a> ScopeStats<'a> {
     }
 
     fn docs(&self) -> u64 {
-        self.scope_docs.max(self.prior_docs).max(1)
+        scope_size(self.scope_docs, self.prior_docs)
     }
 }
 
@@ -150,6 +150,34 @@ pub struct Bm25Params {
     pub date_boost: f32,
     /// IDF prior (see the module docs); `recall.bm25_prior_docs`.
     pub prior_docs: u64,
+}
+
+/// The collection size IDF counts for a scope of `scope_docs` documents:
+/// floored at the prior `prior_docs` (see the module docs) and at 1.
+pub(crate) fn scope_size(scope_docs: u64, prior_docs: u64) -> u64 {
+    scope_docs.max(prior_docs).max(1)
+}
+
+/// tantivy's BM25 idf of a term held by `df` of `n` documents:
+/// `ln(1 + (n − df + 0.5) / (df + 0.5))`, `df` capped at `n`. At tf = 1 and
+/// average length a term contributes exactly idf × boost.
+pub(crate) fn idf(n: u64, df: u64) -> f64 {
+    let (n, df) = (n as f64, df.min(n) as f64);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// The distinct analysed terms of `query`'s text, and of its resolved date
+/// tokens (none when `relative_date_boost` is 0), each sorted: what both
+/// keyword indexes search and what calibration counts.
+pub(crate) fn query_terms(query: &KeywordQuery<'_>, relative_date_boost: f32) -> (Vec<String>, Vec<String>) {
+    let distinct = |text: &str| {
+        let mut t = analyze(text);
+        t.sort();
+        t.dedup();
+        t
+    };
+    let days = if relative_date_boost > 0.0 { distinct(query.date_tokens) } else { Vec::new() };
+    (distinct(query.text), days)
 }
 
 struct Inner {
@@ -287,16 +315,7 @@ impl<K: DocKey> TantivyIndex<K> {
         limit: usize,
     ) -> Result<KeywordResult<K>> {
         let f = self.inner.f;
-        let mut terms = analyze(query.text);
-        terms.sort();
-        terms.dedup();
-        let mut day_terms: Vec<String> = if self.inner.params.relative_date_boost > 0.0 {
-            analyze(query.date_tokens)
-        } else {
-            Vec::new()
-        };
-        day_terms.sort();
-        day_terms.dedup();
+        let (terms, day_terms) = query_terms(query, self.inner.params.relative_date_boost);
         if (terms.is_empty() && day_terms.is_empty()) || limit == 0 {
             return Ok(KeywordResult {
                 hits: Vec::new(),
@@ -333,22 +352,17 @@ impl<K: DocKey> TantivyIndex<K> {
             p.prior_docs,
         )
         .map_err(kw)?;
-        // tantivy's BM25 idf: ln(1 + (N - df + 0.5) / (df + 0.5)); at tf = 1 and average
-        // length a term contributes exactly idf × boost
-        let n = stats.docs() as f64;
-        let idf = |field: Field, t: &str| -> Result<f64> {
-            let df = stats
-                .doc_freq(&Term::from_field_text(field, t))
-                .map_err(kw)? as f64;
-            Ok((1.0 + (n - df + 0.5) / (df + 0.5)).ln())
+        let field_idf = |field: Field, t: &str| -> Result<f64> {
+            let df = stats.doc_freq(&Term::from_field_text(field, t)).map_err(kw)?;
+            Ok(idf(stats.docs(), df))
         };
         let mut reference = 0.0f64;
         for t in &terms {
             if p.summary_boost > 0.0 {
-                reference += p.summary_boost as f64 * idf(f.summary, t)?;
+                reference += p.summary_boost as f64 * field_idf(f.summary, t)?;
             }
             if p.user_boost > 0.0 {
-                reference += p.user_boost as f64 * idf(f.user, t)?;
+                reference += p.user_boost as f64 * field_idf(f.user, t)?;
             }
         }
         let mut should: Vec<(Occur, Box<dyn Query>)> =

@@ -27,6 +27,7 @@ use crate::model::filter::{Direction, Field, Filter};
 use crate::model::typed::*;
 use crate::model::{DeleteCounts, Scope};
 use crate::store::qdrant::QdrantServer;
+use crate::store::DocKey;
 use crate::store::qdrant_edge::EdgeVectorIndex;
 use crate::store::shared::{SharedStore, SharedStores};
 use crate::store::tantivy_index::{Bm25Params, TantivyIndex};
@@ -70,6 +71,34 @@ pub struct IndexPlaces {
     pub bm25: Bm25Params,
 }
 
+impl IndexPlaces {
+    /// The keyword index named `name` (`episodes`, `knowledge`, ...): in the
+    /// Qdrant collection, else tantivy under `dir/keyword` (in memory when
+    /// `ram`). Blocking (opens files).
+    ///
+    /// # Errors
+    /// tantivy errors (another process holds the directory, schema mismatch).
+    pub fn keyword_index<K: DocKey>(&self, name: &str, dir: &std::path::Path, ram: bool) -> Result<Arc<dyn KeywordIndex<K>>> {
+        Ok(match &self.keyword {
+            Some(q) => Arc::new(q.keyword::<K>(name, self.bm25)),
+            None if ram => Arc::new(TantivyIndex::<K>::in_ram(self.bm25)?),
+            None => Arc::new(TantivyIndex::<K>::open(&dir.join("keyword"), self.bm25)?),
+        })
+    }
+
+    /// The vector index named `name`: in the Qdrant collection, else
+    /// qdrant-edge under `dir/vectors`. Blocking (opens files).
+    ///
+    /// # Errors
+    /// qdrant-edge errors (a shard built for another dimension).
+    pub fn vector_index<K: DocKey>(&self, name: &str, dir: &std::path::Path) -> Result<Arc<dyn VectorIndex<K>>> {
+        Ok(match &self.vectors {
+            Some(q) => Arc::new(q.vectors::<K>(name)),
+            None => Arc::new(EdgeVectorIndex::<K>::open(&dir.join("vectors"), self.dim)?),
+        })
+    }
+}
+
 /// The keyword and vector indexes of one store's knowledge.
 #[derive(Clone)]
 pub struct KnowledgeIndex {
@@ -89,16 +118,10 @@ impl KnowledgeIndex {
     /// # Errors
     /// Index errors (another process holds the directory, schema mismatch).
     pub fn open(places: &IndexPlaces, name: &str, dir: &std::path::Path, ram_keyword: bool) -> Result<Self> {
-        let keyword: Arc<dyn KeywordIndex<MemoryId>> = match &places.keyword {
-            Some(q) => Arc::new(q.keyword::<MemoryId>(name, places.bm25)),
-            None if ram_keyword => Arc::new(TantivyIndex::<MemoryId>::in_ram(places.bm25)?),
-            None => Arc::new(TantivyIndex::<MemoryId>::open(&dir.join("keyword"), places.bm25)?),
-        };
-        let vectors: Arc<dyn VectorIndex<MemoryId>> = match &places.vectors {
-            Some(q) => Arc::new(q.vectors::<MemoryId>(name)),
-            None => Arc::new(EdgeVectorIndex::<MemoryId>::open(&dir.join("vectors"), places.dim)?),
-        };
-        Ok(Self { keyword, vectors })
+        Ok(Self {
+            keyword: places.keyword_index(name, dir, ram_keyword)?,
+            vectors: places.vector_index(name, dir)?,
+        })
     }
 
     async fn add(&self, scope: &Scope, items: &[(MemoryId, String)], embedder: &dyn Embedder) -> Result<()> {

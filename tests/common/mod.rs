@@ -66,3 +66,35 @@ pub async fn open(config: Config) -> Memory {
     .await
     .unwrap()
 }
+
+/// The `strata` binary of this build, run from the crate root without
+/// `STRATA_LOG` (the tests set the log level they need).
+pub fn bin() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_strata"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c.env_remove("STRATA_LOG");
+    c
+}
+
+/// Sends `sig` (`-TERM`, `-HUP`, `-KILL`) to a child process.
+pub fn signal(child: &std::process::Child, sig: &str) {
+    let sent = std::process::Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill {sig} failed");
+}
+
+/// Waits (at most `secs` seconds) until the server at `base` answers `/readyz`.
+pub async fn wait_ready(base: &str, secs: u64) {
+    for _ in 0..secs * 10 {
+        if reqwest::get(format!("{base}/readyz"))
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("server at {base} did not come up");
+}
