@@ -63,6 +63,7 @@ pub mod graph;
 pub mod keys;
 pub mod llm;
 pub mod memory;
+pub mod migrate;
 pub mod model;
 pub mod recall;
 pub mod server;

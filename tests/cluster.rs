@@ -531,3 +531,169 @@ async fn a_node_on_postgres_and_qdrant_serves_from_any_node_and_erases() {
     strata::store::qdrant::QdrantServer::delete_collection(&qurl, None, &collection, 10_000).await.unwrap();
     drop_schema(&url, &schema).await;
 }
+
+/// The LoCoMo file the migration test loads (`STRATA_LOCOMO_DATA`, else
+/// `../shared/data/locomo/locomo-dev.json` beside the checkout).
+fn locomo_path() -> Option<std::path::PathBuf> {
+    let p = std::env::var("STRATA_LOCOMO_DATA")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/locomo/locomo-dev.json"));
+    p.is_file().then_some(p)
+}
+
+/// Messages in `schema` (0 before its tables exist).
+async fn messages_in(client: &tokio_postgres::Client, schema: &str) -> i64 {
+    let sql = format!("SELECT count(*) FROM \"{schema}\".messages");
+    client.query_opt(&sql, &[]).await.ok().flatten().map(|r| r.get::<_, i64>(0)).unwrap_or(0)
+}
+
+/// `strata migrate`: an embedded data directory holding two LoCoMo
+/// conversations (episodes, their graph, typed memories, a team's shared
+/// fact) is copied into PostgreSQL and the Bolt graph server; the first run
+/// is SIGKILLed midway through the records, the second resumes it. Counts
+/// match table by table and in the graph, and `memory_search` on the target
+/// answers the same top-5 episodes as the source for 20 LoCoMo questions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_two_locomo_conversations_killed_midway_then_resumed() {
+    let Some(data) = locomo_path() else {
+        eprintln!("SKIPPED: no LoCoMo file (set STRATA_LOCOMO_DATA or put ../shared/data beside the checkout)");
+        return;
+    };
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let url = var("STRATA_TEST_POSTGRES_URL").expect("STRATA_TEST_POSTGRES_URL is not set: run the tests through scripts/test.sh");
+    let bolt = var("STRATA_TEST_BOLT_URI").expect("STRATA_TEST_BOLT_URI is not set: run the tests through scripts/test.sh");
+    let convs: Vec<_> = strata::eval::locomo::load_locomo(&data).unwrap().into_iter().take(2).collect();
+    let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
+    let users: Vec<String> = convs.iter().map(|c| format!("{}-{run}", c.sample_id)).collect();
+
+    // the source: an embedded deployment
+    let (mut src, dir) = common::config();
+    src.teams.insert("family".into(), users.clone());
+    let mem = common::open(src.clone()).await;
+    let mut questions = Vec::new();
+    for (conv, user) in convs.iter().zip(&users) {
+        let scope = Scope::new(user.as_str(), "locomo").unwrap();
+        for s in &conv.sessions {
+            let sid = SessionId::new(format!("session_{}", s.index)).unwrap();
+            let turns: Vec<strata::model::ImportTurn> = s
+                .turns
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| !t.text.trim().is_empty())
+                .map(|(i, t)| strata::model::ImportTurn {
+                    user_id: None,
+                    agent_id: None,
+                    session_id: sid.clone(),
+                    role: strata::model::Role::User,
+                    name: Some(t.speaker.clone()),
+                    content: t.text.clone(),
+                    timestamp: s.date + chrono::Duration::seconds(i as i64),
+                    idempotency_key: Some(t.dia_id.clone()),
+                })
+                .collect();
+            mem.record_batch(&scope, turns).await.unwrap();
+            mem.end_session(&scope, &sid).await.unwrap();
+        }
+        let fact = |text: &str| {
+            NewMemory::try_from(serde_json::from_value::<MemoryInput>(json!({"type": "fact", "content": text, "metadata": {"category": "family"}})).unwrap()).unwrap()
+        };
+        let kept = mem.remember(&scope, fact(&format!("{} keeps a diary of every trip", conv.speaker_a))).await.unwrap();
+        mem.share(&scope, &kept.id, &Visibility::Team("family".into())).await.unwrap();
+        let person = json!({"type": "entity", "content": conv.speaker_b, "metadata": {"identity_key": conv.speaker_b, "entity_type": "person", "attributes": {"friend_of": conv.speaker_a}}});
+        mem.remember(&scope, NewMemory::try_from(serde_json::from_value::<MemoryInput>(person).unwrap()).unwrap()).await.unwrap();
+        questions.extend(conv.questions.iter().take(10).map(|q| (scope.clone(), q.question.clone())));
+    }
+    mem.wait_idle().await.unwrap();
+    let mut before = Vec::new();
+    for (scope, q) in &questions {
+        let hits = mem.memory_search(scope, q, 5).await.unwrap();
+        before.push(hits.into_iter().map(|h| h.id).collect::<Vec<_>>());
+    }
+    assert!(before.iter().filter(|h| !h.is_empty()).count() >= 15, "the questions find episodes in the source");
+    let graph_before = mem.shared().graph.graph_counts(&questions[0].0).await.unwrap();
+    assert!(graph_before.entities > 0, "the source has a graph to copy");
+    mem.shutdown().await.unwrap();
+    drop(mem);
+
+    // the target: PostgreSQL records, the graph on the Bolt server, its own data_dir
+    let schema = format!("strata_it_{}", uuid::Uuid::new_v4().simple());
+    let target_dir = tempfile::tempdir().unwrap();
+    let mut toml = format!(
+        "data_dir = {:?}\n[stores]\nrecords = \"postgres\"\ngraph = \"neo4j\"\n[postgres]\nurl = \"{url}\"\nschema = \"{schema}\"\npool_size = 4\n\
+         [neo4j]\nuri = \"{bolt}\"\nuser = \"{}\"\npassword_env = \"STRATA_TEST_BOLT_PASSWORD\"\ndatabase = \"{}\"\n\
+         [embedding]\nprovider = \"local\"\nmodel_dir = {:?}\n[teams]\nfamily = {:?}\n",
+        target_dir.path().display().to_string(),
+        var("STRATA_TEST_BOLT_USER").unwrap_or_else(|| "neo4j".into()),
+        var("STRATA_TEST_BOLT_DATABASE").unwrap_or_default(),
+        common::model_dir().display().to_string(),
+        users,
+    );
+    let collection = format!("strata_it_{}", uuid::Uuid::new_v4().simple());
+    if let Some(q) = var("STRATA_TEST_QDRANT_URL") {
+        toml = toml.replace("graph = \"neo4j\"\n", "graph = \"neo4j\"\nkeyword = \"qdrant\"\nvectors = \"qdrant\"\n");
+        toml.push_str(&format!("[qdrant]\nurl = \"{q}\"\ncollection = \"{collection}\"\n"));
+    }
+    let target_file = target_dir.path().join("cluster.toml");
+    std::fs::write(&target_file, &toml).unwrap();
+    let migrate = |batch: &str| {
+        let mut c = common::bin();
+        c.arg("--data-dir").arg(dir.path());
+        c.args(["--set", &format!("embedding.model_dir={:?}", common::model_dir().display().to_string())]);
+        c.args(["migrate", "--to", target_file.to_str().unwrap(), "--batch", batch, "--json"]);
+        c
+    };
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+
+    // first run: killed once some message batches are in
+    let mut first = migrate("7").stdout(std::process::Stdio::null()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while messages_in(&client, &schema).await < 50 {
+        assert!(first.try_wait().unwrap().is_none(), "the first run ended before it could be killed");
+        assert!(std::time::Instant::now() < deadline, "no message reached PostgreSQL in 120 s");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    common::signal(&first, "-KILL");
+    first.wait().unwrap();
+    let partial = messages_in(&client, &schema).await;
+    let total: usize = convs.iter().map(|c| c.sessions.iter().map(|s| s.turns.iter().filter(|t| !t.text.trim().is_empty()).count()).sum::<usize>()).sum();
+    assert!((partial as usize) < total, "killed midway: {partial} of {total} messages copied");
+
+    // second run: resumes and completes
+    let out = migrate("500").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["resumed"], true);
+    assert_eq!(report["problems"], json!([]), "{report:#}");
+    let count = |tier: &str, table: &str| {
+        report["tables"].as_array().unwrap().iter().find(|t| t["tier"] == tier && t["table"] == table).map(|t| (t["source"].as_u64().unwrap(), t["target"].as_u64().unwrap()))
+    };
+    assert_eq!(count("private", "messages"), Some((total as u64, total as u64)));
+    let sessions: u64 = convs.iter().map(|c| c.sessions.len() as u64).sum();
+    assert_eq!(count("private", "episodes").map(|c| c.1), Some(sessions));
+    assert_eq!(count("team:family", "memories"), Some((2, 2)), "the team's file was copied");
+    assert!(report["graph"]["target_counts"]["entities"].as_u64().unwrap() > 0);
+    assert_eq!(report["graph"]["source"], report["graph"]["target_counts"]);
+    assert_eq!(report["reindex"]["episodes"].as_u64(), Some(sessions));
+
+    // a third run finds nothing to do and verifies again
+    let out = migrate("500").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let again: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((again["problems"].clone(), again["reindex"].clone()), (json!([]), serde_json::Value::Null));
+
+    // the target answers as the source did
+    let mut cfg = Config::load(Some(&target_file), &[]).unwrap();
+    cfg.pruner.enabled = false;
+    let mem = common::open(cfg).await;
+    for ((scope, q), was) in questions.iter().zip(&before) {
+        let now: Vec<_> = mem.memory_search(scope, q, 5).await.unwrap().into_iter().map(|h| h.id).collect();
+        assert_eq!(&now, was, "top-5 for {q:?}");
+    }
+    assert_eq!(mem.shared().graph.graph_counts(&questions[0].0).await.unwrap(), graph_before);
+    for user in &users {
+        mem.forget_user(user).await.unwrap();
+    }
+    mem.shutdown().await.unwrap();
+    drop_schema(&url, &schema).await;
+}

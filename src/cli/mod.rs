@@ -6,6 +6,7 @@
 
 mod demo;
 mod import;
+mod migrate;
 pub mod typed;
 
 use clap::{Args, Parser, Subcommand};
@@ -194,6 +195,22 @@ pub enum Command {
     /// Rebuild the BM25 and vector indexes from the system of record with the
     /// embedder now configured (needed after changing embedding.provider or model).
     Reindex {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy this embedded deployment (SQLite records, typed memories, shared
+    /// tiers, graph) into the cluster stores another config names, then
+    /// rebuild the indexes there and compare counts. Resumable: run it again
+    /// after an interruption. The source is left as it was.
+    Migrate {
+        /// The target's config file (e.g. config/cluster.toml): `stores.records = "postgres"`
+        /// and its own `data_dir`.
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+        /// Rows per batch and per PostgreSQL transaction.
+        #[arg(long, default_value_t = 1000)]
+        batch: usize,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
@@ -1037,6 +1054,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Migrate { to, batch, json } => migrate::run(config, &to, batch, json).await,
         Command::Prune { json } => {
             let mem = Memory::open(config).await?;
             let r = mem.prune().await;

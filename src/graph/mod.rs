@@ -18,6 +18,7 @@ use unicode_normalization::UnicodeNormalization;
 
 use crate::error::Result;
 pub use crate::model::graph::{
+    AliasRow, EntityRow, GraphDump, MergeRow, RelationRow,
     Entity, EntityId, EntityMention, Extraction, GraphCounts, MergeRecord, Relation, RelationId,
     RelationMention, Subgraph, TypedGraphWrite, UNKNOWN_TYPE,
 };
@@ -229,6 +230,25 @@ pub trait GraphStore: Send + Sync + 'static {
         memory: &crate::model::typed::MemoryId,
         entity_key: Option<&str>,
     ) -> Result<DeleteCounts>;
+    /// Every scope that holds graph rows (entities or merges), sorted by
+    /// (user, agent): what `strata migrate` walks.
+    async fn graph_scopes(&self) -> Result<Vec<Scope>>;
+    /// One scope's whole graph as rows ([`GraphDump`]), each list sorted by
+    /// its key. Held in memory: a scope's graph, not the deployment's.
+    async fn export_graph(&self, scope: &Scope) -> Result<GraphDump>;
+    /// Writes the rows of a dump (from any graph store) into `scope`,
+    /// replacing rows of the same key (entity and relation ids, which are
+    /// scope-derived; entity id + alias key; a merge by scope, survivor,
+    /// merged entity and time), in one transaction: importing the same dump
+    /// twice leaves the same graph, so an interrupted copy can be rerun.
+    /// Merge ids are numbered per store, not per scope: a merge keeps its id
+    /// when the id is free here, else takes this store's next one; later
+    /// merges are numbered after every id imported.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidInput`] when a relation or alias names an
+    /// entity the dump does not hold.
+    async fn import_graph(&self, scope: &Scope, dump: &GraphDump) -> Result<()>;
 }
 
 #[cfg(test)]

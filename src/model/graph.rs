@@ -281,3 +281,119 @@ pub struct GraphCounts {
     /// Merges in force.
     pub merges: usize,
 }
+
+/// One scope's graph as rows, the same in every graph store: the portable
+/// form `strata migrate` copies from one graph store into another
+/// ([`crate::graph::GraphStore::export_graph`] /
+/// [`crate::graph::GraphStore::import_graph`]). Merged-away entities,
+/// invalidated relations and undone merges are included, so unmerge and
+/// validity history survive the copy. Times are ms since the Unix epoch
+/// (UTC); JSON values (`attributes`, `undo`) are kept as their text, as
+/// both stores keep them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GraphDump {
+    /// Entities, by id.
+    pub entities: Vec<EntityRow>,
+    /// Alias keys of entities, by (entity id, alias key).
+    pub aliases: Vec<AliasRow>,
+    /// Relations, by id.
+    pub relations: Vec<RelationRow>,
+    /// The merge log, by merge id.
+    pub merges: Vec<MergeRow>,
+}
+
+impl GraphDump {
+    /// Checks that every alias and relation names an entity of the dump.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the first missing entity.
+    pub fn check(&self) -> Result<()> {
+        let ids: std::collections::BTreeSet<&str> = self.entities.iter().map(|e| e.id.as_str()).collect();
+        let missing = self
+            .aliases
+            .iter()
+            .map(|al| al.entity_id.as_str())
+            .chain(self.relations.iter().flat_map(|r| [r.source_id.as_str(), r.target_id.as_str()]))
+            .find(|id| !ids.contains(id));
+        match missing {
+            Some(id) => Err(Error::InvalidInput(format!("the graph dump names entity {id} but does not hold it"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An entity row of a [`GraphDump`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EntityRow {
+    /// Entity id.
+    pub id: String,
+    /// Folded name ([`crate::graph`]'s `identity_key`), unique per scope.
+    pub identity_key: String,
+    /// Display name.
+    pub name: String,
+    /// Entity type.
+    pub kind: String,
+    /// Attributes, as JSON text.
+    pub attributes: String,
+    /// Episodes that mention it, sorted.
+    pub sources: Vec<String>,
+    /// First seen, ms.
+    pub created_at: i64,
+    /// Last updated, ms.
+    pub updated_at: i64,
+    /// The survivor it was merged into, if it was.
+    pub merged_into: Option<String>,
+}
+
+/// An alias row of a [`GraphDump`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AliasRow {
+    /// The entity it names.
+    pub entity_id: String,
+    /// Folded alias.
+    pub alias_key: String,
+    /// Alias as written.
+    pub alias: String,
+}
+
+/// A relation row of a [`GraphDump`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelationRow {
+    /// Relation id.
+    pub id: String,
+    /// Subject entity id.
+    pub source_id: String,
+    /// Object entity id.
+    pub target_id: String,
+    /// snake_case predicate.
+    pub predicate: String,
+    /// Attributes, as JSON text.
+    pub attributes: String,
+    /// Valid from, ms.
+    pub valid_from: Option<i64>,
+    /// Invalid from, ms.
+    pub invalid_at: Option<i64>,
+    /// The episode (or typed memory) it came from, as stored.
+    pub episode_id: String,
+    /// Written at, ms.
+    pub created_at: i64,
+}
+
+/// A merge-log row of a [`GraphDump`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergeRow {
+    /// Merge id (unique per graph store).
+    pub id: i64,
+    /// The entity that stayed.
+    pub survivor_id: String,
+    /// The entity folded into it.
+    pub merged_id: String,
+    /// Why.
+    pub reason: String,
+    /// What unmerge restores, as JSON text.
+    pub undo: String,
+    /// When, ms.
+    pub at: i64,
+    /// When undone, ms.
+    pub undone_at: Option<i64>,
+}

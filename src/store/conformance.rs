@@ -462,6 +462,97 @@ pub async fn graph_store_contract(g: &dyn crate::graph::GraphStore) {
     assert_eq!(g.resolve(&b, "al", 1).await.unwrap().len(), 1);
 }
 
+/// Graph copy contract (`strata migrate`): a scope's graph exported from
+/// `from` and imported into `to` (fresh for this scope) reads the same
+/// there: the same rows (merged-away entities, invalidated relations, the
+/// merge log with an undone merge), the same walks and resolutions; a
+/// second import changes nothing; later merges are numbered after the
+/// imported ones; unmerge works on an imported merge; a dump naming an
+/// entity it lacks is refused. Scopes are unique to the call.
+pub async fn graph_dump_contract(from: &dyn crate::graph::GraphStore, to: &dyn crate::graph::GraphStore) {
+    use crate::graph::{ApplyRules, EntityMention, Extraction, RelationMention, TypedGraphWrite, Walk};
+    use chrono::{Duration, TimeZone, Utc};
+    let user = format!("dump-{}", uuid::Uuid::new_v4().simple());
+    let a = Scope::new(user.as_str(), "bot").unwrap();
+    let t0 = Utc.with_ymd_and_hms(2026, 2, 1, 0, 0, 0).unwrap();
+    let rules = ApplyRules { functional: vec!["lives_in".into()], aliases: Default::default() };
+    let m = |name: &str, kind: &str, aliases: &[&str]| EntityMention {
+        name: name.into(),
+        kind: kind.into(),
+        aliases: aliases.iter().map(|s| s.to_string()).collect(),
+    };
+    let r = |s: &str, p: &str, t: &str| RelationMention { source: s.into(), predicate: p.into(), target: t.into(), valid_from: None };
+    let ex1 = Extraction {
+        entities: vec![m("Mina Park", "person", &["Mina"]), m("Oslo", "place", &[]), m("Mina P.", "person", &[])],
+        relations: vec![r("Mina Park", "lives_in", "Oslo"), r("Mina P.", "plays", "Oslo")],
+    };
+    from.apply_extraction(&a, &ep(&a, "s1"), t0, &ex1, &rules).await.unwrap();
+    let ex2 = Extraction { entities: vec![m("Mina Park", "person", &[]), m("Bergen", "place", &[])], relations: vec![r("Mina Park", "lives_in", "Bergen")] };
+    from.apply_extraction(&a, &ep(&a, "s2"), t0 + Duration::days(3), &ex2, &rules).await.unwrap();
+    from.put_typed(&a, &TypedGraphWrite::Entity {
+        memory: crate::model::typed::MemoryId::new(),
+        key: "Oslo".into(),
+        kind: "place".into(),
+        attributes: serde_json::json!({"country": "Norway"}),
+        edges: vec![],
+        at: t0,
+    })
+    .await
+    .unwrap();
+    let mina = from.resolve(&a, "mina park", 1).await.unwrap()[0].id.clone();
+    let minap = from.resolve(&a, "mina p.", 1).await.unwrap()[0].id.clone();
+    let oslo = from.resolve(&a, "oslo", 1).await.unwrap()[0].id.clone();
+    let bergen = from.resolve(&a, "bergen", 1).await.unwrap()[0].id.clone();
+    let kept = from.merge(&a, &mina, &minap, "same person").await.unwrap();
+    let undone = from.merge(&a, &oslo, &bergen, "wrong guess").await.unwrap();
+    from.unmerge(&a, undone).await.unwrap();
+    let dump = from.export_graph(&a).await.unwrap();
+    assert_eq!((dump.entities.len(), dump.relations.len(), dump.merges.len()), (4, 3, 2), "{dump:#?}");
+    assert!(dump.entities.iter().any(|e| e.merged_into.is_some()), "merged-away rows are exported");
+    assert!(dump.relations.iter().any(|r| r.invalid_at.is_some()), "invalidated relations are exported");
+    assert!(from.graph_scopes().await.unwrap().contains(&a));
+
+    // merge ids are per store: the copy may number them otherwise
+    let rows = |mut d: crate::graph::GraphDump| {
+        d.merges.iter_mut().for_each(|m| m.id = 0);
+        d
+    };
+    to.import_graph(&a, &dump).await.unwrap();
+    assert_eq!(rows(to.export_graph(&a).await.unwrap()), rows(dump.clone()), "the copy holds the same rows");
+    to.import_graph(&a, &dump).await.unwrap();
+    assert_eq!(rows(to.export_graph(&a).await.unwrap()), rows(dump.clone()), "a second import changes nothing");
+    assert_eq!(to.graph_counts(&a).await.unwrap(), from.graph_counts(&a).await.unwrap());
+    assert!(to.graph_scopes().await.unwrap().contains(&a));
+    let walk = |seed| Walk { seeds: vec![seed], hops: 2, predicate: None, include_invalid: true, limit: 50 };
+    let (x, y) = (from.traverse(&a, &walk(mina.clone())).await.unwrap(), to.traverse(&a, &walk(mina.clone())).await.unwrap());
+    let ids = |s: &crate::graph::Subgraph| {
+        let mut v: Vec<String> = s.entities.iter().map(|e| e.id.to_string()).chain(s.relations.iter().map(|r| r.id.to_string())).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids(&x), ids(&y));
+    assert_eq!(to.resolve(&a, "mina", 1).await.unwrap()[0].id, mina, "aliases resolve in the copy");
+    assert_eq!(to.resolve(&a, "oslo", 1).await.unwrap()[0].attributes["country"], "Norway");
+    // the copy's merge log goes on after its ids, and an imported merge can be undone
+    let log = to.merges(&a, 10).await.unwrap();
+    assert_eq!(log.len(), 2);
+    let imported = log.iter().find(|g| g.merged == minap).expect("the merge of Mina P. was copied").id;
+    let next = to.merge(&a, &oslo, &bergen, "again").await.unwrap();
+    assert!(log.iter().all(|g| next > g.id), "merge {next} numbered after {log:?}");
+    to.unmerge(&a, imported).await.unwrap();
+    assert_eq!(to.resolve(&a, "mina p.", 1).await.unwrap()[0].id, minap, "an imported merge undone");
+    let _ = kept;
+    // a dump whose relation names an entity it lacks is refused, and writes nothing
+    let b = Scope::new(user.as_str(), "other").unwrap();
+    let mut bad = dump.clone();
+    bad.entities.retain(|e| e.id != oslo.to_string());
+    assert!(matches!(to.import_graph(&b, &bad).await, Err(crate::error::Error::InvalidInput(_))));
+    assert_eq!(to.graph_counts(&b).await.unwrap(), crate::graph::GraphCounts::default());
+    for g in [from, to] {
+        g.delete_user_graph(&user).await.unwrap();
+    }
+}
+
 fn episode(scope: &Scope, session: &str, summary: &str, expires_at: Option<chrono::DateTime<chrono::Utc>>) -> crate::model::Episode {
     let t = chrono::Utc::now();
     crate::model::Episode {
@@ -749,6 +840,12 @@ mod backends {
         graph_store_contract(&sqlite::SqliteStore::open_in_memory().unwrap()).await;
     }
 
+    #[tokio::test]
+    async fn sqlite_graph_dump_between_sqlite_stores() {
+        let (x, y) = (sqlite::SqliteStore::open_in_memory().unwrap(), sqlite::SqliteStore::open_in_memory().unwrap());
+        graph_dump_contract(&x, &y).await;
+    }
+
     /// The Bolt server at `STRATA_TEST_BOLT_URI` (`scripts/test.sh` starts a
     /// throwaway ArcadeDB; point it at a Neo4j 5 to test that instead),
     /// with `STRATA_TEST_BOLT_USER` / `_PASSWORD` / `_DATABASE`. The
@@ -770,6 +867,10 @@ mod backends {
         .unwrap();
         g.clear().await.unwrap();
         graph_store_contract(&g).await;
+        // the copies of `strata migrate`, both ways (here: the suite's fixed scopes clear the graph)
+        let local = sqlite::SqliteStore::open_in_memory().unwrap();
+        graph_dump_contract(&local, &g).await;
+        graph_dump_contract(&g, &local).await;
         g.clear().await.unwrap();
     }
 

@@ -241,6 +241,32 @@ const DELETE_TYPED_RELS: &str = "MATCH (:StrataEntity {user_id: $u, agent_id: $a
 const EDGES_OF: &str = "MATCH (e:StrataEntity {id: $id})-[r:STRATA_REL]-() RETURN count(r) AS n";
 const DELETE_ENTITY: &str = "MATCH (e:StrataEntity {id: $id}) DETACH DELETE e";
 const DELETE_ALIASES_OF: &str = "MATCH (al:StrataAlias {entity_id: $id}) DELETE al";
+const SCOPES_OF_ENTITIES: &str = "MATCH (e:StrataEntity) RETURN DISTINCT e.user_id AS u, e.agent_id AS a";
+const SCOPES_OF_MERGES: &str = "MATCH (g:StrataMerge) RETURN DISTINCT g.user_id AS u, g.agent_id AS a";
+const EXPORT_ENTITIES: &str = "MATCH (e:StrataEntity {user_id: $u, agent_id: $a})
+    RETURN e.id AS id, e.identity_key AS identity_key, e.name AS name, e.type AS type, e.attributes AS attributes,
+        e.sources AS sources, e.created_at AS created_at, e.updated_at AS updated_at, e.merged_into AS into ORDER BY e.id";
+const EXPORT_ALIASES: &str = "MATCH (al:StrataAlias {user_id: $u, agent_id: $a})
+    RETURN al.entity_id AS id, al.alias_key AS k, al.alias AS alias ORDER BY al.entity_id, al.alias_key";
+const EXPORT_RELATIONS: &str = "MATCH (s:StrataEntity {user_id: $u, agent_id: $a})-[r:STRATA_REL]->(t:StrataEntity)
+    WHERE r.user_id = $u AND r.agent_id = $a RETURN r.id AS id, s.id AS source, t.id AS target, r.predicate AS predicate,
+        r.attributes AS attributes, r.valid_from AS valid_from, r.invalid_at AS invalid_at, r.episode_id AS episode_id,
+        r.created_at AS created_at ORDER BY r.id";
+const EXPORT_MERGES: &str = "MATCH (g:StrataMerge {user_id: $u, agent_id: $a})
+    RETURN g.id AS id, g.survivor_id AS s, g.merged_id AS m, g.reason AS reason, g.undo AS undo, g.at AS at,
+        g.undone_at AS undone_at ORDER BY g.id";
+const IMPORT_ENTITY: &str = "MERGE (e:StrataEntity {id: $id})
+    SET e.user_id = $u, e.agent_id = $a, e.identity_key = $k, e.name = $name, e.type = $kind, e.attributes = $attrs,
+        e.sources = $sources, e.created_at = $created, e.updated_at = $updated, e.merged_into = $into";
+const IMPORT_ALIAS: &str = "MERGE (al:StrataAlias {entity_id: $id, alias_key: $k})
+    SET al.user_id = $u, al.agent_id = $a, al.alias = $alias";
+const DELETE_REL_BY_ID: &str = "MATCH (:StrataEntity {user_id: $u, agent_id: $a})-[r:STRATA_REL {id: $rid}]->() DELETE r";
+const MERGE_BY_NATURAL_KEY: &str = "MATCH (g:StrataMerge {user_id: $u, agent_id: $a, survivor_id: $s, merged_id: $m, at: $at})
+    RETURN g.id AS id";
+const MERGE_ID_TAKEN: &str = "MATCH (g:StrataMerge {id: $id}) RETURN count(g) AS n";
+const UPDATE_MERGE: &str = "MATCH (g:StrataMerge {id: $id}) SET g.reason = $reason, g.undo = $undo, g.undone_at = $undone";
+const RAISE_MERGE_SEQ: &str = "MERGE (c:StrataSeq {name: 'merge'}) ON CREATE SET c.value = 0
+    SET c.value = CASE WHEN c.value < $max THEN $max ELSE c.value END";
 
 /// Relation fields read by [`rel_of`], plus the raw created_at.
 fn rel_of(r: &Row) -> Result<(Relation, i64)> {
@@ -910,6 +936,141 @@ impl GraphStore for CypherGraph {
         }
         tx.commit().await?;
         Ok(counts)
+    }
+
+    async fn graph_scopes(&self) -> Result<Vec<Scope>> {
+        let mut tx = self.tx().await?;
+        let mut pairs = BTreeSet::new();
+        for q in [SCOPES_OF_ENTITIES, SCOPES_OF_MERGES] {
+            for r in tx.rows(cypher(q)).await? {
+                pairs.insert((get::<String>(&r, "u")?, get::<String>(&r, "a")?));
+            }
+        }
+        tx.commit().await?;
+        pairs.into_iter().map(|(u, a)| Scope::new(u, a)).collect()
+    }
+
+    async fn export_graph(&self, scope: &Scope) -> Result<GraphDump> {
+        let mut tx = self.tx().await?;
+        let mut dump = GraphDump::default();
+        for r in tx.rows(scoped(EXPORT_ENTITIES, scope)).await? {
+            let mut srcs = sources(&get::<String>(&r, "sources")?);
+            srcs.sort();
+            dump.entities.push(EntityRow {
+                id: get(&r, "id")?,
+                identity_key: get(&r, "identity_key")?,
+                name: get(&r, "name")?,
+                kind: get(&r, "type")?,
+                attributes: get(&r, "attributes")?,
+                sources: srcs,
+                created_at: get(&r, "created_at")?,
+                updated_at: get(&r, "updated_at")?,
+                merged_into: get(&r, "into")?,
+            });
+        }
+        for r in tx.rows(scoped(EXPORT_ALIASES, scope)).await? {
+            dump.aliases.push(AliasRow { entity_id: get(&r, "id")?, alias_key: get(&r, "k")?, alias: get(&r, "alias")? });
+        }
+        for r in tx.rows(scoped(EXPORT_RELATIONS, scope)).await? {
+            dump.relations.push(RelationRow {
+                id: get(&r, "id")?,
+                source_id: get(&r, "source")?,
+                target_id: get(&r, "target")?,
+                predicate: get(&r, "predicate")?,
+                attributes: get(&r, "attributes")?,
+                valid_from: get(&r, "valid_from")?,
+                invalid_at: get(&r, "invalid_at")?,
+                episode_id: get(&r, "episode_id")?,
+                created_at: get(&r, "created_at")?,
+            });
+        }
+        for r in tx.rows(scoped(EXPORT_MERGES, scope)).await? {
+            dump.merges.push(MergeRow {
+                id: get(&r, "id")?,
+                survivor_id: get(&r, "s")?,
+                merged_id: get(&r, "m")?,
+                reason: get(&r, "reason")?,
+                undo: get(&r, "undo")?,
+                at: get(&r, "at")?,
+                undone_at: get(&r, "undone_at")?,
+            });
+        }
+        tx.commit().await?;
+        Ok(dump)
+    }
+
+    async fn import_graph(&self, scope: &Scope, dump: &GraphDump) -> Result<()> {
+        dump.check()?;
+        let mut tx = self.tx().await?;
+        for e in &dump.entities {
+            let srcs = serde_json::to_string(&e.sources).map_err(|e| Error::GraphServer(e.to_string()))?;
+            tx.run(
+                scoped(IMPORT_ENTITY, scope)
+                    .param("id", e.id.as_str())
+                    .param("k", e.identity_key.as_str())
+                    .param("name", e.name.as_str())
+                    .param("kind", e.kind.as_str())
+                    .param("attrs", e.attributes.as_str())
+                    .param("sources", srcs)
+                    .param("created", e.created_at)
+                    .param("updated", e.updated_at)
+                    .param("into", e.merged_into.clone()),
+            )
+            .await?;
+        }
+        for al in &dump.aliases {
+            tx.run(
+                scoped(IMPORT_ALIAS, scope)
+                    .param("id", al.entity_id.as_str())
+                    .param("k", al.alias_key.as_str())
+                    .param("alias", al.alias.as_str()),
+            )
+            .await?;
+        }
+        for r in &dump.relations {
+            tx.run(scoped(DELETE_REL_BY_ID, scope).param("rid", r.id.as_str())).await?;
+            let rel = NewRel {
+                source: &r.source_id,
+                target: &r.target_id,
+                id: &r.id,
+                predicate: &r.predicate,
+                attributes: r.attributes.clone(),
+                valid_from: r.valid_from,
+                invalid_at: r.invalid_at,
+                origin: &r.episode_id,
+                created_at: r.created_at,
+            };
+            create_rel(&mut tx, scope, rel).await?;
+        }
+        for m in &dump.merges {
+            let natural = scoped(MERGE_BY_NATURAL_KEY, scope).param("s", m.survivor_id.as_str()).param("m", m.merged_id.as_str()).param("at", m.at);
+            let id = match tx.rows(natural).await?.first() {
+                Some(r) => get::<i64>(r, "id")?,
+                None => {
+                    // the dumped id when free here, else the next of this store's numbering
+                    let id = if tx.count(cypher(MERGE_ID_TAKEN).param("id", m.id)).await? == 0 {
+                        tx.run(cypher(RAISE_MERGE_SEQ).param("max", m.id)).await?;
+                        m.id
+                    } else {
+                        tx.count(cypher(NEXT_MERGE_ID)).await? as i64
+                    };
+                    tx.run(
+                        scoped(CREATE_MERGE, scope)
+                            .param("id", id)
+                            .param("s", m.survivor_id.as_str())
+                            .param("m", m.merged_id.as_str())
+                            .param("reason", m.reason.as_str())
+                            .param("undo", m.undo.as_str())
+                            .param("at", m.at),
+                    )
+                    .await?;
+                    id
+                }
+            };
+            let update = cypher(UPDATE_MERGE).param("id", id).param("reason", m.reason.as_str()).param("undo", m.undo.as_str());
+            tx.run(update.param("undone", m.undone_at)).await?;
+        }
+        tx.commit().await
     }
 }
 

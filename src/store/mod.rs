@@ -19,6 +19,7 @@
 //! Stores never call the LLM. All write operations are idempotent.
 
 pub mod analyzer;
+pub mod copy;
 pub mod cypher_graph;
 pub mod qdrant_edge;
 pub mod postgres;

@@ -127,7 +127,7 @@ fn from_ms(v: i64) -> DateTime<Utc> {
 }
 
 /// The error for a failed statement: unreachable server → [`Error::Unavailable`].
-fn pe(e: tokio_postgres::Error) -> Error {
+pub(crate) fn pe(e: tokio_postgres::Error) -> Error {
     if let Some(db) = e.as_db_error() {
         // the driver's Display says only "db error"; the server's message,
         // SQLSTATE and constraint are what an operator needs

@@ -677,6 +677,174 @@ impl GraphStore for SqliteStore {
         })
         .await
     }
+
+    async fn graph_scopes(&self) -> Result<Vec<Scope>> {
+        self.run(|c| {
+            let mut st = c.prepare(
+                "SELECT user_id, agent_id FROM entities UNION SELECT user_id, agent_id FROM merges ORDER BY 1, 2",
+            )?;
+            let pairs = st
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            pairs.into_iter().map(|(u, a)| Scope::new(u, a)).collect()
+        })
+        .await
+    }
+
+    async fn export_graph(&self, scope: &Scope) -> Result<GraphDump> {
+        let scope = scope.clone();
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let (u, a) = (scope.user_id(), scope.agent_id());
+            let mut dump = GraphDump::default();
+            let mut sources: HashMap<String, Vec<String>> = HashMap::new();
+            let mut st = tx.prepare(
+                "SELECT s.entity_id, s.episode_id FROM entity_sources s JOIN entities e ON e.id = s.entity_id
+                 WHERE e.user_id=?1 AND e.agent_id=?2 ORDER BY 1, 2",
+            )?;
+            for r in st.query_map(params![u, a], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
+                let (e, ep) = r?;
+                sources.entry(e).or_default().push(ep);
+            }
+            let mut st = tx.prepare(
+                "SELECT id, identity_key, name, type, attributes, created_at, updated_at, merged_into
+                 FROM entities WHERE user_id=?1 AND agent_id=?2 ORDER BY id",
+            )?;
+            dump.entities = st
+                .query_map(params![u, a], |r| {
+                    Ok(EntityRow {
+                        id: r.get(0)?,
+                        identity_key: r.get(1)?,
+                        name: r.get(2)?,
+                        kind: r.get(3)?,
+                        attributes: r.get(4)?,
+                        sources: Vec::new(),
+                        created_at: r.get(5)?,
+                        updated_at: r.get(6)?,
+                        merged_into: r.get(7)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            for e in &mut dump.entities {
+                e.sources = sources.remove(&e.id).unwrap_or_default();
+            }
+            let mut st = tx.prepare(
+                "SELECT entity_id, alias_key, alias FROM entity_aliases WHERE user_id=?1 AND agent_id=?2 ORDER BY 1, 2",
+            )?;
+            dump.aliases = st
+                .query_map(params![u, a], |r| Ok(AliasRow { entity_id: r.get(0)?, alias_key: r.get(1)?, alias: r.get(2)? }))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut st = tx.prepare(
+                "SELECT id, source_id, target_id, predicate, attributes, valid_from, invalid_at, episode_id, created_at
+                 FROM relations WHERE user_id=?1 AND agent_id=?2 ORDER BY id",
+            )?;
+            dump.relations = st
+                .query_map(params![u, a], |r| {
+                    Ok(RelationRow {
+                        id: r.get(0)?,
+                        source_id: r.get(1)?,
+                        target_id: r.get(2)?,
+                        predicate: r.get(3)?,
+                        attributes: r.get(4)?,
+                        valid_from: r.get(5)?,
+                        invalid_at: r.get(6)?,
+                        episode_id: r.get(7)?,
+                        created_at: r.get(8)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut st = tx.prepare(
+                "SELECT id, survivor_id, merged_id, reason, undo, at, undone_at FROM merges
+                 WHERE user_id=?1 AND agent_id=?2 ORDER BY id",
+            )?;
+            dump.merges = st
+                .query_map(params![u, a], |r| {
+                    Ok(MergeRow {
+                        id: r.get(0)?,
+                        survivor_id: r.get(1)?,
+                        merged_id: r.get(2)?,
+                        reason: r.get(3)?,
+                        undo: r.get(4)?,
+                        at: r.get(5)?,
+                        undone_at: r.get(6)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(dump)
+        })
+        .await
+    }
+
+    async fn import_graph(&self, scope: &Scope, dump: &GraphDump) -> Result<()> {
+        dump.check()?;
+        let (scope, dump) = (scope.clone(), dump.clone());
+        self.run(move |c| {
+            let tx = c.transaction()?;
+            let (u, a) = (scope.user_id(), scope.agent_id());
+            for e in &dump.entities {
+                tx.execute(
+                    "INSERT INTO entities (id, user_id, agent_id, identity_key, name, type, attributes, created_at, updated_at, merged_into)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                     ON CONFLICT(id) DO UPDATE SET identity_key=excluded.identity_key, name=excluded.name, type=excluded.type,
+                        attributes=excluded.attributes, created_at=excluded.created_at, updated_at=excluded.updated_at,
+                        merged_into=excluded.merged_into",
+                    params![e.id, u, a, e.identity_key, e.name, e.kind, e.attributes, e.created_at, e.updated_at, e.merged_into],
+                )?;
+                for ep in &e.sources {
+                    tx.execute(
+                        "INSERT INTO entity_sources (entity_id, episode_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                        params![e.id, ep],
+                    )?;
+                }
+            }
+            for al in &dump.aliases {
+                tx.execute(
+                    "INSERT INTO entity_aliases (entity_id, user_id, agent_id, alias_key, alias) VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT(entity_id, alias_key) DO UPDATE SET alias=excluded.alias",
+                    params![al.entity_id, u, a, al.alias_key, al.alias],
+                )?;
+            }
+            for r in &dump.relations {
+                tx.execute(
+                    "INSERT INTO relations (id, user_id, agent_id, source_id, target_id, predicate, attributes, valid_from, invalid_at, episode_id, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                     ON CONFLICT(id) DO UPDATE SET source_id=excluded.source_id, target_id=excluded.target_id,
+                        predicate=excluded.predicate, attributes=excluded.attributes, valid_from=excluded.valid_from,
+                        invalid_at=excluded.invalid_at, episode_id=excluded.episode_id, created_at=excluded.created_at",
+                    params![r.id, u, a, r.source_id, r.target_id, r.predicate, r.attributes, r.valid_from, r.invalid_at, r.episode_id, r.created_at],
+                )?;
+            }
+            for m in &dump.merges {
+                // the same merge (scope, pair, time) is updated; a new one keeps its id when free here
+                let held: Option<i64> = tx
+                    .query_row(
+                        "SELECT id FROM merges WHERE user_id=?1 AND agent_id=?2 AND survivor_id=?3 AND merged_id=?4 AND at=?5",
+                        params![u, a, m.survivor_id, m.merged_id, m.at],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                match held {
+                    Some(id) => {
+                        tx.execute(
+                            "UPDATE merges SET reason=?2, undo=?3, undone_at=?4 WHERE id=?1",
+                            params![id, m.reason, m.undo, m.undone_at],
+                        )?;
+                    }
+                    None => {
+                        let taken: bool = tx.query_row("SELECT EXISTS (SELECT 1 FROM merges WHERE id=?1)", [m.id], |r| r.get(0))?;
+                        tx.execute(
+                            "INSERT INTO merges (id, user_id, agent_id, survivor_id, merged_id, reason, undo, at, undone_at)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                            params![(!taken).then_some(m.id), u, a, m.survivor_id, m.merged_id, m.reason, m.undo, m.at, m.undone_at],
+                        )?;
+                    }
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
 }
 
 /// The live entity of a typed key (created when new, with `kind` unless

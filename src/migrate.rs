@@ -1,0 +1,254 @@
+//! `strata migrate`: moves an embedded deployment (SQLite records, typed
+//! memories and shared tiers, the SQLite graph) onto the cluster stores a
+//! second config names (PostgreSQL records; the graph on a Bolt server or
+//! in the target's own SQLite file; keyword and vector indexes wherever
+//! the target puts them).
+//!
+//! Order: records first ([`crate::store::copy`]: table by table, in
+//! batches, each committed with its checkpoint), then the graph scope by
+//! scope ([`GraphStore::export_graph`] → [`GraphStore::import_graph`],
+//! idempotent), then every index rebuilt from the copied records
+//! ([`Memory::reindex`] on the target config: the indexes are derived
+//! data, so they are made, not copied), then counts compared. Each phase
+//! leaves a mark in the target's `meta` (`migrate.graph.scopes`,
+//! `migrate.indexes`), so a copy killed anywhere and run again goes on
+//! where it stopped and redoes nothing that was committed.
+//!
+//! The source is left as it was: it remains a way back. Stop every Strata
+//! process using the source before migrating (rows written during the copy
+//! may be missed; the final count check reports them).
+
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::config::{Config, GraphBackend, RecordsBackend};
+use crate::error::{Error, Result};
+use crate::graph::{GraphCounts, GraphStore};
+use crate::memory::{Components, Memory, ReindexReport};
+use crate::model::Scope;
+use crate::store::copy::{self, CopySource, TableCount};
+use crate::store::postgres::PgStore;
+use crate::store::shared::SharedStores;
+use crate::store::sqlite::SqliteStore;
+use crate::store::RecordStore;
+
+/// `meta` key: how many graph scopes (in [`GraphStore::graph_scopes`] order) are copied.
+const META_GRAPH: &str = "migrate.graph.scopes";
+/// `meta` key: set once the indexes were rebuilt.
+const META_INDEXES: &str = "migrate.indexes";
+
+/// Options of [`migrate`].
+#[derive(Debug, Clone)]
+pub struct MigrateOptions {
+    /// Rows per batch (and per PostgreSQL transaction) of the record copy
+    /// (`--batch`, default 1000: a few hundred kB of JSON per statement).
+    pub batch: usize,
+}
+
+impl Default for MigrateOptions {
+    fn default() -> Self {
+        Self { batch: 1000 }
+    }
+}
+
+/// What [`migrate`] reports while it works, for a progress bar.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MigrateEvent {
+    /// A phase begins: `records` (unit: rows), `graph` (scopes), `indexes`
+    /// (no total: the reindex logs its own progress), with its total units.
+    Phase {
+        /// Phase name.
+        name: &'static str,
+        /// Units of work in the phase (0 when unknown).
+        total: u64,
+        /// Units done by an earlier, interrupted run.
+        done: u64,
+    },
+    /// Units just completed in the current phase.
+    Advance(u64),
+}
+
+/// The graph part of a [`MigrateReport`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GraphCopyReport {
+    /// Where the graph went: `neo4j` (the target's Bolt server) or
+    /// `sqlite` (the target's `data_dir/strata.db`).
+    pub target: String,
+    /// Scopes holding graph rows.
+    pub scopes: usize,
+    /// Totals over those scopes in the source.
+    pub source: GraphCounts,
+    /// The same in the target.
+    pub target_counts: GraphCounts,
+}
+
+/// Result of [`migrate`].
+#[derive(Debug, Clone, Serialize)]
+pub struct MigrateReport {
+    /// True when this run went on with a copy begun earlier.
+    pub resumed: bool,
+    /// Rows per (tier, table) in the source and in the target.
+    pub tables: Vec<TableCount>,
+    /// The graph copy.
+    pub graph: GraphCopyReport,
+    /// The index rebuild of this run (`None` when an earlier run did it).
+    pub reindex: Option<ReindexReport>,
+    /// Every count that differs between source and target; empty when the
+    /// copy is complete.
+    pub problems: Vec<String>,
+    /// Wall time of this run, in seconds.
+    pub seconds: f64,
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+}
+
+/// The source's files: `data_dir/strata.db`, then each shared tier's file,
+/// each opened once by its store so that its schema is current.
+async fn sources(source: &Config) -> Result<(Arc<SqliteStore>, Vec<CopySource>)> {
+    let main = source.data_dir.join("strata.db");
+    if !main.is_file() {
+        return Err(Error::Config(format!(
+            "no embedded deployment to migrate: {} does not exist (set --data-dir or --config to the source)",
+            main.display()
+        )));
+    }
+    let path = main.clone();
+    let db = Arc::new(tokio::task::spawn_blocking(move || SqliteStore::open(&path)).await??);
+    let mut out = vec![CopySource { path: main, tier: "private".into() }];
+    let shared = crate::store::shared::SqliteSharedStores::new(source.data_dir.join("shared"));
+    for tier in shared.tiers().await? {
+        let store = shared.open(&tier)?;
+        drop(store);
+        let path = match &tier {
+            crate::model::typed::Visibility::Team(t) => source.data_dir.join("shared").join("teams").join(t),
+            _ => source.data_dir.join("shared").join("public"),
+        };
+        out.push(CopySource { path: path.join("strata.db"), tier: tier.label() });
+    }
+    Ok((db, out))
+}
+
+/// Copies the deployment `source` describes (embedded records) into the
+/// stores `target` describes (PostgreSQL records), rebuilds the target's
+/// indexes, and compares counts; `progress` hears of each phase and batch.
+/// Run again after an interruption: it resumes.
+///
+/// # Errors
+/// [`Error::Config`] when `source` is not on SQLite records, `target` not
+/// on PostgreSQL records, both share a `data_dir`, the source directory
+/// holds no deployment, or the target already holds other records;
+/// [`Error::Unavailable`] when a target server cannot be reached; store and
+/// embedder errors. A count that differs at the end is not an error: it is
+/// listed in [`MigrateReport::problems`].
+pub async fn migrate(
+    source: &Config,
+    target: Config,
+    options: &MigrateOptions,
+    components: Components,
+    progress: &mut (dyn FnMut(MigrateEvent) + Send),
+) -> Result<MigrateReport> {
+    let started = std::time::Instant::now();
+    if source.stores.records != RecordsBackend::Sqlite {
+        return Err(Error::Config("the source of a migration is an embedded deployment (stores.records = \"sqlite\")".into()));
+    }
+    if target.stores.records != RecordsBackend::Postgres {
+        return Err(Error::Config(
+            "the target config of a migration keeps its records in PostgreSQL (stores.records = \"postgres\")".into(),
+        ));
+    }
+    if absolute(&source.data_dir) == absolute(&target.data_dir) {
+        return Err(Error::Config(format!(
+            "source and target share data_dir {}; give the target config its own (its local files must not replace the source's)",
+            source.data_dir.display()
+        )));
+    }
+    target.validate()?;
+    let (source_db, files) = sources(source).await?;
+    let pg = &target.postgres;
+    let pg = PgStore::connect(&pg.url, pg.password().as_deref(), &pg.schema, pg.pool_size.max(2)).await?;
+
+    // 1. records
+    let plan = copy::plan(&pg, files, options.batch).await?;
+    let total: u64 = plan.steps.iter().map(|s| s.rows).sum();
+    progress(MigrateEvent::Phase { name: "records", total, done: 0 });
+    for i in 0..plan.steps.len() {
+        let n = copy::copy_step(&pg, &plan, i, &mut |n| progress(MigrateEvent::Advance(n))).await?;
+        tracing::info!(tier = %plan.steps[i].tier, table = %plan.steps[i].table, rows = n, "copied");
+    }
+    copy::finish(&pg, &plan).await?;
+
+    // 2. graph
+    let graph = copy_graph(&target, &source_db, &pg, progress).await?;
+
+    // 3. indexes, rebuilt from the copied records
+    let reindex = if pg.meta_get(META_INDEXES).await?.is_none() {
+        progress(MigrateEvent::Phase { name: "indexes", total: 0, done: 0 });
+        let r = Memory::reindex(target.clone(), components).await?;
+        pg.meta_set(META_INDEXES, &chrono::Utc::now().to_rfc3339()).await?;
+        Some(r)
+    } else {
+        None
+    };
+
+    // 4. counts
+    let tables = copy::verify(&pg, &plan).await?;
+    let mut problems: Vec<String> = tables
+        .iter()
+        .filter(|t| t.source != t.target)
+        .map(|t| format!("{} {}: {} rows in the source, {} in the target", t.tier, t.table, t.source, t.target))
+        .collect();
+    if graph.source != graph.target_counts {
+        problems.push(format!("graph: {:?} in the source, {:?} in the target", graph.source, graph.target_counts));
+    }
+    Ok(MigrateReport { resumed: plan.resumed, tables, graph, reindex, problems, seconds: started.elapsed().as_secs_f64() })
+}
+
+fn add(a: GraphCounts, b: GraphCounts) -> GraphCounts {
+    GraphCounts {
+        entities: a.entities + b.entities,
+        relations: a.relations + b.relations,
+        invalidated: a.invalidated + b.invalidated,
+        merges: a.merges + b.merges,
+    }
+}
+
+async fn copy_graph(
+    target: &Config,
+    source_db: &Arc<SqliteStore>,
+    pg: &PgStore,
+    progress: &mut (dyn FnMut(MigrateEvent) + Send),
+) -> Result<GraphCopyReport> {
+    let from: &dyn GraphStore = source_db.as_ref();
+    let scopes: Vec<Scope> = from.graph_scopes().await?;
+    let (to, kind): (Arc<dyn GraphStore>, &str) = match target.stores.graph {
+        GraphBackend::Neo4j => (crate::memory::open_stores(target, false).await?.graph, "neo4j"),
+        GraphBackend::Sqlite => {
+            let path = target.data_dir.join("strata.db");
+            let db = tokio::task::spawn_blocking(move || -> Result<SqliteStore> {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                SqliteStore::open(&path)
+            })
+            .await??;
+            (Arc::new(db), "sqlite")
+        }
+    };
+    let done: usize = pg.meta_get(META_GRAPH).await?.and_then(|v| v.parse().ok()).unwrap_or(0).min(scopes.len());
+    progress(MigrateEvent::Phase { name: "graph", total: scopes.len() as u64, done: done as u64 });
+    for (i, scope) in scopes.iter().enumerate().skip(done) {
+        let dump = from.export_graph(scope).await?;
+        to.import_graph(scope, &dump).await?;
+        pg.meta_set(META_GRAPH, &(i + 1).to_string()).await?;
+        progress(MigrateEvent::Advance(1));
+    }
+    let mut report = GraphCopyReport { target: kind.into(), scopes: scopes.len(), ..Default::default() };
+    for scope in &scopes {
+        report.source = add(report.source, from.graph_counts(scope).await?);
+        report.target_counts = add(report.target_counts, to.graph_counts(scope).await?);
+    }
+    Ok(report)
+}
