@@ -694,6 +694,15 @@ async fn migrate_two_locomo_conversations_killed_midway_then_resumed() {
         assert_eq!(&now, was, "top-5 for {q:?}");
     }
     assert_eq!(mem.shared().graph.graph_counts(&questions[0].0).await.unwrap(), graph_before);
+    // new rows get new ids: the identity sequences were moved past the copied ids (a
+    // sequence left at 1 would hand out a copied id and the insert would fail)
+    let scope = &questions[0].0;
+    let later = SessionId::new("after-the-move").unwrap();
+    mem.record(scope, &later, NewMessage::user("A new turn after the move", chrono::Utc::now())).await.unwrap();
+    assert_eq!(mem.session(scope, &later).await.unwrap().message_count, 1);
+    let note = json!({"type": "fact", "content": "written after the move", "metadata": {"category": "family"}});
+    mem.remember(scope, NewMemory::try_from(serde_json::from_value::<MemoryInput>(note).unwrap()).unwrap()).await.unwrap();
+    assert_eq!(messages_in(&client, &schema).await as usize, total + 1);
     for user in &users {
         mem.forget_user(user).await.unwrap();
     }
