@@ -30,6 +30,7 @@ exports() {
   echo "export STRATA_TEST_BOLT_USER=root"
   echo "export STRATA_TEST_BOLT_PASSWORD=$PW"
   echo "export STRATA_TEST_BOLT_DATABASE=$DB"
+  echo "export STRATA_TEST_BOLT_HTTP=http://127.0.0.1:$HTTP_PORT"
 }
 
 # pid of our server if it is running (checked against its command line, not just the number)

@@ -443,6 +443,13 @@ pub struct EpisodesConfig {
     /// embedding time and are not what the user's memory is about; they stay
     /// in the keyword index and the summary).
     pub embed_assistant_turns: bool,
+    /// Vector unit 0 of an episode: `false` (default) embeds the summary;
+    /// `true` takes the normalised mean of its turn vectors instead (when it
+    /// has any), which spares the longest text of each session from the
+    /// model: an experiment for back-fill speed (issue 13), measured in
+    /// ARCHITECTURE.md "Promotion throughput".
+    #[serde(default)]
+    pub summary_vector_from_turns: bool,
 }
 
 /// `[sessions]`.

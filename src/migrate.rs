@@ -42,13 +42,16 @@ const META_INDEXES: &str = "migrate.indexes";
 #[derive(Debug, Clone)]
 pub struct MigrateOptions {
     /// Rows per batch (and per PostgreSQL transaction) of the record copy
-    /// (`--batch`, default 1000: a few hundred kB of JSON per statement).
+    /// (`--batch`, default 1000: a few hundred kB of JSON per statement; ≥ 1).
     pub batch: usize,
+    /// Rebuild the target's indexes even when an earlier run did (`--reindex`):
+    /// for indexes lost or damaged since.
+    pub reindex: bool,
 }
 
 impl Default for MigrateOptions {
     fn default() -> Self {
-        Self { batch: 1000 }
+        Self { batch: 1000, reindex: false }
     }
 }
 
@@ -88,6 +91,8 @@ pub struct GraphCopyReport {
 pub struct MigrateReport {
     /// True when this run went on with a copy begun earlier.
     pub resumed: bool,
+    /// Rows this run copied (0 when an earlier run copied them all).
+    pub copied_rows: u64,
     /// Rows per (tier, table) in the source and in the target.
     pub tables: Vec<TableCount>,
     /// The graph copy.
@@ -117,7 +122,7 @@ async fn sources(source: &Config) -> Result<(Arc<SqliteStore>, Vec<CopySource>)>
     }
     let path = main.clone();
     let db = Arc::new(tokio::task::spawn_blocking(move || SqliteStore::open(&path)).await??);
-    let mut out = vec![CopySource { path: main, tier: "private".into() }];
+    let mut out = vec![CopySource { path: absolute(&main), tier: "private".into() }];
     let shared = crate::store::shared::SqliteSharedStores::new(source.data_dir.join("shared"));
     for tier in shared.tiers().await? {
         let store = shared.open(&tier)?;
@@ -126,7 +131,7 @@ async fn sources(source: &Config) -> Result<(Arc<SqliteStore>, Vec<CopySource>)>
             crate::model::typed::Visibility::Team(t) => source.data_dir.join("shared").join("teams").join(t),
             _ => source.data_dir.join("shared").join("public"),
         };
-        out.push(CopySource { path: path.join("strata.db"), tier: tier.label() });
+        out.push(CopySource { path: absolute(&path.join("strata.db")), tier: tier.label() });
     }
     Ok((db, out))
 }
@@ -152,39 +157,49 @@ pub async fn migrate(
 ) -> Result<MigrateReport> {
     let started = std::time::Instant::now();
     if source.stores.records != RecordsBackend::Sqlite {
-        return Err(Error::Config("the source of a migration is an embedded deployment (stores.records = \"sqlite\")".into()));
+        return Err(Error::Config("the source of a migration must be an embedded deployment (stores.records = \"sqlite\")".into()));
     }
     if target.stores.records != RecordsBackend::Postgres {
         return Err(Error::Config(
-            "the target config of a migration keeps its records in PostgreSQL (stores.records = \"postgres\")".into(),
+            "the target config of a migration must keep its records in PostgreSQL (stores.records = \"postgres\")".into(),
         ));
     }
-    if absolute(&source.data_dir) == absolute(&target.data_dir) {
+    let (src_dir, dst_dir) = (absolute(&source.data_dir), absolute(&target.data_dir));
+    if src_dir.starts_with(&dst_dir) || dst_dir.starts_with(&src_dir) {
         return Err(Error::Config(format!(
-            "source and target share data_dir {}; give the target config its own (its local files must not replace the source's)",
-            source.data_dir.display()
+            "source data_dir {} and target data_dir {} overlap; give the target config a directory of its own \
+             (its local files must not replace the source's)",
+            src_dir.display(),
+            dst_dir.display()
         )));
+    }
+    if options.batch == 0 {
+        return Err(Error::InvalidInput("--batch must be at least 1 row".into()));
     }
     target.validate()?;
     let (source_db, files) = sources(source).await?;
     let pg = &target.postgres;
     let pg = PgStore::connect(&pg.url, pg.password().as_deref(), &pg.schema, pg.pool_size.max(2)).await?;
+    // every target server is reached before anything is copied
+    let graph_target = target_graph(&target).await?;
 
     // 1. records
     let plan = copy::plan(&pg, files, options.batch).await?;
     let total: u64 = plan.steps.iter().map(|s| s.rows).sum();
     progress(MigrateEvent::Phase { name: "records", total, done: 0 });
+    let mut copied_rows = 0;
     for i in 0..plan.steps.len() {
         let n = copy::copy_step(&pg, &plan, i, &mut |n| progress(MigrateEvent::Advance(n))).await?;
+        copied_rows += n;
         tracing::info!(tier = %plan.steps[i].tier, table = %plan.steps[i].table, rows = n, "copied");
     }
     copy::finish(&pg, &plan).await?;
 
     // 2. graph
-    let graph = copy_graph(&target, &source_db, &pg, progress).await?;
+    let graph = copy_graph(graph_target, &source_db, &pg, progress).await?;
 
     // 3. indexes, rebuilt from the copied records
-    let reindex = if pg.meta_get(META_INDEXES).await?.is_none() {
+    let reindex = if options.reindex || pg.meta_get(META_INDEXES).await?.is_none() {
         progress(MigrateEvent::Phase { name: "indexes", total: 0, done: 0 });
         let r = Memory::reindex(target.clone(), components).await?;
         pg.meta_set(META_INDEXES, &chrono::Utc::now().to_rfc3339()).await?;
@@ -201,9 +216,10 @@ pub async fn migrate(
         .map(|t| format!("{} {}: {} rows in the source, {} in the target", t.tier, t.table, t.source, t.target))
         .collect();
     if graph.source != graph.target_counts {
-        problems.push(format!("graph: {:?} in the source, {:?} in the target", graph.source, graph.target_counts));
+        let c = |g: &GraphCounts| format!("{} entities, {} relations, {} merges", g.entities, g.relations, g.merges);
+        problems.push(format!("graph: {} in the source, {} in the target", c(&graph.source), c(&graph.target_counts)));
     }
-    Ok(MigrateReport { resumed: plan.resumed, tables, graph, reindex, problems, seconds: started.elapsed().as_secs_f64() })
+    Ok(MigrateReport { resumed: plan.resumed, copied_rows, tables, graph, reindex, problems, seconds: started.elapsed().as_secs_f64() })
 }
 
 fn add(a: GraphCounts, b: GraphCounts) -> GraphCounts {
@@ -215,15 +231,9 @@ fn add(a: GraphCounts, b: GraphCounts) -> GraphCounts {
     }
 }
 
-async fn copy_graph(
-    target: &Config,
-    source_db: &Arc<SqliteStore>,
-    pg: &PgStore,
-    progress: &mut (dyn FnMut(MigrateEvent) + Send),
-) -> Result<GraphCopyReport> {
-    let from: &dyn GraphStore = source_db.as_ref();
-    let scopes: Vec<Scope> = from.graph_scopes().await?;
-    let (to, kind): (Arc<dyn GraphStore>, &str) = match target.stores.graph {
+/// The target's graph store: its Bolt server, or its own SQLite file.
+async fn target_graph(target: &Config) -> Result<(Arc<dyn GraphStore>, &'static str)> {
+    Ok(match target.stores.graph {
         GraphBackend::Neo4j => (crate::memory::open_stores(target, false).await?.graph, "neo4j"),
         GraphBackend::Sqlite => {
             let path = target.data_dir.join("strata.db");
@@ -236,7 +246,24 @@ async fn copy_graph(
             .await??;
             (Arc::new(db), "sqlite")
         }
-    };
+    })
+}
+
+async fn copy_graph(
+    (to, kind): (Arc<dyn GraphStore>, &'static str),
+    source_db: &Arc<SqliteStore>,
+    pg: &PgStore,
+    progress: &mut (dyn FnMut(MigrateEvent) + Send),
+) -> Result<GraphCopyReport> {
+    let from: &dyn GraphStore = source_db.as_ref();
+    let scopes: Vec<Scope> = from.graph_scopes().await?;
+    // a graph holding scopes the source has not is another deployment's: never mix them
+    let foreign = to.graph_scopes().await?.into_iter().filter(|s| !scopes.contains(s)).count();
+    if foreign > 0 {
+        return Err(Error::Config(format!(
+            "the target graph ({kind}) already holds {foreign} scopes that this deployment has not; migrate into an empty graph database"
+        )));
+    }
     let done: usize = pg.meta_get(META_GRAPH).await?.and_then(|v| v.parse().ok()).unwrap_or(0).min(scopes.len());
     progress(MigrateEvent::Phase { name: "graph", total: scopes.len() as u64, done: done as u64 });
     for (i, scope) in scopes.iter().enumerate().skip(done) {
@@ -247,8 +274,16 @@ async fn copy_graph(
     }
     let mut report = GraphCopyReport { target: kind.into(), scopes: scopes.len(), ..Default::default() };
     for scope in &scopes {
-        report.source = add(report.source, from.graph_counts(scope).await?);
-        report.target_counts = add(report.target_counts, to.graph_counts(scope).await?);
+        let want = from.graph_counts(scope).await?;
+        let mut got = to.graph_counts(scope).await?;
+        if got != want {
+            // lost or damaged since an earlier run copied it: imports are idempotent, so copy it again
+            tracing::warn!(user_id = scope.user_id(), agent_id = scope.agent_id(), "graph scope differs from the source; importing it again");
+            to.import_graph(scope, &from.export_graph(scope).await?).await?;
+            got = to.graph_counts(scope).await?;
+        }
+        report.source = add(report.source, want);
+        report.target_counts = add(report.target_counts, got);
     }
     Ok(report)
 }

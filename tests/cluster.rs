@@ -615,8 +615,29 @@ async fn migrate_two_locomo_conversations_killed_midway_then_resumed() {
     mem.shutdown().await.unwrap();
     drop(mem);
 
-    // the target: PostgreSQL records, the graph on the Bolt server, its own data_dir
+    // the target: PostgreSQL records, the graph on the Bolt server, its own data_dir; a graph
+    // database of its own when the server is the ArcadeDB of scripts/graph-server.sh
+    // (migrate refuses a graph that holds other deployments' scopes, as the shared one may)
     let schema = format!("strata_it_{}", uuid::Uuid::new_v4().simple());
+    let arcade = var("STRATA_TEST_BOLT_HTTP").map(|http| (http, format!("mig{run}")));
+    let arcade_command = |command: String| {
+        let (http, pw) = (arcade.as_ref().map(|a| a.0.clone()).unwrap_or_default(), var("STRATA_TEST_BOLT_PASSWORD"));
+        async move {
+            let r = reqwest::Client::new()
+                .post(format!("{http}/api/v1/server"))
+                .basic_auth("root", pw)
+                .header("content-type", "application/json")
+                .body(json!({ "command": command }).to_string())
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success(), "{command}: {}", r.text().await.unwrap_or_default());
+        }
+    };
+    if let Some((_, db)) = &arcade {
+        arcade_command(format!("create database {db}")).await;
+    }
+    let graph_db = arcade.as_ref().map(|a| a.1.clone()).or_else(|| var("STRATA_TEST_BOLT_DATABASE")).unwrap_or_default();
     let target_dir = tempfile::tempdir().unwrap();
     let mut toml = format!(
         "data_dir = {:?}\n[stores]\nrecords = \"postgres\"\ngraph = \"neo4j\"\n[postgres]\nurl = \"{url}\"\nschema = \"{schema}\"\npool_size = 4\n\
@@ -624,7 +645,7 @@ async fn migrate_two_locomo_conversations_killed_midway_then_resumed() {
          [embedding]\nprovider = \"local\"\nmodel_dir = {:?}\n[teams]\nfamily = {:?}\n",
         target_dir.path().display().to_string(),
         var("STRATA_TEST_BOLT_USER").unwrap_or_else(|| "neo4j".into()),
-        var("STRATA_TEST_BOLT_DATABASE").unwrap_or_default(),
+        graph_db,
         common::model_dir().display().to_string(),
         users,
     );
@@ -685,6 +706,24 @@ async fn migrate_two_locomo_conversations_killed_midway_then_resumed() {
     let again: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((again["problems"].clone(), again["reindex"].clone()), (json!([]), serde_json::Value::Null));
 
+    // another deployment is never mixed into this target, nor a target into the source's directory
+    let (other, other_dir) = common::config();
+    let other_mem = common::open(other).await;
+    let s1 = SessionId::new("s1").unwrap();
+    other_mem.record(&Scope::new("zed", "bot").unwrap(), &s1, NewMessage::user("Zed keeps bees", chrono::Utc::now())).await.unwrap();
+    other_mem.shutdown().await.unwrap();
+    drop(other_mem);
+    let mut c = migrate("500");
+    c.arg("--data-dir").arg(other_dir.path());
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("holds a copy of another deployment"), "{err}");
+    let nested = dir.path().join("nested.toml");
+    std::fs::write(&nested, toml.replace(&format!("data_dir = {:?}", target_dir.path().display().to_string()), &format!("data_dir = {:?}", dir.path().join("knowledge").display().to_string()))).unwrap();
+    let out = common::bin().arg("--data-dir").arg(dir.path()).args(["migrate", "--to", nested.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("overlap"), "{err}");
+
     // the target answers as the source did
     let mut cfg = Config::load(Some(&target_file), &[]).unwrap();
     cfg.pruner.enabled = false;
@@ -707,5 +746,9 @@ async fn migrate_two_locomo_conversations_killed_midway_then_resumed() {
         mem.forget_user(user).await.unwrap();
     }
     mem.shutdown().await.unwrap();
+    drop(mem);
     drop_schema(&url, &schema).await;
+    if let Some((_, db)) = &arcade {
+        arcade_command(format!("drop database {db}")).await;
+    }
 }

@@ -14,7 +14,7 @@ use crate::migrate::{migrate, MigrateEvent, MigrateOptions, MigrateReport};
 ///
 /// # Errors
 /// As [`crate::migrate::migrate`]; [`crate::Error::Config`] for a bad `to` file.
-pub(crate) async fn run(source: Config, to: &Path, batch: usize, json: bool) -> Result<ExitCode> {
+pub(crate) async fn run(source: Config, to: &Path, batch: usize, reindex: bool, json: bool) -> Result<ExitCode> {
     let target = Config::load(Some(to), &[])?;
     // a bar on a terminal only: indicatif draws nothing when stderr is not one
     let style = indicatif::ProgressStyle::with_template("{prefix:>8} {bar:40} {pos}/{len} {per_sec} eta {eta}")
@@ -42,7 +42,7 @@ pub(crate) async fn run(source: Config, to: &Path, batch: usize, json: bool) -> 
             }
         }
     };
-    let report = migrate(&source, target, &MigrateOptions { batch }, Components::default(), &mut on_event).await;
+    let report = migrate(&source, target, &MigrateOptions { batch, reindex }, Components::default(), &mut on_event).await;
     if let Some(b) = bar.take() {
         b.finish();
     }
@@ -58,8 +58,9 @@ pub(crate) async fn run(source: Config, to: &Path, batch: usize, json: bool) -> 
 fn print_summary(r: &MigrateReport) {
     let rows: u64 = r.tables.iter().map(|t| t.target).sum();
     println!(
-        "{} {} rows in {} tables, the graph of {} scopes ({} entities, {} relations) to {}, in {:.1}s",
-        if r.resumed { "resumed and copied" } else { "copied" },
+        "{}copied {} rows ({} rows in {} tables in the target), the graph of {} scopes ({} entities, {} relations) to {}, in {:.1}s",
+        if r.resumed { "resumed: " } else { "" },
+        r.copied_rows,
         rows,
         r.tables.len(),
         r.graph.scopes,
@@ -73,7 +74,7 @@ fn print_summary(r: &MigrateReport) {
             "indexes rebuilt: {} episodes ({} vector points) and {} typed memories with {}",
             x.episodes, x.vector_points, x.memories, x.embedder
         ),
-        None => println!("indexes: rebuilt by an earlier run"),
+        None => println!("indexes: rebuilt by an earlier run (add --reindex to rebuild them again)"),
     }
     if r.problems.is_empty() {
         println!("counts verified: every table and the graph hold as many rows as the source");

@@ -211,6 +211,9 @@ pub enum Command {
         /// Rows per batch and per PostgreSQL transaction.
         #[arg(long, default_value_t = 1000)]
         batch: usize,
+        /// Rebuild the target's indexes even if an earlier run did.
+        #[arg(long)]
+        reindex: bool,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
@@ -1054,7 +1057,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Migrate { to, batch, json } => migrate::run(config, &to, batch, json).await,
+        Command::Migrate { to, batch, reindex, json } => migrate::run(config, &to, batch, reindex, json).await,
         Command::Prune { json } => {
             let mem = Memory::open(config).await?;
             let r = mem.prune().await;

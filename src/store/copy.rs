@@ -205,7 +205,13 @@ pub async fn plan(pg: &PgStore, sources: Vec<CopySource>, batch: usize) -> Resul
     let resumed = match pg.meta_get(META_PLAN).await? {
         Some(text) => {
             let begun: (Vec<CopySource>, Vec<(i64, i64)>) = serde_json::from_str(&text)?;
-            if begun.0.iter().map(|s| &s.tier).ne(sources.iter().map(|s| &s.tier)) || begun.1 != offsets {
+            if begun.0.iter().map(|s| &s.path).ne(sources.iter().map(|s| &s.path)) {
+                return Err(Error::Config(format!(
+                    "the target PostgreSQL schema holds a copy of another deployment ({}); migrate into an empty schema",
+                    begun.0.first().map(|s| s.path.display().to_string()).unwrap_or_default()
+                )));
+            }
+            if begun.0 != sources || begun.1 != offsets {
                 return Err(Error::Config(
                     "the source changed since this copy began (other team stores or more typed memories); \
                      drop the target schema and copy again"

@@ -238,18 +238,36 @@ async fn index(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
     if batch.is_empty() {
         return Ok(0);
     }
-    // unit 0 = summary, units 1.. = turns; one embedding call for the whole batch
+    // unit 0 = summary (or the mean of the turns), units 1.. = turns; one embedding call
+    let from_turns = shared.config.episodes.summary_vector_from_turns;
     let mut texts = Vec::new();
     let mut owners = Vec::new();
     for (i, p) in batch.iter().enumerate() {
-        texts.push(p.episode.summary.clone());
-        owners.push((i, 0u32));
+        if !(from_turns && !p.texts.turns.is_empty()) {
+            texts.push(p.episode.summary.clone());
+            owners.push((i, 0u32));
+        }
         for (j, t) in p.texts.turns.iter().enumerate() {
             texts.push(t.clone());
             owners.push((i, j as u32 + 1));
         }
     }
-    let vectors = shared.embedder.embed(&texts).await?;
+    let mut vectors = shared.embedder.embed(&texts).await?;
+    if from_turns {
+        for (i, p) in batch.iter().enumerate() {
+            if p.texts.turns.is_empty() {
+                continue;
+            }
+            let mut mean = vec![0f32; shared.embedder.dim()];
+            for (v, _) in vectors.iter().zip(&owners).filter(|(_, o)| o.0 == i) {
+                mean.iter_mut().zip(v).for_each(|(m, x)| *m += x);
+            }
+            let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::EPSILON);
+            mean.iter_mut().for_each(|m| *m /= norm);
+            vectors.push(mean);
+            owners.push((i, 0));
+        }
+    }
     let docs = batch
         .iter()
         .map(|p| KeywordDoc {
