@@ -1790,7 +1790,8 @@ pub(crate) struct Stores {
     pub graph: Arc<dyn GraphStore>,
 }
 
-async fn cypher_graph(config: &Config) -> Result<crate::store::cypher_graph::CypherGraph> {
+/// Connects to the `[neo4j]` Bolt server (see [`crate::store::cypher_graph::CypherGraph::connect`]).
+pub(crate) async fn cypher_graph(config: &Config) -> Result<crate::store::cypher_graph::CypherGraph> {
     let n = &config.neo4j;
     crate::store::cypher_graph::CypherGraph::connect(
         &n.uri,
@@ -1800,6 +1801,13 @@ async fn cypher_graph(config: &Config) -> Result<crate::store::cypher_graph::Cyp
         n.max_connections,
     )
     .await
+}
+
+/// Opens (creating) `dir/strata.db`, the embedded store of `data_dir`
+/// (blocking: call it on the blocking pool).
+pub(crate) fn open_sqlite(dir: &std::path::Path) -> Result<SqliteStore> {
+    std::fs::create_dir_all(dir)?;
+    SqliteStore::open(&dir.join("strata.db"))
 }
 
 /// Opens the stores `[stores]` names. SQLite records: `data_dir/strata.db`
@@ -1817,14 +1825,7 @@ pub(crate) async fn open_stores(config: &Config, ephemeral: bool) -> Result<Stor
     let dir = config.data_dir.clone();
     let sqlite = {
         let dir = dir.clone();
-        move || -> Result<SqliteStore> {
-            std::fs::create_dir_all(&dir)?;
-            if ephemeral {
-                SqliteStore::open_in_memory()
-            } else {
-                SqliteStore::open(&dir.join("strata.db"))
-            }
-        }
+        move || if ephemeral { SqliteStore::open_in_memory() } else { open_sqlite(&dir) }
     };
     match config.stores.records {
         RecordsBackend::Sqlite => {

@@ -125,13 +125,8 @@ async fn sources(source: &Config) -> Result<(Arc<SqliteStore>, Vec<CopySource>)>
     let mut out = vec![CopySource { path: absolute(&main), tier: "private".into() }];
     let shared = crate::store::shared::SqliteSharedStores::new(source.data_dir.join("shared"));
     for tier in shared.tiers().await? {
-        let store = shared.open(&tier)?;
-        drop(store);
-        let path = match &tier {
-            crate::model::typed::Visibility::Team(t) => source.data_dir.join("shared").join("teams").join(t),
-            _ => source.data_dir.join("shared").join("public"),
-        };
-        out.push(CopySource { path: absolute(&path.join("strata.db")), tier: tier.label() });
+        drop(shared.open(&tier)?);
+        out.push(CopySource { path: absolute(&shared.file(&tier)?), tier: tier.label() });
     }
     Ok((db, out))
 }
@@ -234,16 +229,10 @@ fn add(a: GraphCounts, b: GraphCounts) -> GraphCounts {
 /// The target's graph store: its Bolt server, or its own SQLite file.
 async fn target_graph(target: &Config) -> Result<(Arc<dyn GraphStore>, &'static str)> {
     Ok(match target.stores.graph {
-        GraphBackend::Neo4j => (crate::memory::open_stores(target, false).await?.graph, "neo4j"),
+        GraphBackend::Neo4j => (Arc::new(crate::memory::cypher_graph(target).await?), "neo4j"),
         GraphBackend::Sqlite => {
-            let path = target.data_dir.join("strata.db");
-            let db = tokio::task::spawn_blocking(move || -> Result<SqliteStore> {
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir)?;
-                }
-                SqliteStore::open(&path)
-            })
-            .await??;
+            let dir = target.data_dir.clone();
+            let db = tokio::task::spawn_blocking(move || crate::memory::open_sqlite(&dir)).await??;
             (Arc::new(db), "sqlite")
         }
     })

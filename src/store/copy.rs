@@ -54,8 +54,7 @@ struct TableSpec {
     keys: &'static [&'static str],
     /// Has an identity column (kept with `OVERRIDING SYSTEM VALUE`).
     identity: Option<&'static str>,
-    /// Typed-memory table: its ids are shifted per file, and (but for
-    /// `memory_fields`, whose rows follow their memory) it gains `tier`.
+    /// Typed-memory table: its ids are shifted per file (and see [`tiered`]).
     typed: bool,
 }
 
@@ -258,18 +257,28 @@ fn to_json(v: Sql, table: &str, col: &str) -> Result<serde_json::Value> {
 /// the last one.
 type Batch = (Vec<serde_json::Value>, Option<Vec<serde_json::Value>>);
 
+/// The columns of a source table, in table order.
+fn columns(c: &Connection, table: &str) -> Result<Vec<String>> {
+    Ok(c.prepare(&format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"))?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?)
+}
+
+/// Typed tables but `memory_fields` (whose rows follow their memory, and
+/// its tier, through `mem`) gain a `tier` column in PostgreSQL.
+fn tiered(t: &TableSpec) -> bool {
+    t.typed && t.name != "memory_fields"
+}
+
 fn read_batch(
     c: &Connection,
     t: &TableSpec,
+    cols: &[String],
     after: &Option<Vec<serde_json::Value>>,
     limit: usize,
     tier: &str,
     offsets: (i64, i64),
 ) -> Result<Batch> {
-    let cols: Vec<String> = c
-        .prepare(&format!("SELECT name FROM pragma_table_info('{}') ORDER BY cid", t.name))?
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
     let keys: Vec<&str> = if t.keys.is_empty() { vec!["rowid"] } else { t.keys.to_vec() };
     let list = |v: &[&str]| v.join(", ");
     let marks = (1..=keys.len()).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ");
@@ -316,8 +325,7 @@ fn read_batch(
             }
             obj.insert(col.clone(), v);
         }
-        if t.typed && t.name != "memory_fields" {
-            // memory_fields rows belong to their memory (and its tier) through `mem`
+        if tiered(t) {
             obj.insert("tier".into(), tier.into());
         }
         out.push(serde_json::Value::Object(obj));
@@ -342,22 +350,29 @@ pub async fn copy_step(pg: &PgStore, plan: &CopyPlan, step: usize, progress: &mu
     let mut client = pg.client().await?;
     let mut after: Option<Vec<serde_json::Value>> = pg.meta_get(&key).await?.map(|v| serde_json::from_str(&v)).transpose()?;
     let overriding = if t.identity.is_some() { "OVERRIDING SYSTEM VALUE" } else { "" };
-    let conn = std::sync::Arc::new(std::sync::Mutex::new(read_only(&path)?));
+    let conn = read_only(&path)?;
+    let cols = std::sync::Arc::new(columns(&conn, t.name)?);
+    let conn = std::sync::Arc::new(std::sync::Mutex::new(conn));
+    let list = cols
+        .iter()
+        .map(String::as_str)
+        .chain(tiered(t).then_some("tier"))
+        .map(|c| format!("\"{c}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "INSERT INTO {table} ({list}) {overriding} SELECT {list} FROM json_populate_recordset(NULL::{table}, $1::json) ON CONFLICT DO NOTHING",
+        table = t.name
+    );
     let mut copied = 0u64;
     loop {
-        let (conn, from, tier) = (conn.clone(), after.clone(), tier.clone());
+        let (conn, cols, from, tier) = (conn.clone(), cols.clone(), after.clone(), tier.clone());
         let (rows, last) = tokio::task::spawn_blocking(move || {
             let c = conn.lock().unwrap_or_else(|p| p.into_inner());
-            read_batch(&c, t, &from, limit, &tier, offsets)
+            read_batch(&c, t, &cols, &from, limit, &tier, offsets)
         })
         .await??;
         let Some(last) = last else { break };
-        let cols: Vec<String> = rows[0].as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
-        let list = cols.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(", ");
-        let sql = format!(
-            "INSERT INTO {table} ({list}) {overriding} SELECT {list} FROM json_populate_recordset(NULL::{table}, $1::json) ON CONFLICT DO NOTHING",
-            table = t.name
-        );
         let n = rows.len() as u64;
         let body = serde_json::Value::Array(rows);
         let mark = serde_json::to_string(&last)?;

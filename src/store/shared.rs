@@ -122,11 +122,12 @@ impl SqliteSharedStores {
     pub fn new(dir: PathBuf) -> Self {
         Self { dir }
     }
-}
 
-#[async_trait]
-impl SharedStores for SqliteSharedStores {
-    fn open(&self, tier: &Visibility) -> Result<Arc<dyn SharedStore>> {
+    /// The SQLite file of `tier`: `<dir>/teams/<id>/strata.db` or `<dir>/public/strata.db`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for [`Visibility::Private`].
+    pub fn file(&self, tier: &Visibility) -> Result<PathBuf> {
         let dir = match tier {
             Visibility::Private => {
                 return Err(Error::InvalidInput("the private store is not a shared tier".into()))
@@ -134,7 +135,14 @@ impl SharedStores for SqliteSharedStores {
             Visibility::Team(t) => self.dir.join("teams").join(t),
             Visibility::Public => self.dir.join("public"),
         };
-        Ok(Arc::new(SqliteSharedStore::open(&dir.join("strata.db"), tier.clone())?))
+        Ok(dir.join("strata.db"))
+    }
+}
+
+#[async_trait]
+impl SharedStores for SqliteSharedStores {
+    fn open(&self, tier: &Visibility) -> Result<Arc<dyn SharedStore>> {
+        Ok(Arc::new(SqliteSharedStore::open(&self.file(tier)?, tier.clone())?))
     }
 
     async fn tiers(&self) -> Result<Vec<Visibility>> {
