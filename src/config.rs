@@ -450,6 +450,17 @@ pub struct EpisodesConfig {
     /// ARCHITECTURE.md "Promotion throughput".
     #[serde(default)]
     pub summary_vector_from_turns: bool,
+    /// `true` (default): promotion writes the episode, its abstract and its
+    /// keyword document, and leaves the embedding of its vector units to an
+    /// `EpisodeVectors` outbox job that the vector worker runs once no
+    /// promotion is waiting; the episode is found by keyword at once and by
+    /// vector a moment later (a back-fill: when the embedding backlog is done).
+    /// `false`: promotion embeds in the same batch, as before issue 13.
+    /// Embedding is most of a promotion's cost on CPU (about 1,300 word
+    /// pieces/s per core with the int8 MiniLM), so deferring it is what lets
+    /// a back-fill be searchable at the rate ARCHITECTURE.md "Promotion
+    /// throughput" measures.
+    pub defer_vectors: bool,
 }
 
 /// `[sessions]`.

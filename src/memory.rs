@@ -956,12 +956,14 @@ impl Memory {
         ))
     }
 
-    /// Jobs waiting in the outbox per worker (`episodic`, `semantic`,
-    /// `dedup`), including those in retry backoff (operators, `/metrics`).
+    /// Jobs waiting in the outbox per worker (`episodic`, `vectors`: the
+    /// deferred embeddings, `semantic`, `dedup`), including those in retry
+    /// backoff (operators, `/metrics`).
     pub async fn queue_depths(&self) -> Result<Vec<(&'static str, usize)>> {
         let mut out = Vec::new();
         for (name, kind) in [
             ("episodic", EventKind::SessionCompleted),
+            ("vectors", EventKind::EpisodeVectors),
             ("semantic", EventKind::EpisodeCreated),
             ("dedup", EventKind::EntityUpserted),
         ] {
@@ -1279,6 +1281,7 @@ impl Memory {
         let mut total = 0;
         loop {
             let mut n = worker::episodic::drain(&self.shared).await?;
+            n += worker::vectors::drain(&self.shared).await?;
             if self.shared.config.graph.enabled {
                 n += worker::semantic::drain(&self.shared).await?;
                 n += worker::dedup::drain(&self.shared).await?;
@@ -1292,21 +1295,34 @@ impl Memory {
 
     /// The event kinds the running workers consume.
     fn worker_kinds(&self) -> Vec<EventKind> {
-        let mut k = vec![EventKind::SessionCompleted];
+        let mut k = vec![EventKind::SessionCompleted, EventKind::EpisodeVectors];
         if self.shared.config.graph.enabled {
             k.extend([EventKind::EpisodeCreated, EventKind::EntityUpserted]);
         }
         k
     }
 
-    /// Waits until every queued job (promotion, extraction, dedup) is done or parked.
+    /// Waits until every queued job (promotion, deferred embeddings,
+    /// extraction, dedup) is done or parked.
     pub async fn wait_idle(&self) -> Result<()> {
-        let kinds = self.worker_kinds();
+        self.wait_for(&self.worker_kinds()).await
+    }
+
+    /// Waits until every queued promotion is done or parked: each ended
+    /// session has its episode, abstract and keyword document. With
+    /// `episodes.defer_vectors` its vector units may still be queued
+    /// ([`Memory::wait_idle`] waits for those too).
+    pub async fn wait_promoted(&self) -> Result<()> {
+        self.wait_for(&[EventKind::SessionCompleted]).await
+    }
+
+    /// Polls (every 20 ms, waking the workers) until no event of `kinds` is pending.
+    async fn wait_for(&self, kinds: &[EventKind]) -> Result<()> {
         loop {
-            if self.shared.records.count_pending(&kinds).await? == 0 {
+            if self.shared.records.count_pending(kinds).await? == 0 {
                 return Ok(());
             }
-            for k in &kinds {
+            for k in kinds {
                 self.shared.bus.publish(*k);
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;

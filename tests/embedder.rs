@@ -162,3 +162,28 @@ fn a_query_batched_with_others_keeps_its_vector() {
     let cos: f32 = alone.iter().zip(&together).map(|(a, b)| a * b).sum();
     assert!(cos > 0.999, "cosine {cos}");
 }
+
+/// Passes are cut by padded tokens as well as by count (a few session
+/// summaries among many short turns): every text still gets the vector it
+/// gets alone, in its own position.
+#[test]
+fn long_and_short_texts_cut_into_passes_keep_their_vectors() {
+    let e = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1).unwrap();
+    let long = "Caroline went to the LGBTQ support group on Tuesday, talked about the adoption agencies she had called, the counselling course she wants to take and the painting she finished for the charity auction in May. ";
+    let texts: Vec<String> = (0..40)
+        .map(|i| {
+            if i % 9 == 4 {
+                format!("{i}: {}", long.repeat(3)) // ~200 word pieces: a summary
+            } else {
+                format!("turn {i}: we walked the dog by the lake")
+            }
+        })
+        .collect();
+    let together = e.embed_blocking(&texts).unwrap();
+    assert_eq!(together.len(), texts.len());
+    for (i, t) in texts.iter().enumerate() {
+        let alone = e.embed_blocking(std::slice::from_ref(t)).unwrap().remove(0);
+        let cos: f32 = alone.iter().zip(&together[i]).map(|(a, b)| a * b).sum();
+        assert!(cos > 0.999, "text {i}: cosine {cos}");
+    }
+}

@@ -418,7 +418,7 @@ async fn cron_pruner_fires_on_schedule() {
         .unwrap();
     ep.expires_at = Some(Utc::now() - Duration::seconds(1));
     s.records
-        .put_episode(&scope, &ep, strata::model::EventId(0))
+        .put_episode(&scope, &ep, strata::model::EventId(0), false)
         .await
         .unwrap();
     // the scheduled job (not a manual prune) removes it from every store within a few ticks
@@ -630,4 +630,71 @@ async fn only_user_turns_become_vector_units_unless_asked() {
         );
         mem.shutdown().await.unwrap();
     }
+}
+
+/// `episodes.defer_vectors` (the default): promotion makes the episode
+/// searchable by keyword with no vector work, the `EpisodeVectors` job adds
+/// its vector units later; an erased user's jobs go with their records, and
+/// the job of an episode that expired meanwhile deletes whatever points a
+/// crashed run had written for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_vectors_follow_promotion_and_skip_what_is_gone() {
+    use strata::store::{EventKind, VectorPoint};
+    use strata::worker::{episodic, vectors};
+    let (cfg, _dir) = common::config();
+    assert!(cfg.episodes.defer_vectors, "the default");
+    let mem = Memory::open_with(
+        cfg,
+        Components {
+            embedder: Some(common::embedder()),
+            no_workers: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let s = mem.shared().clone();
+    let kept = Scope::new("kept", "a").unwrap();
+    let gone = Scope::new("gone", "a").unwrap();
+    let aged = Scope::new("aged", "a").unwrap();
+    session(&mem, &kept, "s1", 2, &["I started learning the cello in January.", "Nice!"]).await;
+    session(&mem, &gone, "s1", 2, &["My locker code is 4417 at the climbing gym.", "Noted."]).await;
+    session(&mem, &aged, "s1", 2, &["We repainted the hallway sage green.", "Fresh."]).await;
+
+    assert_eq!(episodic::drain(&s).await.unwrap(), 3);
+    // promoted: episode and keyword document, no vector yet, one job each
+    let hits = mem.memory_search(&kept, "cello", 5).await.unwrap();
+    assert_eq!(hits.len(), 1, "found by keyword before any embedding");
+    assert_eq!(s.vectors.count(&kept).await.unwrap(), 0);
+    assert!(mem.memory_search(&kept, "musical instrument lessons", 5).await.unwrap().is_empty(), "no shared keyword, no vector yet");
+    assert_eq!(s.records.count_pending(&[EventKind::EpisodeVectors]).await.unwrap(), 3);
+    assert_eq!(
+        mem.queue_depths().await.unwrap().iter().find(|(w, _)| *w == "vectors").map(|(_, n)| *n),
+        Some(3)
+    );
+
+    // erased before its vectors were embedded: the job goes with the user's records
+    mem.forget_user("gone").await.unwrap();
+    assert_eq!(s.records.count_pending(&[EventKind::EpisodeVectors]).await.unwrap(), 2);
+    // expired before its vectors were embedded, with a point a crashed run wrote
+    let mut ep = s.records.episode(&aged, &mem.memory_search(&aged, "hallway", 5).await.unwrap()[0].id, Utc::now()).await.unwrap();
+    ep.expires_at = Some(Utc::now() - Duration::seconds(1));
+    s.records.put_episode(&aged, &ep, strata::model::EventId(0), false).await.unwrap();
+    let dim = s.embedder.dim();
+    s.vectors
+        .upsert(vec![VectorPoint { scope: aged.clone(), episode_id: ep.id.clone(), unit: 0, vector: vec![1.0 / (dim as f32).sqrt(); dim] }])
+        .await
+        .unwrap();
+    assert_eq!(s.vectors.count(&aged).await.unwrap(), 1);
+
+    assert_eq!(vectors::drain(&s).await.unwrap(), 2);
+    assert_eq!(s.records.count_pending(&[EventKind::EpisodeVectors]).await.unwrap(), 0);
+    assert!(s.vectors.count(&kept).await.unwrap() >= 2, "summary and the user turn");
+    assert_eq!(s.vectors.count(&aged).await.unwrap(), 0, "the expired episode's job deleted the stray point");
+    assert_eq!(s.vectors.count(&gone).await.unwrap(), 0);
+    assert!(mem.parked_jobs(10).await.unwrap().is_empty());
+    // the vector half now finds the kept episode too: a query with no shared keyword
+    let hits = mem.memory_search(&kept, "musical instrument lessons", 5).await.unwrap();
+    assert_eq!(hits.first().map(|h| h.session_id.as_str()), Some("s1"), "{hits:?}");
+    mem.shutdown().await.unwrap();
 }

@@ -187,7 +187,7 @@ pub async fn populate_scopes(mem: &Memory, scopes: &[Scope], per_scope: usize, b
         s.keyword.upsert(docs).await.unwrap();
         s.vectors.upsert(points).await.unwrap();
         for (k, e) in &eps {
-            s.records.put_episode(&scopes[*k], e, EventId(0)).await.unwrap();
+            s.records.put_episode(&scopes[*k], e, EventId(0), false).await.unwrap();
         }
     }
     s.vectors.optimize().await.unwrap();

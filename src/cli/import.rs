@@ -107,8 +107,14 @@ pub async fn run(
         }
     }
     let mut parked = Vec::new();
+    // seconds from the end of the sessions to all promoted / all indexed (vectors included)
+    let mut timing: Option<(f64, f64)> = None;
     if wait {
+        let t0 = std::time::Instant::now();
+        mem.wait_promoted().await?;
+        let promoted = t0.elapsed().as_secs_f64();
         mem.wait_idle().await?;
+        timing = Some((promoted, t0.elapsed().as_secs_f64()));
         parked = mem
             .parked_jobs(100_000)
             .await?
@@ -131,12 +137,22 @@ pub async fn run(
             .iter()
             .map(|(n, e)| serde_json::json!({"line": n, "error": e}))
             .collect();
-        println!(
-            "{}",
-            serde_json::json!({"imported": imported, "sessions": sessions.len(), "ended": ended, "errors": errs, "parked_jobs": parked.len()})
-        );
+        let mut out = serde_json::json!({"imported": imported, "sessions": sessions.len(), "ended": ended, "errors": errs, "parked_jobs": parked.len()});
+        if let Some((promoted, indexed)) = timing {
+            out["promoted_secs"] = serde_json::json!(promoted);
+            out["indexed_secs"] = serde_json::json!(indexed);
+        }
+        println!("{out}");
     } else {
         println!("imported {imported} messages in {} sessions ({ended} ended); {} bad lines; {} jobs parked", sessions.len(), errors.len(), parked.len());
+        if let (Some((promoted, indexed)), true) = (timing, ended > 0) {
+            // searchable by keyword once promoted, by vector once indexed
+            println!(
+                "promoted in {promoted:.1} s ({:.1} sessions/s); fully indexed (vectors too) in {indexed:.1} s ({:.1} sessions/s)",
+                ended as f64 / promoted.max(1e-9),
+                ended as f64 / indexed.max(1e-9)
+            );
+        }
     }
     // bad lines: 1; everything imported but some promotion parked: 2
     Ok(if !errors.is_empty() {

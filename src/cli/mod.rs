@@ -956,7 +956,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                     let scope = j.event.scope();
                     let item = match &j.event {
                         Event::SessionCompleted { session_id, .. } => session_id.to_string(),
-                        Event::EpisodeCreated { episode_id, .. } => episode_id.to_string(),
+                        Event::EpisodeCreated { episode_id, .. }
+                        | Event::EpisodeVectors { episode_id, .. } => episode_id.to_string(),
                         Event::EntityUpserted { entity_id, .. } => entity_id.to_string(),
                     };
                     let target = format!("{}/{}/{item}", scope.user_id(), scope.agent_id());

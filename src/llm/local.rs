@@ -154,11 +154,20 @@ impl LocalEmbedder {
     }
 }
 
+/// Padded tokens per row of `batch_size` that one forward pass may hold:
+/// a pass is cut early when `rows × its longest input` would pass
+/// `batch_size × 64`, so a few long inputs (a session summary of ~300 word
+/// pieces) are not padded together with many short ones (turns of ~30).
+/// 64 is about twice a LoCoMo turn; measured in ARCHITECTURE.md "Promotion
+/// throughput" (deferred embeddings in batches of 8 episodes: 92 s → see there).
+pub(crate) const PASS_TOKENS_PER_ROW: usize = 64;
+
 /// The batching both local embedders share: inputs clipped to 8 × `max_tokens`
-/// graphemes, sorted by length so a batch pads to similar lengths, tokenised
-/// `batch_size` at a time and padded to the batch's longest; `forward(n, len,
-/// ids, attention_mask)` (row-major n × len) returns the batch's n unit
-/// vectors. Results come back in input order.
+/// graphemes and tokenised once (truncated to `max_tokens`), sorted by token
+/// count, cut into forward passes of at most `batch_size` inputs and at most
+/// `batch_size` × [`PASS_TOKENS_PER_ROW`] padded tokens, each padded to its
+/// longest; `forward(n, len, ids, attention_mask)` (row-major n × len)
+/// returns the pass's n unit vectors. Results come back in input order.
 pub(crate) fn embed_in_batches(
     tokenizer: &Tokenizer,
     texts: &[String],
@@ -171,21 +180,36 @@ pub(crate) fn embed_in_batches(
         .iter()
         .map(|t| crate::text::clip_head(t, char_cap))
         .collect();
+    // one tokenizer call (padded to the longest of all: the real length of
+    // each is the sum of its attention mask, and padding is on the right)
+    let enc = tokenizer.encode_batch(clipped_all, true).map_err(ee)?;
+    let lens: Vec<usize> = enc
+        .iter()
+        .map(|e| e.get_attention_mask().iter().filter(|&&m| m != 0).count().max(1))
+        .collect();
     let mut order: Vec<usize> = (0..texts.len()).collect();
-    order.sort_by_key(|&k| clipped_all[k].len());
+    order.sort_by_key(|&k| lens[k]);
+    let (rows_cap, budget) = (batch_size.max(1), batch_size.max(1) * PASS_TOKENS_PER_ROW);
     let mut sorted_out: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
-    for chunk in order.chunks(batch_size.max(1)) {
-        let clipped: Vec<&str> = chunk.iter().map(|&k| clipped_all[k]).collect();
-        let enc = tokenizer.encode_batch(clipped, true).map_err(ee)?;
-        let n = enc.len();
-        let len = enc.first().map(|e| e.get_ids().len()).unwrap_or(0).max(1);
+    let mut start = 0;
+    while start < order.len() {
+        // sorted ascending: the pass's longest is its last
+        let mut end = start + 1;
+        while end < order.len()
+            && end - start < rows_cap
+            && (end - start + 1) * lens[order[end]] <= budget
+        {
+            end += 1;
+        }
+        let chunk = &order[start..end];
+        let (n, len) = (chunk.len(), lens[order[end - 1]]);
         let mut ids = Vec::with_capacity(n * len);
         let mut mask = Vec::with_capacity(n * len);
-        for e in &enc {
-            let (eids, emask) = (e.get_ids(), e.get_attention_mask());
-            for k in 0..len {
-                ids.push(*eids.get(k).unwrap_or(&0));
-                mask.push(*emask.get(k).unwrap_or(&0));
+        for &k in chunk {
+            let (eids, emask) = (enc[k].get_ids(), enc[k].get_attention_mask());
+            for j in 0..len {
+                ids.push(*eids.get(j).unwrap_or(&0));
+                mask.push(*emask.get(j).unwrap_or(&0));
             }
         }
         let vectors = forward(n, len, ids, mask)?;
@@ -196,6 +220,7 @@ pub(crate) fn embed_in_batches(
             )));
         }
         sorted_out.extend(vectors);
+        start = end;
     }
     let mut out = vec![Vec::new(); texts.len()];
     for (v, &k) in sorted_out.into_iter().zip(&order) {

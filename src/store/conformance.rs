@@ -645,11 +645,17 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
 
     // an episode finishes the event and announces itself once
     let e1 = episode(&a, "s1", "Alice moved to Lisbon and has a cat named Miso.", None);
-    st.put_episode(&a, &e1, again[0].id).await.unwrap();
+    st.put_episode(&a, &e1, again[0].id, true).await.unwrap();
     assert_eq!(st.count_pending(&kinds).await.unwrap(), 0);
     let created = st.pending_events(&[EventKind::EpisodeCreated], 10).await.unwrap();
     assert_eq!(created.len(), 1);
-    st.put_episode(&a, &e1, again[0].id).await.unwrap();
+    // the deferred embedding is a job of its own, written with the episode
+    let vectors = st.pending_events(&[EventKind::EpisodeVectors], 10).await.unwrap();
+    assert_eq!(vectors.len(), 1);
+    assert!(matches!(&vectors[0].event, Event::EpisodeVectors { scope, episode_id } if *scope == a && *episode_id == e1.id));
+    st.finish_event(vectors[0].id, vec![]).await.unwrap();
+    st.put_episode(&a, &e1, again[0].id, false).await.unwrap();
+    assert_eq!(st.count_pending(&[EventKind::EpisodeVectors]).await.unwrap(), 0, "no job without vectors_pending");
     st.finish_event(created[0].id, vec![]).await.unwrap();
     assert_eq!(st.count_pending(&[EventKind::EpisodeCreated]).await.unwrap(), 0, "rewriting an episode announces nothing new");
     assert_eq!(st.episode(&a, &e1.id, now).await.unwrap().summary, e1.summary);
@@ -659,7 +665,7 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
 
     // expiry: expired episodes are invisible and listed for the pruner
     let old = episode(&a, "s-old", "An old chat.", Some(now - Duration::minutes(1)));
-    st.put_episode(&a, &old, EventId(-1)).await.unwrap();
+    st.put_episode(&a, &old, EventId(-1), false).await.unwrap();
     assert_eq!(st.episodes(&a, &[e1.id.clone(), old.id.clone()], now).await.unwrap().len(), 1);
     assert_eq!(st.expired_episodes(now, 10).await.unwrap(), vec![(a.clone(), old.id.clone())]);
     assert_eq!(st.delete_episodes(&b, std::slice::from_ref(&old.id)).await.unwrap(), 0, "scoped delete");
@@ -671,7 +677,7 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
     // follow-ups are written with the event's completion
     let eb = episode(&b, "sb", "Bob likes tea.", None);
     st.append_message(&b, &SessionId::new("sb").unwrap(), &NewMessage::user("I like tea", t0), now).await.unwrap();
-    st.put_episode(&b, &eb, EventId(-1)).await.unwrap();
+    st.put_episode(&b, &eb, EventId(-1), false).await.unwrap();
     let announced = st.pending_events(&[EventKind::EpisodeCreated], 10).await.unwrap();
     assert_eq!(announced.len(), 2, "the expired episode's and bob's, oldest first");
     assert!(announced[0].id.0 < announced[1].id.0);

@@ -59,6 +59,15 @@ pub enum Event {
         /// The episode.
         episode_id: EpisodeId,
     },
+    /// An episode's vector units are still to be embedded: promotion wrote the
+    /// episode and its keyword document and left the embedding to this job
+    /// (`episodes.defer_vectors`; consumed by the vector worker).
+    EpisodeVectors {
+        /// Owner.
+        scope: Scope,
+        /// The episode.
+        episode_id: EpisodeId,
+    },
     /// An entity was created or updated by extraction (consumed by the dedup worker).
     EntityUpserted {
         /// Owner.
@@ -74,6 +83,7 @@ impl Event {
         match self {
             Event::SessionCompleted { .. } => EventKind::SessionCompleted,
             Event::EpisodeCreated { .. } => EventKind::EpisodeCreated,
+            Event::EpisodeVectors { .. } => EventKind::EpisodeVectors,
             Event::EntityUpserted { .. } => EventKind::EntityUpserted,
         }
     }
@@ -82,6 +92,7 @@ impl Event {
         match self {
             Event::SessionCompleted { scope, .. }
             | Event::EpisodeCreated { scope, .. }
+            | Event::EpisodeVectors { scope, .. }
             | Event::EntityUpserted { scope, .. } => scope,
         }
     }
@@ -94,6 +105,8 @@ pub enum EventKind {
     SessionCompleted,
     /// See [`Event::EpisodeCreated`].
     EpisodeCreated,
+    /// See [`Event::EpisodeVectors`].
+    EpisodeVectors,
     /// See [`Event::EntityUpserted`].
     EntityUpserted,
 }
@@ -104,6 +117,7 @@ impl EventKind {
         match self {
             EventKind::SessionCompleted => "session_completed",
             EventKind::EpisodeCreated => "episode_created",
+            EventKind::EpisodeVectors => "episode_vectors",
             EventKind::EntityUpserted => "entity_upserted",
         }
     }
@@ -250,8 +264,15 @@ pub trait RecordStore: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<Option<EventId>>;
     /// Writes (or overwrites) an episode, marks `done` events done and writes
-    /// `EpisodeCreated`, in one transaction.
-    async fn put_episode(&self, scope: &Scope, episode: &Episode, done: EventId) -> Result<()>;
+    /// `EpisodeCreated` (when the episode is new) and, with `vectors_pending`,
+    /// an [`Event::EpisodeVectors`] job, in one transaction.
+    async fn put_episode(
+        &self,
+        scope: &Scope,
+        episode: &Episode,
+        done: EventId,
+        vectors_pending: bool,
+    ) -> Result<()>;
     /// The episode, if it exists in `scope` and has not expired at `now`.
     /// NotFound otherwise.
     async fn episode(&self, scope: &Scope, id: &EpisodeId, now: DateTime<Utc>) -> Result<Episode>;

@@ -601,7 +601,13 @@ impl RecordStore for PgStore {
         }
     }
 
-    async fn put_episode(&self, scope: &Scope, ep: &Episode, done: EventId) -> Result<()> {
+    async fn put_episode(
+        &self,
+        scope: &Scope,
+        ep: &Episode,
+        done: EventId,
+        vectors_pending: bool,
+    ) -> Result<()> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(pe)?;
         let now = ms(Utc::now());
@@ -630,6 +636,17 @@ impl RecordStore for PgStore {
             insert_event(
                 &tx,
                 &Event::EpisodeCreated {
+                    scope: scope.clone(),
+                    episode_id: ep.id.clone(),
+                },
+                now,
+            )
+            .await?;
+        }
+        if vectors_pending {
+            insert_event(
+                &tx,
+                &Event::EpisodeVectors {
                     scope: scope.clone(),
                     episode_id: ep.id.clone(),
                 },

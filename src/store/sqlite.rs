@@ -536,7 +536,13 @@ impl RecordStore for SqliteStore {
         .await
     }
 
-    async fn put_episode(&self, scope: &Scope, episode: &Episode, done: EventId) -> Result<()> {
+    async fn put_episode(
+        &self,
+        scope: &Scope,
+        episode: &Episode,
+        done: EventId,
+        vectors_pending: bool,
+    ) -> Result<()> {
         let (scope, ep) = (scope.clone(), episode.clone());
         self.run(move |c| {
             let tx = c.transaction()?;
@@ -559,6 +565,9 @@ impl RecordStore for SqliteStore {
             tx.execute("UPDATE outbox SET status='done', updated_at=?2 WHERE id=?1", params![done.0, now])?;
             if !existed {
                 insert_event(&tx, &Event::EpisodeCreated { scope: scope.clone(), episode_id: ep.id.clone() }, now)?;
+            }
+            if vectors_pending {
+                insert_event(&tx, &Event::EpisodeVectors { scope: scope.clone(), episode_id: ep.id.clone() }, now)?;
             }
             tx.commit()?;
             Ok(())

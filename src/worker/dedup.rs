@@ -30,7 +30,7 @@ pub async fn run(
 ) {
     super::serve(
         shared,
-        EventKind::EntityUpserted,
+        &[EventKind::EntityUpserted],
         wake,
         stop,
         |s| async move { drain(&s).await },

@@ -4,10 +4,12 @@
 //! load each session's messages, summarise (chat model; up to
 //! `llm.concurrency` sessions at once; every LLM request is written to
 //! `llm_calls` for cost accounting, whatever its outcome), take the abstract,
-//! embed all summaries (vector unit 0) and, with `episodes.embed_turns`,
-//! every non-trivial turn (units 1..) in one call, upsert both indexes (one commit each),
-//! then for each episode write the row, mark the event done and emit
-//! `EpisodeCreated` in one transaction. Episode ids are deterministic, index
+//! upsert the keyword documents (one commit) and, unless
+//! `episodes.defer_vectors`, embed all summaries (vector unit 0) and, with
+//! `episodes.embed_turns`, every non-trivial turn (units 1..) in one call and
+//! upsert them (one commit); then for each episode write the row, mark the
+//! event done and emit `EpisodeCreated` (and, when deferred, the
+//! `EpisodeVectors` job that [`super::vectors`] runs) in one transaction. Episode ids are deterministic, index
 //! writes are upserts, and the event is marked done last, so a crash at any
 //! point replays to the same result (idempotent).
 //!
@@ -44,7 +46,7 @@ fn role_transcript(messages: &[Message], users: bool) -> String {
 }
 
 /// What the indexes take from a session's raw messages, beside its episode.
-struct SessionTexts {
+pub(super) struct SessionTexts {
     /// The user turns of the transcript.
     user_text: String,
     /// The assistant (and system) turns of the transcript.
@@ -54,7 +56,7 @@ struct SessionTexts {
 }
 
 impl SessionTexts {
-    fn of(shared: &Shared, messages: &[Message]) -> Self {
+    pub(super) fn of(shared: &Shared, messages: &[Message]) -> Self {
         Self {
             user_text: role_transcript(messages, true),
             assistant_text: role_transcript(messages, false),
@@ -69,16 +71,21 @@ struct Prepared {
     texts: SessionTexts,
 }
 
-/// Runs until stopped (see [`super::serve`]); whenever the outbox runs dry it
-/// lets the vector index optimise (qdrant-edge rebuilds HNSW only after 20k new points).
+/// Runs until stopped (see [`super::serve`]), taking the deferred embeddings
+/// ([`super::vectors`]) whenever no promotion is ready; whenever the outbox
+/// runs dry it lets the vector index optimise (qdrant-edge rebuilds HNSW only after 20k new points).
 pub async fn run(shared: Arc<Shared>, wake: flume::Receiver<()>, stop: watch::Receiver<bool>) {
     super::serve(
         shared,
-        EventKind::SessionCompleted,
+        &[EventKind::SessionCompleted, EventKind::EpisodeVectors],
         wake,
         stop,
         |s| async move {
-            let n = drain(&s).await;
+            let mut n = drain(&s).await;
+            if matches!(n, Ok(0)) {
+                // deferred embeddings only when no promotion is ready
+                n = super::vectors::drain(&s).await;
+            }
             if !matches!(n, Ok(k) if k > 0) {
                 if let Err(e) = s.vectors.optimize().await {
                     tracing::warn!(error = %e, "vector index optimisation failed");
@@ -226,47 +233,23 @@ async fn prepare(shared: &Shared, ev: &OutboxEvent) -> Result<Option<Prepared>> 
 }
 
 /// What the indexes need of one episode.
-struct IndexItem<'a> {
-    scope: &'a Scope,
-    episode: &'a Episode,
-    texts: &'a SessionTexts,
+pub(super) struct IndexItem<'a> {
+    pub(super) scope: &'a Scope,
+    pub(super) episode: &'a Episode,
+    pub(super) texts: &'a SessionTexts,
 }
 
 /// Embeds and upserts a batch into both indexes (one embedding call, one
 /// commit per index). Returns the number of vector points written.
 async fn index(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
+    index_keywords(shared, batch).await?;
+    index_vectors(shared, batch).await
+}
+
+/// Upserts the batch's keyword documents (one commit).
+async fn index_keywords(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<()> {
     if batch.is_empty() {
-        return Ok(0);
-    }
-    // unit 0 = summary (or the mean of the turns), units 1.. = turns; one embedding call
-    let from_turns = shared.config.episodes.summary_vector_from_turns;
-    let mut texts = Vec::new();
-    let mut owners = Vec::new();
-    for (i, p) in batch.iter().enumerate() {
-        if !(from_turns && !p.texts.turns.is_empty()) {
-            texts.push(p.episode.summary.clone());
-            owners.push((i, 0u32));
-        }
-        for (j, t) in p.texts.turns.iter().enumerate() {
-            texts.push(t.clone());
-            owners.push((i, j as u32 + 1));
-        }
-    }
-    let mut vectors = shared.embedder.embed(&texts).await?;
-    if from_turns {
-        for (i, p) in batch.iter().enumerate() {
-            if p.texts.turns.is_empty() {
-                continue;
-            }
-            let mut mean = vec![0f32; shared.embedder.dim()];
-            for (v, _) in vectors.iter().zip(&owners).filter(|(_, o)| o.0 == i) {
-                mean.iter_mut().zip(v).for_each(|(m, x)| *m += x);
-            }
-            let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::EPSILON);
-            mean.iter_mut().for_each(|m| *m /= norm);
-            vectors.push(mean);
-            owners.push((i, 0));
-        }
+        return Ok(());
     }
     let docs = batch
         .iter()
@@ -287,6 +270,47 @@ async fn index(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
             ),
         })
         .collect();
+    shared.keyword.upsert(docs).await
+}
+
+/// Embeds the batch's vector units (unit 0 = summary or the mean of the
+/// turns, units 1.. = turns; one embedding call) and upserts them (one
+/// commit). Returns the number of vector points written.
+pub(super) async fn index_vectors(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
+    if batch.is_empty() {
+        return Ok(0);
+    }
+    let from_turns = shared.config.episodes.summary_vector_from_turns;
+    let mut texts = Vec::new();
+    let mut owners = Vec::new();
+    for (i, p) in batch.iter().enumerate() {
+        if !(from_turns && !p.texts.turns.is_empty()) {
+            texts.push(p.episode.summary.clone());
+            owners.push((i, 0u32));
+        }
+        for (j, t) in p.texts.turns.iter().enumerate() {
+            texts.push(t.clone());
+            owners.push((i, j as u32 + 1));
+        }
+    }
+    let t_embed = std::time::Instant::now();
+    let mut vectors = shared.embedder.embed(&texts).await?;
+    let embed_ms = t_embed.elapsed().as_millis() as u64;
+    if from_turns {
+        for (i, p) in batch.iter().enumerate() {
+            if p.texts.turns.is_empty() {
+                continue;
+            }
+            let mut mean = vec![0f32; shared.embedder.dim()];
+            for (v, _) in vectors.iter().zip(&owners).filter(|(_, o)| o.0 == i) {
+                mean.iter_mut().zip(v).for_each(|(m, x)| *m += x);
+            }
+            let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::EPSILON);
+            mean.iter_mut().for_each(|m| *m /= norm);
+            vectors.push(mean);
+            owners.push((i, 0));
+        }
+    }
     let points: Vec<VectorPoint> = owners
         .into_iter()
         .zip(vectors)
@@ -298,8 +322,8 @@ async fn index(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
         })
         .collect();
     let n = points.len();
-    shared.keyword.upsert(docs).await?;
     shared.vectors.upsert(points).await?;
+    tracing::debug!(episodes = batch.len(), texts = texts.len(), embed_ms, "episode vectors written");
     Ok(n)
 }
 
@@ -315,12 +339,18 @@ async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
             texts: &p.texts,
         })
         .collect();
-    index(shared, &items).await?;
+    let defer = shared.config.episodes.defer_vectors;
+    if defer {
+        index_keywords(shared, &items).await?;
+    } else {
+        index(shared, &items).await?;
+    }
     for p in batch {
         shared
             .records
-            .put_episode(p.event.event.scope(), &p.episode, p.event.id)
+            .put_episode(p.event.event.scope(), &p.episode, p.event.id, defer)
             .await?;
+        // (the EpisodeVectors job needs no wake-up: this loop takes it next)
         shared.bus.publish(EventKind::EpisodeCreated);
         tracing::debug!(episode_id = %p.episode.id, session_id = %p.episode.session_id, "episode created");
     }

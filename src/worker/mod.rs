@@ -1,7 +1,10 @@
 //! Background workers: each is a cancellable task that talks to the rest of
 //! the system only through the bus and the stores.
 //!
-//! - [`episodic`]: `SessionCompleted` → summary, abstract, episode row, both indexes, `EpisodeCreated`.
+//! - [`episodic`]: `SessionCompleted` → summary, abstract, episode row, keyword index (and
+//!   vectors unless deferred), `EpisodeCreated` (and `EpisodeVectors` when deferred).
+//! - [`vectors`]: `EpisodeVectors` → the deferred vector units (in the episodic loop, when
+//!   no promotion is ready).
 //! - [`idle`]: ends sessions idle longer than `sessions.idle_timeout_secs`.
 //! - [`pruner`]: removes expired episodes from every index on a cron schedule.
 //! - [`semantic`]: `EpisodeCreated` → extracted entities and relations in the graph, `EntityUpserted`.
@@ -10,6 +13,7 @@
 pub mod episodic;
 pub mod idle;
 pub mod pruner;
+pub mod vectors;
 
 pub mod dedup;
 pub mod semantic;
@@ -64,15 +68,15 @@ pub(crate) async fn drain_each(
     Ok(n)
 }
 
-/// The loop of an outbox consumer: drain while there is work, then sleep
-/// until a bus wake-up, a stop, or (while events wait in backoff or under
-/// another node's lease) 250 ms, else `workers.idle_poll_ms`.
+/// The loop of an outbox consumer of `kinds`: drain while there is work,
+/// then sleep until a bus wake-up, a stop, or (while events of `kinds` wait
+/// in backoff or under another node's lease) 250 ms, else `workers.idle_poll_ms`.
 /// On stop it finishes what can be processed now and returns; events still
 /// waiting out a backoff stay in the outbox and run on the next open, so a
 /// failing endpoint never holds up a shutdown.
 pub(crate) async fn serve<F, Fut>(
     shared: Arc<Shared>,
-    kind: EventKind,
+    kinds: &'static [EventKind],
     wake: flume::Receiver<()>,
     mut stop: watch::Receiver<bool>,
     drain: F,
@@ -84,12 +88,12 @@ pub(crate) async fn serve<F, Fut>(
         match drain(shared.clone()).await {
             Ok(n) if n > 0 => continue,
             Ok(_) => {}
-            Err(e) => tracing::error!(kind = kind.as_str(), error = %e, "worker batch failed"),
+            Err(e) => tracing::error!(kind = kinds[0].as_str(), error = %e, "worker batch failed"),
         }
         if *stop.borrow() {
             break;
         }
-        let pending = shared.records.count_pending(&[kind]).await.unwrap_or(0) > 0;
+        let pending = shared.records.count_pending(kinds).await.unwrap_or(0) > 0;
         let wait = if pending {
             std::time::Duration::from_millis(250)
         } else {
@@ -101,5 +105,5 @@ pub(crate) async fn serve<F, Fut>(
             _ = tokio::time::sleep(wait) => {}
         }
     }
-    tracing::debug!(kind = kind.as_str(), "worker stopped");
+    tracing::debug!(kind = kinds[0].as_str(), "worker stopped");
 }

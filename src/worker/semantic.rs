@@ -26,7 +26,7 @@ pub async fn run(
 ) {
     super::serve(
         shared,
-        EventKind::EpisodeCreated,
+        &[EventKind::EpisodeCreated],
         wake,
         stop,
         |s| async move { drain(&s).await },
