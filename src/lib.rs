@@ -29,7 +29,7 @@
 //!
 //! let s2 = SessionId::new("2026-03-09")?;
 //! let ctx = memory.inject(&scope, &s2, "Which city did I move to from Seattle?").await?;
-//! println!("{}", ctx.section); // "## Memory Context\n- [...] user: I moved from Seattle to Portland..."
+//! println!("{}", ctx.section); // "## Memory Context", a label line, then "- [...] user: I moved from Seattle to Portland..." in a fenced `memory` block
 //! let hits = memory.memory_search(&scope, "Portland move", 5).await?;
 //! assert_eq!(hits[0].session_id, s1);
 //! let full = memory.memory_expand(&scope, &hits[0].id, true).await?;
