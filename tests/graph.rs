@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use strata::graph::{
     identity_key, ApplyRules, EntityMention, Extraction, GraphStore, RelationMention, Walk,
 };
-use strata::memory::{Components, GraphSearch};
+use strata::memory::GraphSearch;
 use strata::model::{EpisodeId, NewMessage, Role};
 use strata::store::sqlite::SqliteStore;
 use strata::{Memory, Scope, SessionId};
@@ -666,16 +666,7 @@ async fn a_crash_between_extraction_and_upsert_converges_to_the_same_graph() {
     // crash run: episodes written, extraction done and half applied, events not finished
     let (cfg, _d2) = common::config();
     {
-        let mem = Memory::open_with(
-            cfg.clone(),
-            Components {
-                embedder: Some(common::embedder()),
-                no_workers: true,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+        let mem = common::open_without_workers(cfg.clone()).await;
         for (id, d, text) in STORY {
             session(&mem, &s, id, day(*d), &[("Mina", text)]).await;
         }

@@ -4,7 +4,6 @@
 mod common;
 
 use chrono::{Duration, TimeZone, Utc};
-use strata::memory::Components;
 use strata::{Error, Memory, NewMessage, Scope, SessionId};
 
 fn t(day: u32, min: i64) -> chrono::DateTime<Utc> {
@@ -270,16 +269,7 @@ async fn pending_promotion_survives_a_crash() {
     let scope = Scope::new("u", "a").unwrap();
     {
         // no workers: the session is completed and its event is in the outbox, nothing more
-        let mem = Memory::open_with(
-            cfg.clone(),
-            Components {
-                embedder: Some(common::embedder()),
-                no_workers: true,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+        let mem = common::open_without_workers(cfg.clone()).await;
         session(
             &mem,
             &scope,
@@ -643,16 +633,7 @@ async fn deferred_vectors_follow_promotion_and_skip_what_is_gone() {
     use strata::worker::{episodic, vectors};
     let (cfg, _dir) = common::config();
     assert!(cfg.episodes.defer_vectors, "the default");
-    let mem = Memory::open_with(
-        cfg,
-        Components {
-            embedder: Some(common::embedder()),
-            no_workers: true,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let mem = common::open_without_workers(cfg).await;
     let s = mem.shared().clone();
     let kept = Scope::new("kept", "a").unwrap();
     let gone = Scope::new("gone", "a").unwrap();

@@ -56,7 +56,18 @@ pub(super) struct SessionTexts {
 }
 
 impl SessionTexts {
-    pub(super) fn of(shared: &Shared, messages: &[Message]) -> Self {
+    /// The texts of `episode`'s session, read from the records (a session
+    /// erased meanwhile gives empty texts; the episode still indexes its summary).
+    pub(super) async fn load(shared: &Shared, scope: &Scope, episode: &Episode) -> Result<Self> {
+        let messages = match shared.records.messages(scope, &episode.session_id).await {
+            Ok(m) => m,
+            Err(crate::Error::NotFound(_)) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        Ok(Self::of(shared, &messages))
+    }
+
+    fn of(shared: &Shared, messages: &[Message]) -> Self {
         Self {
             user_text: role_transcript(messages, true),
             assistant_text: role_transcript(messages, false),
@@ -340,10 +351,9 @@ async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
         })
         .collect();
     let defer = shared.config.episodes.defer_vectors;
-    if defer {
-        index_keywords(shared, &items).await?;
-    } else {
-        index(shared, &items).await?;
+    index_keywords(shared, &items).await?;
+    if !defer {
+        index_vectors(shared, &items).await?;
     }
     for p in batch {
         shared
@@ -363,12 +373,7 @@ async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
 pub async fn reindex_batch(shared: &Shared, batch: &[(Scope, Episode)]) -> Result<usize> {
     let mut texts = Vec::with_capacity(batch.len());
     for (scope, ep) in batch {
-        let messages = match shared.records.messages(scope, &ep.session_id).await {
-            Ok(m) => m,
-            Err(crate::Error::NotFound(_)) => Vec::new(),
-            Err(e) => return Err(e),
-        };
-        texts.push(SessionTexts::of(shared, &messages));
+        texts.push(SessionTexts::load(shared, scope, ep).await?);
     }
     let items: Vec<IndexItem<'_>> = batch
         .iter()

@@ -54,12 +54,8 @@ pub async fn drain(shared: &Shared) -> Result<usize> {
         };
         let loaded = async {
             let episode = shared.records.episode(scope, episode_id, now).await?;
-            let messages = match shared.records.messages(scope, &episode.session_id).await {
-                Ok(m) => m,
-                Err(crate::Error::NotFound(_)) => Vec::new(),
-                Err(e) => return Err(e),
-            };
-            Ok((episode, SessionTexts::of(shared, &messages)))
+            let texts = SessionTexts::load(shared, scope, &episode).await?;
+            Ok((episode, texts))
         }
         .await;
         match loaded {

@@ -67,6 +67,22 @@ pub async fn open(config: Config) -> Memory {
     .unwrap()
 }
 
+/// Opens a memory on `config` with the shared model and no background
+/// workers: ended sessions wait in the outbox until a test drains them (or
+/// a later open replays them).
+pub async fn open_without_workers(config: Config) -> Memory {
+    Memory::open_with(
+        config,
+        Components {
+            embedder: Some(embedder()),
+            no_workers: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
 /// The `strata` binary of this build, run from the crate root without
 /// `STRATA_LOG` (the tests set the log level they need).
 pub fn bin() -> std::process::Command {
