@@ -55,6 +55,7 @@
 #![warn(missing_docs)]
 
 pub mod bus;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod error;

@@ -1260,6 +1260,16 @@ impl Memory {
         self.shared.records.session(scope, session).await
     }
 
+    /// Compares the indexes and the graph with the system of record and,
+    /// with `repair`, rebuilds or deletes what disagrees (see
+    /// [`crate::check`]). Run it with the workers idle.
+    ///
+    /// # Errors
+    /// Store, index and embedder errors.
+    pub async fn check(&self, repair: bool) -> Result<crate::check::CheckReport> {
+        crate::check::check(&self.shared, repair).await
+    }
+
     /// Removes expired episodes from every index now (the cron job does the same).
     pub async fn prune(&self) -> Result<worker::pruner::PruneReport> {
         worker::pruner::prune(&self.shared, Utc::now()).await

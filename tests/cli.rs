@@ -675,3 +675,58 @@ fn model_fetch_gives_a_binary_that_runs_from_anywhere() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("strata model fetch"));
 }
+
+/// Re-running an import adds nothing twice (lines keyed by `message_id` or
+/// by their content hash), a grown file adds only its new lines, and
+/// `strata check` agrees with what was stored; a damaged index makes check
+/// fail with exit status 1 until `--repair` rebuilds it.
+#[test]
+fn import_is_idempotent_and_check_verifies_the_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("history.jsonl");
+    let mut lines = vec![
+        r#"{"user_id":"mina","agent_id":"bot","session_id":"a","role":"user","content":"I moved to Portland in May.","timestamp":"2026-05-02T10:00:00Z","message_id":"m-1"}"#.to_string(),
+        r#"{"user_id":"mina","agent_id":"bot","session_id":"a","role":"assistant","content":"Welcome to Portland!","timestamp":"2026-05-02T10:01:00Z"}"#.to_string(),
+        r#"{"user_id":"mina","agent_id":"bot","session_id":"b","role":"user","content":"My sister Yuna marries in October.","timestamp":"2026-05-03T10:00:00Z"}"#.to_string(),
+    ];
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let data = dir.path().join("data");
+    let check = |extra: &[&str]| {
+        let out = strata(&data).arg("check").args(extra).arg("--json").output().unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.success(), report)
+    };
+    for _ in 0..3 {
+        let out = strata(&data).arg("import").arg(&file).args(["--end-sessions", "--wait", "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let (ok, r) = check(&[]);
+    assert!(ok, "{r}");
+    assert_eq!(r["problems"], serde_json::json!([]));
+    let c = &r["counts"];
+    assert_eq!((c["sessions"].as_i64(), c["messages"].as_i64(), c["episodes"].as_i64()), (Some(2), Some(3), Some(2)), "{r}");
+    assert_eq!((c["keyword_documents"].as_i64(), c["vector_documents"].as_i64()), (Some(2), Some(2)), "{r}");
+    // a grown file: only the new session's lines are new
+    lines.push(r#"{"user_id":"mina","agent_id":"bot","session_id":"c","role":"user","content":"I adopted a cat named Miso.","timestamp":"2026-05-04T10:00:00Z"}"#.to_string());
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let out = strata(&data).arg("import").arg(&file).args(["--end-sessions", "--wait"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (ok, r) = check(&[]);
+    assert!(ok, "{r}");
+    assert_eq!((r["counts"]["messages"].as_i64(), r["counts"]["episodes"].as_i64()), (Some(4), Some(3)), "{r}");
+    // the keyword index lost: check fails and names every episode, repair rebuilds
+    std::fs::remove_dir_all(data.join("keyword")).unwrap();
+    let (ok, r) = check(&[]);
+    assert!(!ok, "exit status 1 while problems remain");
+    let problems = r["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 3, "{r}");
+    assert!(problems.iter().all(|p| p["store"] == "keyword" && p["kind"] == "missing"), "{r}");
+    let (ok, r) = check(&["--repair"]);
+    assert!(ok, "{r}");
+    assert_eq!(r["repaired"], 3);
+    assert_eq!(r["counts"]["keyword_documents"], 3);
+    let out = strata(&data).args(["search", "--user", "mina", "--agent", "bot", "--json", "Portland"]).output().unwrap();
+    let found: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(found["results"][0]["session_id"], "a", "{found}");
+}

@@ -733,3 +733,172 @@ fn check_quoted(section: &str) {
         assert!(!l.contains(fence), "an entry cannot close the block: {l}");
     }
 }
+
+/// `check` finds what the derived stores lost or kept by mistake (a keyword
+/// document and a vector gone, a stray document, a fact's vector gone, graph
+/// rows of a user with nothing left) and `check(repair)` rebuilds or deletes
+/// it from the system of record, after which search works again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_finds_and_repairs_index_drift() {
+    use strata::check::{CheckedStore, ProblemKind};
+    use strata::model::typed::{MemoryInput, NewMemory};
+    use strata::store::KeywordDoc;
+    let (cfg, _dir) = common::config();
+    let mem = common::open(cfg).await;
+    let s = mem.shared().clone();
+    let alice = Scope::new("alice", "bot").unwrap();
+    let bob = Scope::new("bob", "bot").unwrap();
+    session(&mem, &alice, "s1", 2, &["I started learning the cello in January.", "Nice!"]).await;
+    session(&mem, &alice, "s2", 3, &["We repainted the hallway sage green.", "Fresh."]).await;
+    session(&mem, &alice, "s3", 4, &["My sister Yuna is getting married in Busan.", "Congratulations!"]).await;
+    let fact: MemoryInput = serde_json::from_value(serde_json::json!({"type": "fact", "content": "Alice is allergic to peanuts", "metadata": {"category": "health"}})).unwrap();
+    let fact = mem.remember(&alice, NewMemory::try_from(fact).unwrap()).await.unwrap().id;
+    mem.wait_idle().await.unwrap();
+    let r = mem.check(false).await.unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+    assert_eq!((r.counts.episodes, r.counts.keyword_documents, r.counts.vector_documents), (3, 3, 3));
+    assert_eq!((r.counts.sessions, r.counts.messages), (3, 6));
+    assert!(r.counts.vector_points >= 6, "summaries and user turns: {:?}", r.counts);
+    assert_eq!((r.counts.typed_memories, r.counts.knowledge, r.counts.knowledge_keyword_documents, r.counts.knowledge_vector_documents), (1, 1, 1, 1));
+
+    let cello = mem.memory_search(&alice, "cello", 5).await.unwrap()[0].id.clone();
+    let hallway = mem.memory_search(&alice, "hallway", 5).await.unwrap()[0].id.clone();
+    s.keyword.delete(&alice, &[cello.clone()]).await.unwrap();
+    s.vectors.delete(&alice, &[hallway.clone()]).await.unwrap();
+    let stray = strata::model::EpisodeId::for_session(&bob, &SessionId::new("never").unwrap());
+    s.keyword
+        .upsert(vec![KeywordDoc {
+            scope: bob.clone(),
+            episode_id: stray.clone(),
+            summary: "a document no episode backs".into(),
+            user_text: String::new(),
+            assistant_text: String::new(),
+            dates: String::new(),
+            date_tokens: String::new(),
+        }])
+        .await
+        .unwrap();
+    s.typed.index().vectors.delete(&alice, &[fact.clone()]).await.unwrap();
+    // graph rows whose user has no episode or memory left: an erasure cut short
+    let carol = Scope::new("carol", "bot").unwrap();
+    let entity: MemoryInput = serde_json::from_value(serde_json::json!({"type": "entity", "content": "Carol",
+        "metadata": {"identity_key": "person:carol", "entity_type": "person"}})).unwrap();
+    let entity = mem.remember(&carol, NewMemory::try_from(entity).unwrap()).await.unwrap().id;
+    s.typed.records().delete_memory(&carol, &entity).await.unwrap();
+
+    let r = mem.check(false).await.unwrap();
+    let found: Vec<(CheckedStore, ProblemKind, String)> =
+        r.problems.iter().map(|p| (p.store, p.kind, p.id.clone())).collect();
+    assert_eq!(
+        found,
+        vec![
+            (CheckedStore::Keyword, ProblemKind::Missing, cello.as_str().to_string()),
+            (CheckedStore::Keyword, ProblemKind::Extra, stray.as_str().to_string()),
+            (CheckedStore::Vectors, ProblemKind::Missing, hallway.as_str().to_string()),
+            (CheckedStore::KnowledgeVectors, ProblemKind::Missing, fact.as_str().to_string()),
+            (CheckedStore::Graph, ProblemKind::Extra, String::new()),
+        ],
+        "{:?}",
+        r.problems
+    );
+
+    let r = mem.check(true).await.unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+    assert_eq!(r.repaired, 5);
+    assert_eq!((r.counts.keyword_documents, r.counts.vector_documents), (3, 3));
+    assert_eq!(s.graph.graph_counts(&carol).await.unwrap().entities, 0, "the orphaned user's graph erased");
+    let hits = mem.memory_search(&alice, "cello", 5).await.unwrap();
+    assert_eq!(hits.first().map(|h| h.id.clone()), Some(cello), "found by keyword again");
+    assert_eq!(s.keyword.count(&bob).await.unwrap(), 0);
+    mem.shutdown().await.unwrap();
+}
+
+/// Concurrency (issue 14): 32 writers, 16 on one shared session and 16 on
+/// sessions of their own, beside readers (inject, search, expand), typed
+/// writes, promotion, prune and a check. No call may fail (no
+/// "database is locked" or any other error reaches a caller), nothing is
+/// lost, and each writer's messages keep their order within the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_writers_beside_readers_prune_and_repair_lose_nothing() {
+    use strata::model::typed::{MemoryInput, NewMemory};
+    const PER_TASK: usize = 12;
+    let (cfg, _dir) = common::config();
+    let mem = common::open(cfg).await;
+    let scope = Scope::new("u", "a").unwrap();
+    session(&mem, &scope, "seed", 1, &["I started learning the cello in January.", "Nice!"]).await;
+    mem.wait_idle().await.unwrap();
+    let seed_id = mem.memory_search(&scope, "cello", 1).await.unwrap()[0].id.clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..32usize {
+        let (mem, scope) = (mem.clone(), scope.clone());
+        writers.push(tokio::spawn(async move {
+            let sid = SessionId::new(if w < 16 { "shared".to_string() } else { format!("own{w}") }).unwrap();
+            for i in 0..PER_TASK {
+                mem.record(&scope, &sid, NewMessage::user(format!("writer {w} message {i} about the cello"), t(2, i as i64)))
+                    .await
+                    .unwrap_or_else(|e| panic!("writer {w} message {i}: {e}"));
+            }
+            if w >= 16 {
+                mem.end_session(&scope, &sid).await.unwrap();
+            }
+        }));
+    }
+    let mut others = Vec::new();
+    for r in 0..4usize {
+        let (mem, scope, stop, seed_id) = (mem.clone(), scope.clone(), stop.clone(), seed_id.clone());
+        others.push(tokio::spawn(async move {
+            let mut n = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                match r {
+                    0 => {
+                        mem.inject(&scope, &SessionId::new("reader").unwrap(), "what did I say about the cello?").await.unwrap();
+                    }
+                    1 => {
+                        mem.memory_search(&scope, "cello", 5).await.unwrap();
+                        mem.memory_expand(&scope, &seed_id, true).await.unwrap();
+                    }
+                    2 => {
+                        let m: MemoryInput = serde_json::from_value(serde_json::json!({"type": "fact", "content": format!("fact {n} about the cello"), "metadata": {"category": "hobby"}})).unwrap();
+                        mem.remember(&scope, NewMemory::try_from(m).unwrap()).await.unwrap();
+                    }
+                    _ => {
+                        mem.prune().await.unwrap();
+                        // read-only while promotion runs (a repair wants a quiet node)
+                        mem.check(false).await.unwrap();
+                    }
+                }
+                n += 1;
+                tokio::task::yield_now().await;
+            }
+            n
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for o in others {
+        assert!(o.await.unwrap() > 0, "every reader ran");
+    }
+    mem.wait_idle().await.unwrap();
+    let shared = mem.shared().records.messages(&scope, &SessionId::new("shared").unwrap()).await.unwrap();
+    assert_eq!(shared.len(), 16 * PER_TASK, "nothing lost on the shared session");
+    for w in 0..16 {
+        let mine: Vec<String> = shared
+            .iter()
+            .map(|m| m.message.content.clone())
+            .filter(|c| c.starts_with(&format!("writer {w} ")))
+            .collect();
+        let want: Vec<String> = (0..PER_TASK).map(|i| format!("writer {w} message {i} about the cello")).collect();
+        assert_eq!(mine, want, "writer {w}'s messages in order, once each");
+    }
+    for w in 16..32 {
+        let s = mem.session(&scope, &SessionId::new(format!("own{w}")).unwrap()).await.unwrap();
+        assert_eq!(s.message_count, PER_TASK as i64);
+    }
+    let r = mem.check(false).await.unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+    assert_eq!(r.counts.episodes, 17, "the seed and 16 own sessions, once each");
+    mem.shutdown().await.unwrap();
+}

@@ -1591,3 +1591,83 @@ async fn typed_memory_routes_end_to_end() {
     assert!(text.contains("strata_retrieve_total{embedder=\"none\"}"), "{text}");
     s.stop().await;
 }
+
+/// `Idempotency-Key` on record and batch: a retried request stores nothing
+/// twice and answers the ids it answered the first time; a bad key is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_key_makes_record_and_batch_retry_safe() {
+    let s = Server::start().await;
+    let client = reqwest::Client::new();
+    let post = |url: String, key: &'static str, body: Value| {
+        client
+            .post(url)
+            .header("idempotency-key", key)
+            .json(&body)
+            .send()
+    };
+    let url = s.url(&format!("{SCOPE}/sessions/retry/messages"));
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let r = post(url.clone(), "turn-1", json!({"role": "user", "content": "I sold my bike."}))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        ids.push(r.json::<Value>().await.unwrap()["message_id"].clone());
+    }
+    assert!(ids.windows(2).all(|w| w[0] == w[1]), "{ids:?}");
+    // a different key is a different message
+    let r = post(url.clone(), "turn-2", json!({"role": "user", "content": "I sold my bike."}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    // header and body disagreeing is refused, and so is a key with spaces
+    let r = post(url.clone(), "turn-3", json!({"role": "user", "content": "x", "idempotency_key": "other"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let r = post(url.clone(), "has space", json!({"role": "user", "content": "x"}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let scope = strata::Scope::new("alice", "bot").unwrap();
+    let held = s
+        .memory
+        .session(&scope, &strata::SessionId::new("retry").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(held.message_count, 2, "one message per key");
+
+    let batch = json!([
+        {"session_id": "b1", "role": "user", "content": "first"},
+        {"session_id": "b1", "role": "assistant", "content": "second"},
+        {"session_id": "b2", "role": "user", "content": "third"}
+    ]);
+    let burl = s.url(&format!("{SCOPE}/messages:batch"));
+    let a = post(burl.clone(), "batch-7", batch.clone()).await.unwrap();
+    assert_eq!(a.status(), 201);
+    let a: Value = a.json().await.unwrap();
+    let b: Value = post(burl.clone(), "batch-7", batch.clone())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(a["message_ids"], b["message_ids"], "the retry answers the same ids");
+    for (sid, n) in [("b1", 2), ("b2", 1)] {
+        let m = s
+            .memory
+            .session(&scope, &strata::SessionId::new(sid).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(m.message_count, n, "session {sid}");
+    }
+    // retried after the session ended: still the held ids, no conflict
+    s.memory
+        .end_session(&scope, &strata::SessionId::new("b2").unwrap())
+        .await
+        .unwrap();
+    let c = post(burl.clone(), "batch-7", batch).await.unwrap();
+    assert_eq!(c.status(), 201);
+    assert_eq!(c.json::<Value>().await.unwrap()["message_ids"], a["message_ids"]);
+    s.stop().await;
+}

@@ -6,7 +6,7 @@ use chrono::{Duration, Utc};
 use std::sync::Arc;
 use std::time::{Duration as StdDuration, Instant};
 use strata::llm::onnx::{OnnxEmbedder, OnnxFiles};
-use strata::model::{Episode, EpisodeId, EventId, SummaryKind};
+use strata::model::{Episode, EpisodeId, EventId, NewMessage, SummaryKind};
 use strata::store::{KeywordDoc, VectorPoint};
 use strata::{Config, Memory, Scope, SessionId};
 
@@ -186,6 +186,14 @@ pub async fn populate_scopes(mem: &Memory, scopes: &[Scope], per_scope: usize, b
         }
         s.keyword.upsert(docs).await.unwrap();
         s.vectors.upsert(points).await.unwrap();
+        // every episode has its session (one short message), one transaction per scope
+        let mut turns: std::collections::BTreeMap<usize, Vec<(SessionId, NewMessage)>> = Default::default();
+        for (k, e) in &eps {
+            turns.entry(*k).or_default().push((e.session_id.clone(), NewMessage::user(e.abstract_.clone(), now)));
+        }
+        for (k, t) in turns {
+            s.records.append_messages(&scopes[k], t, now).await.unwrap();
+        }
         for (k, e) in &eps {
             s.records.put_episode(&scopes[*k], e, EventId(0), false).await.unwrap();
         }

@@ -2,6 +2,12 @@
 //! `{"user_id","agent_id","session_id","role","content","timestamp"}` with an
 //! RFC 3339 timestamp. A malformed line is reported with its line number and
 //! skipped; the valid lines are still imported and the exit status is 1.
+//!
+//! Idempotent: each line is recorded under an idempotency key, its
+//! `message_id` when it has one, else [`NewMessage::content_key`] (a hash of
+//! scope, session, timestamp, role and content). Re-running a file after a
+//! kill or a failure midway adds nothing twice; sessions it already ended
+//! stay ended and are promoted once.
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -26,10 +32,32 @@ struct Line {
     timestamp: String,
     #[serde(default)]
     name: Option<String>,
-    /// [`NewMessage::idempotency_key`]: a file whose lines carry keys can be
-    /// imported again (after a failure midway) without doubling its turns.
-    #[serde(default)]
+    /// [`NewMessage::idempotency_key`] (`message_id` is its other name);
+    /// without one the line's content hash is its key.
+    #[serde(default, alias = "message_id")]
     idempotency_key: Option<String>,
+}
+
+/// Parses and validates one line of an import file: its scope, session and
+/// message, keyed by its `message_id` or else by [`NewMessage::content_key`].
+///
+/// # Errors
+/// [`Error::InvalidInput`] for malformed JSON, an unknown or missing field,
+/// a timestamp that is not RFC 3339 with a zone, an invalid id, or a message
+/// [`NewMessage::validate`] refuses.
+pub fn parse_line(line: &str) -> Result<(Scope, SessionId, NewMessage)> {
+    let l: Line = serde_json::from_str(line).map_err(|e| Error::InvalidInput(format!("malformed JSON: {e}")))?;
+    let timestamp = DateTime::parse_from_rfc3339(l.timestamp.trim())
+        .map_err(|e| Error::InvalidInput(format!("timestamp {:?} is not RFC 3339 with a zone, e.g. 2026-03-02T09:00:00Z ({e})", l.timestamp)))?
+        .with_timezone(&Utc);
+    let scope = Scope::new(l.user_id, l.agent_id)?;
+    let sid = SessionId::new(l.session_id)?;
+    let mut msg = NewMessage { role: l.role, name: l.name, content: l.content, timestamp, idempotency_key: l.idempotency_key };
+    if msg.idempotency_key.is_none() {
+        msg.idempotency_key = Some(msg.content_key(&scope, &sid));
+    }
+    msg.validate()?;
+    Ok((scope, sid, msg))
 }
 
 /// Runs the import.
@@ -80,13 +108,7 @@ pub async fn run(
             continue;
         }
         let result = async {
-            let l: Line = serde_json::from_str(&line).map_err(|e| Error::InvalidInput(format!("malformed JSON: {e}")))?;
-            let timestamp = DateTime::parse_from_rfc3339(l.timestamp.trim())
-                .map_err(|e| Error::InvalidInput(format!("timestamp {:?} is not RFC 3339 with a zone, e.g. 2026-03-02T09:00:00Z ({e})", l.timestamp)))?
-                .with_timezone(&Utc);
-            let scope = Scope::new(l.user_id, l.agent_id)?;
-            let sid = SessionId::new(l.session_id)?;
-            let msg = NewMessage { role: l.role, name: l.name, content: l.content, timestamp, idempotency_key: l.idempotency_key };
+            let (scope, sid, msg) = parse_line(&line)?;
             mem.record(&scope, &sid, msg).await?;
             Ok::<_, Error>((scope, sid))
         }

@@ -5,7 +5,7 @@
 //! in its own function. Data commands take `--user`/`--agent` and `--json`.
 
 mod demo;
-mod import;
+pub mod import;
 mod migrate;
 pub mod typed;
 
@@ -189,6 +189,17 @@ pub enum Command {
         #[arg(long, requires = "user")]
         agent: Option<String>,
         /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify that the keyword, vector and knowledge indexes and the graph
+    /// agree with the system of record (missing, extra, stale entries); exit
+    /// status 1 while a problem remains. Run it with no server on this data_dir.
+    Check {
+        /// Fix what disagrees from the system of record, then check again.
+        #[arg(long)]
+        repair: bool,
+        /// Machine-readable output: counts per store and every problem.
         #[arg(long)]
         json: bool,
     },
@@ -1045,6 +1056,33 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 );
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { repair, json } => {
+            let mem = Memory::open_with(config, Components { no_workers: true, ..Default::default() }).await?;
+            let r = mem.check(repair).await;
+            mem.shutdown().await?;
+            let r = r?;
+            if json {
+                print_json(&r)?;
+            } else {
+                let c = &r.counts;
+                println!(
+                    "{} sessions, {} messages, {} episodes; keyword {} docs, vectors {} episodes ({} points); {} entities, {} relations; {} typed memories ({} indexed facts: keyword {}, vectors {})",
+                    c.sessions, c.messages, c.episodes, c.keyword_documents, c.vector_documents, c.vector_points,
+                    c.entities, c.relations, c.typed_memories, c.knowledge, c.knowledge_keyword_documents, c.knowledge_vector_documents
+                );
+                if r.pending_vectors > 0 {
+                    println!("{} episodes wait for their vectors in the outbox (not a problem)", r.pending_vectors);
+                }
+                for p in &r.problems {
+                    println!("{:?} {:?}: {}/{} {}", p.store, p.kind, p.user_id, p.agent_id, p.id);
+                }
+                if repair {
+                    println!("repaired {}", r.repaired);
+                }
+                println!("{}", if r.ok() { "ok" } else { "problems remain" });
+            }
+            Ok(if r.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Reindex { json } => {
             let r = Memory::reindex(config, Components::default()).await?;

@@ -113,6 +113,18 @@ impl Scope {
     pub fn key(&self) -> String {
         format!("{}\u{1f}{}", self.user_id, self.agent_id)
     }
+
+    /// The scope whose [`Scope::key`] is `key` (indexes store scopes as keys;
+    /// ids hold no control characters, so the split is unambiguous).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when `key` is not a scope key.
+    pub fn from_key(key: &str) -> Result<Self> {
+        let (user, agent) = key
+            .split_once('\u{1f}')
+            .ok_or_else(|| Error::InvalidInput(format!("{key:?} is not a scope key")))?;
+        Self::new(user, agent)
+    }
 }
 
 impl fmt::Display for Scope {
@@ -382,6 +394,29 @@ impl NewMessage {
         }
         Ok(())
     }
+    /// The idempotency key a message gets when its source names none (the
+    /// importer's lines without `message_id`): `"h:"` and 32 hex digits of a
+    /// BLAKE3 hash over the scope, session, timestamp (ms), role and content
+    /// (the speaker name is left out: it labels, it does not distinguish).
+    /// Two lines equal in all of these are one message said once, so a file
+    /// re-imported after a kill adds nothing twice.
+    pub fn content_key(&self, scope: &Scope, session: &SessionId) -> String {
+        let mut h = blake3::Hasher::new();
+        let ts = self.timestamp.timestamp_millis().to_string();
+        for part in [
+            scope.user_id(),
+            scope.agent_id(),
+            session.as_str(),
+            ts.as_str(),
+            self.role.as_str(),
+            self.content.as_str(),
+        ] {
+            // length-prefixed, so ("ab","c") and ("a","bc") differ
+            h.update(&(part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+        format!("h:{}", &h.finalize().to_hex()[..32])
+    }
     /// The speaker label used in transcripts: the name, else the role.
     pub fn speaker(&self) -> &str {
         self.name.as_deref().unwrap_or(self.role.as_str())
@@ -413,8 +448,9 @@ pub struct ImportTurn {
     /// When it was said (RFC 3339); the time of arrival when left out.
     #[serde(default = "Utc::now")]
     pub timestamp: DateTime<Utc>,
-    /// See [`NewMessage::idempotency_key`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// See [`NewMessage::idempotency_key`]; `message_id` is accepted as
+    /// its other name (the field exporters of chat logs use).
+    #[serde(default, alias = "message_id", skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 

@@ -4,7 +4,7 @@
 
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{middleware, Json};
 use serde::{Deserialize, Serialize};
@@ -145,7 +145,8 @@ struct Recorded {
 /// Records one message (durable on return). `timestamp` defaults to now.
 #[utoipa::path(
     post, path = "/v1/users/{user_id}/agents/{agent_id}/sessions/{session_id}/messages", tag = "turns",
-    params(SessionPath), request_body = NewMessage,
+    params(SessionPath, ("Idempotency-Key" = Option<String>, Header, description = "The message's idempotency key (else the body's idempotency_key): a retry with the same key stores nothing twice and answers the held message's id")),
+    request_body = NewMessage,
     responses(
         (status = 201, body = Recorded),
         (status = 400, description = "empty or invalid message or id", body = ErrorBody),
@@ -156,10 +157,21 @@ struct Recorded {
 async fn record_message(
     State(st): State<AppState>,
     p: Result<Path<SessionPath>, PathRejection>,
+    headers: HeaderMap,
     b: Result<Json<NewMessage>, JsonRejection>,
 ) -> ApiResult<Response> {
     let (scope, session) = path(p)?.parts()?;
-    let msg = body(b)?;
+    let mut msg = body(b)?;
+    if let Some(k) = idempotency_header(&headers, 0)? {
+        match &msg.idempotency_key {
+            Some(b) if *b != k => {
+                return Err(ApiError::from(crate::Error::InvalidInput(
+                    "the Idempotency-Key header and the body's idempotency_key differ; send one".into(),
+                )))
+            }
+            _ => msg.idempotency_key = Some(k),
+        }
+    }
     let id = st.memory.record(&scope, &session, msg).await?;
     Ok((StatusCode::CREATED, Json(Recorded { message_id: id })).into_response())
 }
@@ -168,7 +180,8 @@ async fn record_message(
 /// across sessions of one scope, in one transaction: all or none.
 #[utoipa::path(
     post, path = "/v1/users/{user_id}/agents/{agent_id}/messages:batch", tag = "turns",
-    params(ScopePath), request_body = Vec<ImportTurn>,
+    params(ScopePath, ("Idempotency-Key" = Option<String>, Header, description = "Keys turn i as \"{key}#{i}\" (unless the turn has its own idempotency_key): the batch retried with the same key stores nothing twice")),
+    request_body = Vec<ImportTurn>,
     responses(
         (status = 201, body = BatchReport),
         (status = 400, description = "a bad turn (named by index); nothing stored", body = ErrorBody),
@@ -178,11 +191,46 @@ async fn record_message(
 async fn record_batch(
     State(st): State<AppState>,
     p: Result<Path<ScopePath>, PathRejection>,
+    headers: HeaderMap,
     b: Result<Json<Vec<ImportTurn>>, JsonRejection>,
 ) -> ApiResult<Response> {
     let scope = path(p)?.scope()?;
-    let r = st.memory.record_batch(&scope, body(b)?).await?;
+    let mut turns = body(b)?;
+    if let Some(k) = idempotency_header(&headers, BATCH_KEY_SUFFIX)? {
+        // turn i of a retried batch gets the key it got the first time
+        for (i, t) in turns.iter_mut().enumerate() {
+            t.idempotency_key.get_or_insert_with(|| format!("{k}#{i}"));
+        }
+    }
+    let r = st.memory.record_batch(&scope, turns).await?;
     Ok((StatusCode::CREATED, Json(r)).into_response())
+}
+
+/// Bytes a batch appends to its `Idempotency-Key` to key each turn (`#`
+/// and the turn index: [`crate::memory::MAX_BATCH_TURNS`] has 4 digits).
+const BATCH_KEY_SUFFIX: usize = 5;
+
+/// The `Idempotency-Key` header (the IETF httpapi draft's name), when sent:
+/// visible ASCII, at most [`crate::model::MAX_ID_BYTES`] − `suffix` bytes.
+/// A request retried with the same key stores nothing twice: the record
+/// route keys the message with it, the batch route keys turn `i` with
+/// `"{key}#{i}"` (a turn's own `idempotency_key` wins).
+fn idempotency_header(headers: &HeaderMap, suffix: usize) -> ApiResult<Option<String>> {
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let max = crate::model::MAX_ID_BYTES - suffix;
+    let k = v
+        .to_str()
+        .ok()
+        .map(str::trim)
+        .filter(|k| !k.is_empty() && k.len() <= max && k.bytes().all(|b| b.is_ascii_graphic()))
+        .ok_or_else(|| {
+            ApiError::from(crate::Error::InvalidInput(format!(
+                "Idempotency-Key must be 1 to {max} visible ASCII characters"
+            )))
+        })?;
+    Ok(Some(k.to_string()))
 }
 
 /// Body of an inject.

@@ -64,6 +64,12 @@ pub async fn keyword_index_contract(idx: &dyn KeywordIndex) {
     idx.delete(&a, &[ep(&a, "2")]).await.unwrap();
     assert_eq!(idx.count(&a).await.unwrap(), 1);
     assert_eq!(idx.count(&b).await.unwrap(), 1);
+    // ids: every live document once, with its scope (deleted and replaced ones gone)
+    let mut ids = idx.ids().await.unwrap();
+    ids.sort_by(|x, y| x.1.as_str().cmp(y.1.as_str()));
+    let mut want = vec![(a.clone(), ep(&a, "1")), (b.clone(), ep(&b, "1"))];
+    want.sort_by(|x, y| x.1.as_str().cmp(y.1.as_str()));
+    assert_eq!(ids, want);
     // Korean is searchable
     idx.upsert(vec![doc(&a, "3", "동생 결혼식은 10월에 부산에서 해요")])
         .await
@@ -169,6 +175,15 @@ pub async fn vector_index_contract(idx: &dyn VectorIndex) {
     idx.delete(&a, &[ep(&a, "1")]).await.unwrap();
     assert_eq!(idx.count(&a).await.unwrap(), 1);
     assert_eq!(idx.count(&b).await.unwrap(), 1);
+    // ids: each episode once however many units it has, with its scope
+    let mut u3 = p(&a, "2", &[0.0, 0.5, 0.5, 0.0]);
+    u3.unit = 3;
+    idx.upsert(vec![u3]).await.unwrap();
+    let mut ids = idx.ids().await.unwrap();
+    ids.sort_by(|x, y| x.1.as_str().cmp(y.1.as_str()));
+    let mut want = vec![(a.clone(), ep(&a, "2")), (b.clone(), ep(&b, "1"))];
+    want.sort_by(|x, y| x.1.as_str().cmp(y.1.as_str()));
+    assert_eq!(ids, want);
     idx.optimize().await.unwrap();
 }
 
@@ -231,6 +246,10 @@ pub async fn typed_store_contract(st: &dyn TypedStore) {
     assert!(matches!(st.memory(&a, &f2).await, Err(crate::Error::NotFound(_))));
     let counts = st.memory_counts(&a).await.unwrap();
     assert!(counts.contains(&(crate::model::typed::MemoryType::Event, 5)), "{counts:?}");
+    // the total is every private scope's memories together
+    let sum = |c: Vec<(crate::model::typed::MemoryType, usize)>| c.iter().map(|x| x.1).sum::<usize>();
+    let both = sum(counts) + sum(st.memory_counts(&b).await.unwrap());
+    assert_eq!(st.total_memories().await.unwrap(), both);
 }
 
 /// Shared-store contract (team and public tiers): tiers are apart, pools
@@ -665,6 +684,10 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
 
     // expiry: expired episodes are invisible and listed for the pruner
     let old = episode(&a, "s-old", "An old chat.", Some(now - Duration::minutes(1)));
+    // no session, no episode: an erasure during promotion must not bring one back
+    assert!(matches!(st.put_episode(&a, &old, EventId(-1), false).await, Err(crate::Error::NotFound(_))));
+    assert_eq!(st.count_episodes(&a).await.unwrap(), 1);
+    st.append_message(&a, &SessionId::new("s-old").unwrap(), &NewMessage::user("old", t0), now).await.unwrap();
     st.put_episode(&a, &old, EventId(-1), false).await.unwrap();
     assert_eq!(st.episodes(&a, &[e1.id.clone(), old.id.clone()], now).await.unwrap().len(), 1);
     assert_eq!(st.expired_episodes(now, 10).await.unwrap(), vec![(a.clone(), old.id.clone())]);

@@ -488,6 +488,8 @@ pub trait TypedStore: Send + Sync + 'static {
     async fn optimize_memories(&self) -> Result<()>;
     /// Memories held per type (live and superseded).
     async fn memory_counts(&self, scope: &Scope) -> Result<Vec<(MemoryType, usize)>>;
+    /// Typed memories of every private scope together (`strata check`).
+    async fn total_memories(&self) -> Result<usize>;
     /// Every memory of a user (all agents) with its scope: erasure clears
     /// the indexes with it before the rows go. Maintenance only.
     async fn user_memories(&self, user_id: &str) -> Result<Vec<(Scope, MemoryId)>>;
@@ -597,6 +599,10 @@ pub trait KeywordIndex<K: DocKey = EpisodeId>: Send + Sync + 'static {
     ) -> Result<KeywordResult<K>>;
     /// Removes episodes of `scope`.
     async fn delete(&self, scope: &Scope, ids: &[K]) -> Result<()>;
+    /// Every document the index holds, as (scope, key), each once, in no
+    /// set order: what `strata check` compares with the system of record.
+    /// One pass over the whole index; memory grows with the document count.
+    async fn ids(&self) -> Result<Vec<(Scope, K)>>;
     /// Documents stored for `scope`.
     async fn count(&self, scope: &Scope) -> Result<usize>;
     /// Rewrites storage so deleted documents are gone from disk, not only
@@ -635,6 +641,10 @@ pub trait VectorIndex<K: DocKey = EpisodeId>: Send + Sync + 'static {
     async fn search(&self, scope: &Scope, vector: &[f32], limit: usize) -> Result<Vec<Hit<K>>>;
     /// Removes episodes of `scope` (all their units).
     async fn delete(&self, scope: &Scope, ids: &[K]) -> Result<()>;
+    /// Every document (episode or memory) with at least one point, as
+    /// (scope, key), each once, in no set order: what `strata check`
+    /// compares with the system of record. One pass over every point.
+    async fn ids(&self) -> Result<Vec<(Scope, K)>>;
     /// Background maintenance (e.g. building the HNSW graph); called by
     /// workers when idle, never on the request path. Default: nothing.
     async fn optimize(&self) -> Result<()> {

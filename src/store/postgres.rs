@@ -611,6 +611,20 @@ impl RecordStore for PgStore {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(pe)?;
         let now = ms(Utc::now());
+        // an erasure that ran while the session was being summarised took the
+        // session: its episode must not come back (FOR SHARE holds off an
+        // erasure until this transaction ends)
+        let session = tx
+            .query_opt(
+                "SELECT 1 FROM sessions WHERE user_id=$1 AND agent_id=$2 AND session_id=$3 FOR SHARE",
+                &[&scope.user_id(), &scope.agent_id(), &ep.session_id.as_str()],
+            )
+            .await
+            .map_err(pe)?
+            .is_some();
+        if !session {
+            return Err(Error::NotFound(format!("session {} (erased)", ep.session_id)));
+        }
         let existed = tx
             .query_opt("SELECT 1 FROM episodes WHERE id=$1 FOR UPDATE", &[&ep.id.as_str()])
             .await

@@ -378,6 +378,17 @@ impl TypedStore for PgStore {
         counts(self, private(scope)).await
     }
 
+    async fn total_memories(&self) -> Result<usize> {
+        let c = self.client().await?;
+        let rows = query(
+            &c,
+            "SELECT COUNT(*) FROM memories m JOIN memory_scopes s ON s.sid = m.sid WHERE s.tier=?",
+            vec![Param::Text(ts::PRIVATE.into())],
+        )
+        .await?;
+        Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)) as usize)
+    }
+
     async fn user_memories(&self, user_id: &str) -> Result<Vec<(Scope, MemoryId)>> {
         let c = self.client().await?;
         let rows = query(

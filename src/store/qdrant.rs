@@ -51,7 +51,7 @@ use qdrant_client::qdrant::{
     with_payload_selector::SelectorOptions, Condition, CountPointsBuilder,
     CreateCollectionBuilder, CreateFieldIndexCollectionBuilder, DeletePointsBuilder, Distance,
     FieldType, Filter, KeywordIndexParamsBuilder, NamedVectors, PayloadIncludeSelector,
-    PointStruct, QueryPointsBuilder, SparseVectorParamsBuilder, SparseVectorsConfigBuilder,
+    PointStruct, QueryPointsBuilder, ScrollPointsBuilder, SparseVectorParamsBuilder, SparseVectorsConfigBuilder,
     UpsertPointsBuilder, Value, VectorParamsBuilder, VectorsConfigBuilder,
 };
 use qdrant_client::{Qdrant, QdrantError};
@@ -320,6 +320,43 @@ impl QdrantServer {
         Ok(())
     }
 
+    /// Every distinct (scope, key) of the points of `index` and `part`,
+    /// scrolled in pages of 1024.
+    async fn keys<K: DocKey>(&self, index: &str, part: &str) -> Result<Vec<(Scope, K)>> {
+        let must = vec![
+            Condition::matches("index", index.to_string()),
+            Condition::matches("part", part.to_string()),
+        ];
+        let mut seen = std::collections::HashSet::new();
+        let mut offset = None;
+        loop {
+            let mut req = ScrollPointsBuilder::new(&self.collection)
+                .filter(Filter::must(must.clone()))
+                .limit(1024)
+                .with_payload(SelectorOptions::Include(PayloadIncludeSelector {
+                    fields: vec!["user_id".into(), "agent_id".into(), "key".into()],
+                }));
+            if let Some(o) = offset.take() {
+                req = req.offset(o);
+            }
+            let page = self.client.scroll(req).await.map_err(qe)?;
+            for p in &page.result {
+                seen.insert((
+                    string_of(&p.payload, "user_id")?.to_string(),
+                    string_of(&p.payload, "agent_id")?.to_string(),
+                    key_of(&p.payload)?.to_string(),
+                ));
+            }
+            match page.next_page_offset {
+                Some(o) => offset = Some(o),
+                None => break,
+            }
+        }
+        seen.into_iter()
+            .map(|(u, a, k)| Ok((Scope::new(u, a)?, K::parse(&k)?)))
+            .collect()
+    }
+
     async fn count(&self, must: Vec<Condition>) -> Result<u64> {
         let r = self
             .client
@@ -353,9 +390,13 @@ fn payload(index: &str, scope: &Scope, part: &str, key: &str) -> HashMap<String,
 }
 
 fn key_of(payload: &HashMap<String, Value>) -> Result<&str> {
-    match payload.get("key").and_then(|v| v.kind.as_ref()) {
+    string_of(payload, "key")
+}
+
+fn string_of<'a>(payload: &'a HashMap<String, Value>, field: &str) -> Result<&'a str> {
+    match payload.get(field).and_then(|v| v.kind.as_ref()) {
         Some(qdrant_client::qdrant::value::Kind::StringValue(s)) => Ok(s),
-        _ => Err(Error::Vector("qdrant point without a key payload".into())),
+        _ => Err(Error::Vector(format!("qdrant point without a {field} payload"))),
     }
 }
 
@@ -437,6 +478,10 @@ impl<K: DocKey> VectorIndex<K> for QdrantVectorIndex<K> {
     async fn delete(&self, scope: &Scope, ids: &[K]) -> Result<()> {
         let keys = ids.iter().map(|k| k.as_str().to_string()).collect();
         self.server.delete(&self.index, scope, "unit", keys).await
+    }
+
+    async fn ids(&self) -> Result<Vec<(Scope, K)>> {
+        self.server.keys(&self.index, "unit").await
     }
 
     async fn count(&self, scope: &Scope) -> Result<usize> {
@@ -614,6 +659,10 @@ impl<K: DocKey> KeywordIndex<K> for QdrantKeywordIndex<K> {
     async fn delete(&self, scope: &Scope, ids: &[K]) -> Result<()> {
         let keys = ids.iter().map(|k| k.as_str().to_string()).collect();
         self.server.delete(&self.index, scope, "doc", keys).await
+    }
+
+    async fn ids(&self) -> Result<Vec<(Scope, K)>> {
+        self.server.keys(&self.index, "doc").await
     }
 
     async fn count(&self, scope: &Scope) -> Result<usize> {

@@ -15,7 +15,7 @@ use qdrant_edge::{
     EdgeVectorParamsBuilder, FieldCondition, FieldIndexOperations, Filter, JsonPath,
     KeywordIndexParams, Match, MatchValue, NamedQuery, PayloadFieldSchema, PayloadSchemaParams,
     PointId, PointInsertOperations, PointOperations, PointStruct, QueryEnum, QueryRequest,
-    ScoringQuery, UpdateOperation, ValueVariants, WithPayloadInterface, WithVector,
+    ScoringQuery, ScrollRequest, UpdateOperation, ValueVariants, WithPayloadInterface, WithVector,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -317,6 +317,49 @@ impl<K: DocKey> VectorIndex<K> for EdgeVectorIndex<K> {
         }
         let this = self.clone();
         tokio::task::spawn_blocking(move || this.optimize_blocking().map(|_| ())).await?
+    }
+
+    async fn ids(&self) -> Result<Vec<(Scope, K)>> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut seen = std::collections::HashSet::new();
+            let mut offset = None;
+            loop {
+                let (page, next) = this
+                    .shard
+                    .scroll(ScrollRequest {
+                        offset,
+                        limit: Some(1024),
+                        filter: None,
+                        with_payload: Some(WithPayloadInterface::Fields(vec![
+                            path("scope"),
+                            path("episode_id"),
+                        ])),
+                        with_vector: WithVector::Bool(false),
+                        order_by: None,
+                    })
+                    .map_err(ve)?;
+                for p in page {
+                    let field = |k: &str| {
+                        p.payload
+                            .as_ref()
+                            .and_then(|pl| pl.0.get(k))
+                            .and_then(|v| v.as_str())
+                            .map(str::to_string)
+                            .ok_or_else(|| Error::Vector(format!("point without {k} payload")))
+                    };
+                    seen.insert((field("scope")?, field("episode_id")?));
+                }
+                match next {
+                    Some(n) => offset = Some(n),
+                    None => break,
+                }
+            }
+            seen.into_iter()
+                .map(|(s, id)| Ok((Scope::from_key(&s)?, K::parse(&id)?)))
+                .collect()
+        })
+        .await?
     }
 
     async fn count(&self, scope: &Scope) -> Result<usize> {

@@ -547,6 +547,19 @@ impl RecordStore for SqliteStore {
         self.run(move |c| {
             let tx = c.transaction()?;
             let now = ms(Utc::now());
+            // an erasure that ran while the session was being summarised took
+            // the session: its episode must not come back
+            let session: bool = tx
+                .query_row(
+                    "SELECT 1 FROM sessions WHERE user_id=?1 AND agent_id=?2 AND session_id=?3",
+                    params![scope.user_id(), scope.agent_id(), ep.session_id.as_str()],
+                    |_| Ok(()),
+                )
+                .optional()?
+                .is_some();
+            if !session {
+                return Err(Error::NotFound(format!("session {} (erased)", ep.session_id)));
+            }
             let existed: bool = tx
                 .query_row("SELECT 1 FROM episodes WHERE id=?1", [ep.id.as_str()], |_| Ok(()))
                 .optional()?

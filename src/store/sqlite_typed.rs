@@ -438,6 +438,11 @@ impl TypedStore for SqliteStore {
         self.run(move |c| counts(c, private(&scope))).await
     }
 
+    async fn total_memories(&self) -> Result<usize> {
+        self.run(|c| Ok(c.query_row("SELECT COUNT(*) FROM memories", [], |r| r.get::<_, i64>(0))? as usize))
+            .await
+    }
+
     async fn user_memories(&self, user_id: &str) -> Result<Vec<(Scope, MemoryId)>> {
         let user = user_id.to_string();
         self.run(move |c| {

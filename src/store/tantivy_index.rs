@@ -272,6 +272,42 @@ impl<K: DocKey> TantivyIndex<K> {
         })
     }
 
+    /// Every live document as (scope, key): the scope field is indexed but
+    /// not stored, so each segment's scope terms are walked and their
+    /// postings give the documents, whose stored id is read.
+    fn ids_blocking(&self) -> Result<Vec<(Scope, K)>> {
+        use tantivy::{DocSet as _, TERMINATED};
+        let f = self.inner.f;
+        let searcher = self.inner.reader.searcher();
+        let mut out = Vec::new();
+        for seg in searcher.segment_readers() {
+            let inverted = seg.inverted_index(f.scope).map_err(kw)?;
+            let store = seg.get_store_reader(16).map_err(kw)?;
+            let mut terms = inverted.terms().stream().map_err(kw)?;
+            while terms.advance() {
+                let key = std::str::from_utf8(terms.key())
+                    .map_err(|e| Error::Keyword(format!("scope term is not UTF-8: {e}")))?;
+                let scope = Scope::from_key(key)?;
+                let mut postings = inverted
+                    .read_postings_from_terminfo(terms.value(), IndexRecordOption::Basic)
+                    .map_err(kw)?;
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    if !seg.is_deleted(doc) {
+                        let d: TantivyDocument = store.get(doc).map_err(kw)?;
+                        let id = d
+                            .get_first(f.id)
+                            .and_then(|v| v.as_str())
+                            .ok_or_else(|| Error::Keyword("document without an id".into()))?;
+                        out.push((scope.clone(), K::parse(id)?));
+                    }
+                    doc = postings.advance();
+                }
+            }
+        }
+        Ok(out)
+    }
+
     fn scope_term(&self, scope: &Scope) -> Term {
         Term::from_field_text(self.inner.f.scope, &scope.key())
     }
@@ -534,6 +570,11 @@ impl<K: DocKey> KeywordIndex<K> for TantivyIndex<K> {
             Ok(())
         })
         .await?
+    }
+
+    async fn ids(&self) -> Result<Vec<(Scope, K)>> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.ids_blocking()).await?
     }
 
     async fn count(&self, scope: &Scope) -> Result<usize> {

@@ -124,7 +124,7 @@ impl KnowledgeIndex {
         })
     }
 
-    async fn add(&self, scope: &Scope, items: &[(MemoryId, String)], embedder: &dyn Embedder) -> Result<()> {
+    pub(crate) async fn add(&self, scope: &Scope, items: &[(MemoryId, String)], embedder: &dyn Embedder) -> Result<()> {
         if items.is_empty() {
             return Ok(());
         }
@@ -166,7 +166,7 @@ impl KnowledgeIndex {
     }
 
     /// Removes memories from both indexes.
-    async fn remove(&self, scope: &Scope, ids: &[MemoryId]) -> Result<()> {
+    pub(crate) async fn remove(&self, scope: &Scope, ids: &[MemoryId]) -> Result<()> {
         self.keyword.delete(scope, ids).await?;
         self.vectors.delete(scope, ids).await
     }

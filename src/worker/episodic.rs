@@ -356,10 +356,22 @@ async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
         index_vectors(shared, &items).await?;
     }
     for p in batch {
-        shared
-            .records
-            .put_episode(p.event.event.scope(), &p.episode, p.event.id, defer)
-            .await?;
+        let scope = p.event.event.scope();
+        match shared.records.put_episode(scope, &p.episode, p.event.id, defer).await {
+            Ok(()) => {}
+            Err(crate::Error::NotFound(_)) => {
+                // erased while summarised: take back what was just indexed (the
+                // erasure, not knowing this episode, could not) and close the job
+                let ids = std::slice::from_ref(&p.episode.id);
+                shared.keyword.delete(scope, ids).await?;
+                shared.vectors.delete(scope, ids).await?;
+                shared.keyword.compact().await?;
+                shared.records.fail_event(p.event.id, "session erased while promoted", 1).await?;
+                tracing::info!(episode_id = %p.episode.id, "session erased during promotion; its index entries removed");
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
         // (the EpisodeVectors job needs no wake-up: this loop takes it next)
         shared.bus.publish(EventKind::EpisodeCreated);
         tracing::debug!(episode_id = %p.episode.id, session_id = %p.episode.session_id, "episode created");
