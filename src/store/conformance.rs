@@ -751,10 +751,10 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
 
     // sizes, then erasure of one user leaves the other whole
     let sz = st.store_sizes().await.unwrap();
-    assert_eq!((sz.sessions, sz.open_sessions, sz.messages, sz.episodes), (2, 1, 4, 2));
+    assert_eq!((sz.sessions, sz.open_sessions, sz.messages, sz.episodes), (3, 2, 5, 2));
     assert_eq!(st.user_episodes("alice").await.unwrap(), vec![(a.clone(), e1.id.clone())]);
     let gone = st.delete_user_records("alice").await.unwrap();
-    assert_eq!(gone.rows.get("messages"), Some(&3));
+    assert_eq!(gone.rows.get("messages"), Some(&4));
     assert_eq!(gone.rows.get("episodes"), Some(&1));
     assert!(matches!(st.session(&a, &s1).await, Err(crate::Error::NotFound(_))));
     assert_eq!(st.usage_totals(Some(&a)).await.unwrap().calls, 0);
@@ -1063,6 +1063,6 @@ mod backends {
         drop(idx);
         let idx = qdrant_edge::EdgeVectorIndex::<EpisodeId>::open(dir.path(), 4).unwrap();
         let (a, _) = scopes();
-        assert_eq!(idx.count(&a).await.unwrap(), 1, "persisted across reopen");
+        assert_eq!(idx.count(&a).await.unwrap(), 2, "persisted across reopen (one episode, two units)");
     }
 }
