@@ -20,6 +20,6 @@ if [ -z "${STRATA_TEST_BOLT_URI:-}" ]; then
   eval "$(./scripts/graph-server.sh start)"
   cleanup+=("./scripts/graph-server.sh stop")
 fi
-cargo test --lib --bins --tests "$@"
-cargo test --doc "$@"
-cargo test --benches --no-run "$@"
+cargo test --features failpoints --lib --bins --tests "$@"
+cargo test --features failpoints --doc "$@"
+cargo test --features failpoints --benches --no-run "$@"

@@ -54,6 +54,7 @@
 //! - [`cli`]: the `strata` command line (a thin client of the library).
 #![warn(missing_docs)]
 
+pub mod backup;
 pub mod bus;
 pub mod check;
 pub mod cli;

@@ -1539,6 +1539,7 @@ impl Memory {
         report.keyword_docs += kw;
         report.vector_points += vec;
         report.shared = s.typed.forget_user_shared(user_id).await?;
+        fail::fail_point!("erasure.after_indexes", |_| Err(crate::Error::Task("fail point erasure.after_indexes".into())));
         report.graph = s.graph.delete_user_graph(user_id).await?;
         report.records = s.records.delete_user_records(user_id).await?;
         report.scopes = by_scope.len();

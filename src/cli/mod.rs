@@ -203,6 +203,25 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Take a consistent online copy of this embedded deployment's SQLite
+    /// files (records, graph, typed memories, team and public stores) into
+    /// DIR, which must be new or empty. Safe while `strata serve` runs.
+    Backup {
+        /// Where to write the backup.
+        dir: PathBuf,
+        /// Machine-readable output (the manifest).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Restore a backup made by `strata backup` into this (empty) data
+    /// directory, migrating an older schema, and rebuild every index.
+    Restore {
+        /// The backup directory.
+        dir: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Rebuild the BM25 and vector indexes from the system of record with the
     /// embedder now configured (needed after changing embedding.provider or model).
     Reindex {
@@ -1083,6 +1102,28 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 println!("{}", if r.ok() { "ok" } else { "problems remain" });
             }
             Ok(if r.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::Backup { dir, json } => {
+            let m = crate::backup::backup(&config, &dir).await?;
+            if json {
+                print_json(&m)?;
+            } else {
+                let bytes: u64 = m.files.iter().map(|f| f.bytes).sum();
+                println!("backed up {} SQLite files ({bytes} bytes, schema {}) into {}", m.files.len(), m.schema_version, dir.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Restore { dir, json } => {
+            let r = crate::backup::restore(config, &dir).await?;
+            if json {
+                print_json(&r)?;
+            } else {
+                println!(
+                    "restored the backup of {} ({} files, written by Strata {}); reindexed {} episodes and {} typed memories in {:.1}s",
+                    r.manifest.created_at, r.manifest.files.len(), r.manifest.strata, r.reindex.episodes, r.reindex.memories, r.reindex.seconds
+                );
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Reindex { json } => {
             let r = Memory::reindex(config, Components::default()).await?;

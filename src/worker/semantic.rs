@@ -99,6 +99,15 @@ async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
         )
         .await?;
     tracing::debug!(episode_id = %episode_id, entities = report.entities.len(), relations = report.relations, invalidated = report.invalidated, "graph updated");
+    // an erasure that ran while this episode was extracted took its session
+    // (only erasure removes sessions; the pruner keeps them) and erased the
+    // graph before these rows existed: erase again, before the job ends
+    if let Err(crate::Error::NotFound(_)) = shared.records.session(scope, &episode.session_id).await {
+        shared.graph.delete_user_graph(scope.user_id()).await?;
+        tracing::info!(episode_id = %episode_id, "user erased during extraction; graph rows removed");
+        return shared.records.finish_event(ev.id, vec![]).await;
+    }
+    fail::fail_point!("semantic.before_finish", |_| Err(crate::Error::Task("fail point semantic.before_finish".into())));
     let follow: Vec<Event> = report
         .entities
         .into_iter()
