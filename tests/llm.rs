@@ -1124,3 +1124,50 @@ async fn shutdown_does_not_wait_out_a_failing_jobs_backoff() {
         "the promotion before it was not held back"
     );
 }
+
+/// An endpoint that refuses every connection for the whole run: each job
+/// attempt is retried as configured, the job is parked only once all
+/// `workers.max_attempts` attempts are spent (never earlier), the raw
+/// session is kept, and after the endpoint comes back the parked job runs
+/// to an episode: nothing lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_down_for_the_whole_run_parks_only_after_every_attempt() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let server = MockServer::start().await;
+    let (mut cfg, _dir) = llm_config(&server);
+    cfg.llm.base_url = format!("http://{closed}/v1"); // bound then released: refused
+    cfg.workers.max_attempts = 3;
+    let mem = common::open(cfg.clone()).await;
+    let sid = session(&mem, "trip", TRIP).await;
+    // while attempts remain the job waits in the outbox, never in the dead letters
+    let t0 = std::time::Instant::now();
+    loop {
+        let parked = mem.parked_jobs(10).await.unwrap();
+        let pending = mem.queue_depths().await.unwrap()[0].1;
+        if !parked.is_empty() {
+            assert_eq!(parked[0].attempts, 3, "parked only after every attempt: {parked:?}");
+            assert_eq!(pending, 0);
+            assert!(parked[0].last_error.contains("error sending request"), "{}", parked[0].last_error);
+            break;
+        }
+        assert_eq!(pending, 1, "the job is pending until parked");
+        assert!(t0.elapsed() < Duration::from_secs(60), "never parked");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(mem.llm_usage(None).await.unwrap().failed_calls, 3 * 2, "3 attempts x (1 try + 1 retry)");
+    assert_eq!(mem.session(&scope(), &sid).await.unwrap().message_count, 3, "the raw session is kept");
+    mem.shutdown().await.unwrap();
+    drop(mem);
+    // the endpoint is back (here: another address); the operator retries
+    Mock::given(method("POST"))
+        .and(path(CHAT))
+        .respond_with(ok("Dana flies to Busan in May."))
+        .mount(&server)
+        .await;
+    cfg.llm.base_url = format!("{}/v1", server.uri());
+    let mem = common::open(cfg).await;
+    assert_eq!(mem.retry_jobs(None).await.unwrap(), 1);
+    mem.wait_idle().await.unwrap();
+    assert_eq!(only_episode(&mem).await.summary, "Dana flies to Busan in May.");
+    mem.shutdown().await.unwrap();
+}

@@ -902,3 +902,71 @@ async fn thirty_two_writers_beside_readers_prune_and_repair_lose_nothing() {
     assert_eq!(r.counts.episodes, 17, "the seed and 16 own sessions, once each");
     mem.shutdown().await.unwrap();
 }
+
+/// A full disk (a 6 MiB tmpfs under the data directory): recording fails
+/// with a clear "disk is full" error and nothing stored before is damaged;
+/// once space is back (the tmpfs grown) the same memory records, promotes
+/// and passes `check` and SQLite's integrity check. Needs root for
+/// `mount`; says SKIPPED otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_gives_a_clear_error_and_corrupts_nothing() {
+    let (mut cfg, dir) = common::config();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mount = |opts: &str| {
+        std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", opts, "tmpfs"])
+            .arg(&mnt)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !mount("size=6m") {
+        eprintln!("SKIPPED: mounting a tmpfs needs root; the full-disk test did not run");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    cfg.data_dir = mnt.join("data");
+    let mem = common::open(cfg).await;
+    let scope = Scope::new("u", "a").unwrap();
+    session(&mem, &scope, "before", 1, &["I started learning the cello in January.", "Nice!"]).await;
+    mem.wait_idle().await.unwrap();
+    let big = SessionId::new("big").unwrap();
+    let chunk = "The quick brown fox jumps over the lazy dog near the river bank. ".repeat(4000); // ~256 KB
+    let mut stored = 0i64;
+    let err = loop {
+        match mem.record(&scope, &big, NewMessage::user(format!("{stored} {chunk}"), t(2, stored))).await {
+            Ok(_) => stored += 1,
+            Err(e) => break e,
+        }
+        assert!(stored < 200, "the disk never filled");
+    };
+    let msg = err.to_string();
+    assert!(msg.contains("disk is full") || msg.contains("No space left"), "a clear error: {msg}");
+    // nothing damaged: what was acknowledged is there, reads work
+    assert_eq!(mem.session(&scope, &big).await.unwrap().message_count, stored);
+    assert_eq!(mem.memory_search(&scope, "cello", 5).await.unwrap().len(), 1);
+    // space comes back: the same memory goes on
+    let grown = std::process::Command::new("mount")
+        .args(["-o", "remount,size=256m"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(grown.success());
+    mem.record(&scope, &big, NewMessage::user("After the disk was grown, I adopted a kitten named Miso.", t(2, 999))).await.unwrap();
+    mem.end_session(&scope, &big).await.unwrap();
+    mem.wait_idle().await.unwrap();
+    assert!(mem.parked_jobs(10).await.unwrap().is_empty());
+    let r = mem.check(false).await.unwrap();
+    assert!(r.ok(), "{:?}", r.problems);
+    assert_eq!((r.counts.episodes, r.counts.messages), (2, 2 + stored as u64 + 1));
+    let db = rusqlite::Connection::open(mem.config().data_dir.join("strata.db")).unwrap();
+    let ok: String = db.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(ok, "ok");
+    mem.shutdown().await.unwrap();
+}
