@@ -1671,3 +1671,188 @@ async fn idempotency_key_makes_record_and_batch_retry_safe() {
     assert_eq!(c.json::<Value>().await.unwrap()["message_ids"], a["message_ids"]);
     s.stop().await;
 }
+
+/// Isolation through HTTP (issue 14): random interleavings of record, end,
+/// search (with expand), inject, remember, retrieve, graph search and
+/// erasure across 5 users and 2 agents, each scope calling with its own
+/// agent-bound key. Every read returns only the caller's own data; every
+/// call with a key for another scope gets 403 with the body a scope that
+/// does not exist gets; entity ids never appear in two scopes; an erased
+/// user's reads come back empty and the others keep theirs.
+mod http_isolation {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{HashMap, HashSet};
+
+    const USERS: usize = 5;
+    const AGENTS: usize = 2;
+    const WORDS: &[&str] = &["kayak", "violin", "Lisbon", "sourdough", "marathon", "orchid"];
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Record { scope: usize, session: u8, word: usize },
+        End { scope: usize, session: u8 },
+        Search { scope: usize, word: usize },
+        Remember { scope: usize, word: usize },
+        Retrieve { scope: usize },
+        Graph { scope: usize, word: usize },
+        Cross { key_of: usize, path_of: usize },
+        Forget { user: usize },
+    }
+
+    fn scope_of(i: usize) -> (String, String) {
+        (format!("u{}", i / AGENTS), format!("a{}", i % AGENTS))
+    }
+
+    fn tag(i: usize) -> String {
+        let (u, a) = scope_of(i);
+        format!("owner {u}-{a} ")
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let n = USERS * AGENTS;
+        prop_oneof![
+            4 => (0..n, 0..2u8, 0..WORDS.len()).prop_map(|(scope, session, word)| Op::Record { scope, session, word }),
+            2 => (0..n, 0..2u8).prop_map(|(scope, session)| Op::End { scope, session }),
+            2 => (0..n, 0..WORDS.len()).prop_map(|(scope, word)| Op::Search { scope, word }),
+            2 => (0..n, 0..WORDS.len()).prop_map(|(scope, word)| Op::Remember { scope, word }),
+            1 => (0..n).prop_map(|scope| Op::Retrieve { scope }),
+            1 => (0..n, 0..WORDS.len()).prop_map(|(scope, word)| Op::Graph { scope, word }),
+            2 => (0..n, 0..n).prop_map(|(key_of, path_of)| Op::Cross { key_of, path_of }),
+            1 => (0..USERS).prop_map(|user| Op::Forget { user }),
+        ]
+    }
+
+    async fn run(ops: Vec<Op>) {
+        let s = Server::start().await;
+        let n = USERS * AGENTS;
+        let mut keys = Vec::new();
+        for i in 0..n {
+            let (u, a) = scope_of(i);
+            let (_, k) = s.memory.create_api_key(KeyGrant::Agent { user_id: u, agent_id: a }, "").await.unwrap();
+            keys.push(k);
+        }
+        let (_, admin) = s.memory.create_api_key(KeyGrant::Admin, "ops").await.unwrap();
+        let base = |i: usize| {
+            let (u, a) = scope_of(i);
+            s.url(&format!("/v1/users/{u}/agents/{a}"))
+        };
+        let mut generation: HashMap<(usize, u8), u32> = HashMap::new();
+        let mut entities: HashMap<String, usize> = HashMap::new();
+        let mut erased: HashSet<usize> = HashSet::new();
+        let own = |i: usize, text: &str| text.contains(&tag(i));
+        for op in ops {
+            match op {
+                Op::Record { scope, session, word } => {
+                    let gen = generation.entry((scope, session)).or_default();
+                    let url = format!("{}/sessions/s{session}-{gen}/messages", base(scope));
+                    let r = call("POST", &url, Some(&keys[scope]), Some(json!({"role": "user", "content": format!("{}talks about {}", tag(scope), WORDS[word])}))).await;
+                    assert_eq!(r.status, 201, "{:?}", r.body);
+                    erased.remove(&(scope / AGENTS));
+                }
+                Op::End { scope, session } => {
+                    let gen = generation.entry((scope, session)).or_default();
+                    let url = format!("{}/sessions/s{session}-{gen}/end", base(scope));
+                    let r = call("POST", &url, Some(&keys[scope]), None).await;
+                    assert!(r.status == 202 || r.status == 404, "{:?}", r.body);
+                    if r.status == 202 {
+                        *gen += 1;
+                    }
+                }
+                Op::Search { scope, word } => {
+                    s.memory.wait_idle().await.unwrap();
+                    let r = call("POST", &format!("{}/search", base(scope)), Some(&keys[scope]), Some(json!({"query": WORDS[word], "top_k": 20}))).await;
+                    assert_eq!(r.status, 200);
+                    for h in r.body["results"].as_array().unwrap() {
+                        let id = h["id"].as_str().unwrap();
+                        let ex = call("GET", &format!("{}/episodes/{id}?raw=true", base(scope)), Some(&keys[scope]), None).await;
+                        assert_eq!(ex.status, 200);
+                        for m in ex.body["raw"].as_array().unwrap() {
+                            assert!(own(scope, m["content"].as_str().unwrap()), "leak: scope {scope} saw {m}");
+                        }
+                        // nobody else can expand it, even with the path of their own scope
+                        let other = (scope + 1) % n;
+                        let ex = call("GET", &format!("{}/episodes/{id}", base(other)), Some(&keys[other]), None).await;
+                        assert_eq!(ex.status, 404, "scope {other} expanded scope {scope}'s episode");
+                    }
+                    for k in r.body["knowledge"].as_array().unwrap() {
+                        assert!(own(scope, k["abstract"].as_str().unwrap()), "leak: {k}");
+                    }
+                    let r = call("POST", &format!("{}/sessions/probe/inject", base(scope)), Some(&keys[scope]), Some(json!({"message": format!("what about the {}?", WORDS[word])}))).await;
+                    assert_eq!(r.status, 200);
+                    for e in r.body["entries"].as_array().unwrap() {
+                        let ex = call("GET", &format!("{}/episodes/{}", base(scope), e["id"].as_str().unwrap()), Some(&keys[scope]), None).await;
+                        assert_eq!(ex.status, 200);
+                    }
+                }
+                Op::Remember { scope, word } => {
+                    let r = call("POST", &format!("{}/memories", base(scope)), Some(&keys[scope]), Some(json!({"type": "fact", "content": format!("{}likes {}", tag(scope), WORDS[word]), "metadata": {"category": "hobby"}}))).await;
+                    assert_eq!(r.status, 201, "{:?}", r.body);
+                    erased.remove(&(scope / AGENTS));
+                }
+                Op::Retrieve { scope } => {
+                    let r = call("POST", &format!("{}/memories/query", base(scope)), Some(&keys[scope]), Some(json!({"filter": {"type": "fact"}, "top_k": 100}))).await;
+                    assert_eq!(r.status, 200, "{:?}", r.body);
+                    for m in r.body["memories"].as_array().unwrap() {
+                        assert!(own(scope, m["content"].as_str().unwrap()), "leak: {m}");
+                    }
+                }
+                Op::Graph { scope, word } => {
+                    s.memory.wait_idle().await.unwrap();
+                    let r = call("POST", &format!("{}/graph/search", base(scope)), Some(&keys[scope]), Some(json!({"query": WORDS[word], "hops": 1}))).await;
+                    assert_eq!(r.status, 200, "{:?}", r.body);
+                    for e in r.body["entities"].as_array().unwrap() {
+                        let id = e["id"].as_str().unwrap().to_string();
+                        let owner = *entities.entry(id.clone()).or_insert(scope);
+                        assert_eq!(owner, scope, "entity {id} seen by scopes {owner} and {scope}");
+                    }
+                }
+                Op::Cross { key_of, path_of } => {
+                    if key_of == path_of {
+                        continue;
+                    }
+                    let r = call("POST", &format!("{}/search", base(path_of)), Some(&keys[key_of]), Some(json!({"query": "kayak"}))).await;
+                    let ghost = call("POST", &s.url("/v1/users/nobody/agents/none/search"), Some(&keys[key_of]), Some(json!({"query": "kayak"}))).await;
+                    assert_eq!((r.status, &r.body), (403, &ghost.body), "another scope answers like one that does not exist");
+                    let r = call("POST", &format!("{}/sessions/x/messages", base(path_of)), Some(&keys[key_of]), Some(json!({"role": "user", "content": "intruder"}))).await;
+                    assert_eq!(r.status, 403);
+                }
+                Op::Forget { user } => {
+                    s.memory.wait_idle().await.unwrap();
+                    let r = call("DELETE", &s.url(&format!("/v1/users/u{user}")), Some(&admin), None).await;
+                    assert_eq!(r.status, 200, "{:?}", r.body);
+                    erased.insert(user);
+                    entities.retain(|_, owner| *owner / AGENTS != user);
+                }
+            }
+        }
+        // final sweep: every scope sees only its own; erased users see nothing
+        s.memory.wait_idle().await.unwrap();
+        for i in 0..n {
+            for w in WORDS {
+                let r = call("POST", &format!("{}/search", base(i)), Some(&keys[i]), Some(json!({"query": w, "top_k": 20}))).await;
+                let results = r.body["results"].as_array().unwrap();
+                if erased.contains(&(i / AGENTS)) {
+                    assert!(results.is_empty() && r.body["knowledge"].as_array().unwrap().is_empty(), "erased user {i} still finds {w}");
+                }
+                for h in results {
+                    let ex = call("GET", &format!("{}/episodes/{}?raw=true", base(i), h["id"].as_str().unwrap()), Some(&keys[i]), None).await;
+                    assert!(ex.body["raw"].as_array().unwrap().iter().all(|m| own(i, m["content"].as_str().unwrap())));
+                }
+            }
+        }
+        s.stop().await;
+    }
+
+    fn cases() -> u32 {
+        std::env::var("STRATA_ISOLATION_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(12)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, max_shrink_iters: 20, ..ProptestConfig::default() })]
+        #[test]
+        fn no_http_read_crosses_a_scope(ops in proptest::collection::vec(op(), 5..40)) {
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap().block_on(run(ops));
+        }
+    }
+}
