@@ -1533,11 +1533,16 @@ impl Memory {
         if !by_scope.is_empty() {
             // deleted documents must leave the disk too, not only the results
             s.keyword.compact().await?;
+            s.vectors.compact().await?;
         }
         // typed knowledge leaves the indexes before its rows go with the records
         let (kw, vec) = s.typed.forget_user_indexes(user_id).await?;
         report.keyword_docs += kw;
         report.vector_points += vec;
+        if kw + vec > 0 {
+            s.typed.index().keyword.compact().await?;
+            s.typed.index().vectors.compact().await?;
+        }
         report.shared = s.typed.forget_user_shared(user_id).await?;
         fail::fail_point!("erasure.after_indexes", |_| Err(crate::Error::Task("fail point erasure.after_indexes".into())));
         report.graph = s.graph.delete_user_graph(user_id).await?;

@@ -650,6 +650,13 @@ pub trait VectorIndex<K: DocKey = EpisodeId>: Send + Sync + 'static {
     async fn optimize(&self) -> Result<()> {
         Ok(())
     }
+    /// Rewrites storage so deleted points are gone from disk, not only
+    /// hidden (called after an erasure; takes time in proportion to the
+    /// whole index on qdrant-edge). Default: nothing to do (a server that
+    /// purges deleted points itself).
+    async fn compact(&self) -> Result<()> {
+        Ok(())
+    }
     /// Points (units) stored for `scope`.
     async fn count(&self, scope: &Scope) -> Result<usize>;
 }

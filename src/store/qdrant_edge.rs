@@ -40,7 +40,9 @@ fn ve<E: std::fmt::Display>(e: E) -> Error {
 #[derive(Clone)]
 pub struct EdgeVectorIndex<K = EpisodeId> {
     _key: std::marker::PhantomData<fn() -> K>,
-    shard: Arc<ShardHolder>,
+    /// Behind a lock so [`EdgeVectorIndex::rewrite_blocking`] can swap in
+    /// the rewritten shard; every other use takes the read side.
+    shard: Arc<std::sync::RwLock<ShardHolder>>,
     writes: Arc<std::sync::Mutex<()>>,
     /// Points written since the last optimisation.
     unoptimized: Arc<std::sync::atomic::AtomicUsize>,
@@ -115,7 +117,142 @@ fn scope_filter(scope: &Scope) -> Filter {
     )))
 }
 
+fn edge_config(dim: usize) -> qdrant_edge::EdgeConfig {
+    EdgeConfigBuilder::new()
+        .vector("", EdgeVectorParamsBuilder::new(dim, Distance::Cosine).build())
+        .build()
+}
+
+/// Opens the shard in `dir`, or creates it with its tenant index on `scope`.
+fn open_shard(dir: &Path, dim: usize) -> Result<EdgeShard> {
+    std::fs::create_dir_all(dir)?;
+    if dir.join("edge_config.json").exists() {
+        return EdgeShard::load(dir, Some(edge_config(dim))).map_err(|e| {
+            Error::Vector(format!(
+                "cannot open vector index at {} for dimension {dim} (built for another model? run a reindex): {e}",
+                dir.display()
+            ))
+        });
+    }
+    let shard = EdgeShard::new(dir, edge_config(dim)).map_err(ve)?;
+    shard
+        .update(UpdateOperation::FieldIndexOperation(FieldIndexOperations::CreateIndex(CreateIndex {
+            field_name: path("scope"),
+            field_schema: Some(PayloadFieldSchema::FieldParams(PayloadSchemaParams::Keyword(
+                KeywordIndexParams { is_tenant: Some(true), ..Default::default() },
+            ))),
+        })))
+        .map_err(ve)?;
+    Ok(shard)
+}
+
+/// `dir` with a suffix, beside it: `vectors.rewrite`, `vectors.old`.
+fn sibling(dir: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".");
+    name.push(suffix);
+    dir.with_file_name(name)
+}
+
+/// Marker of a finished rewrite (written after its last flush).
+const REWRITE_DONE: &str = "REWRITE_COMPLETE";
+
+/// Completes or discards a rewrite a crash interrupted: a finished one
+/// (marker present) replaces `dir` if the swap had not happened, an
+/// unfinished one is deleted, and the old copy is removed.
+fn finish_rewrite(dir: &Path) -> Result<()> {
+    let (tmp, old) = (sibling(dir, "rewrite"), sibling(dir, "old"));
+    if tmp.join(REWRITE_DONE).exists() && !dir.join("edge_config.json").exists() {
+        std::fs::rename(&tmp, dir)?;
+    }
+    for d in [tmp, old] {
+        if d.exists() {
+            std::fs::remove_dir_all(d)?;
+        }
+    }
+    let _ = std::fs::remove_file(dir.join(REWRITE_DONE));
+    Ok(())
+}
+
 impl<K: DocKey> EdgeVectorIndex<K> {
+    fn shard(&self) -> Result<std::sync::RwLockReadGuard<'_, ShardHolder>> {
+        self.shard.read().map_err(|_| Error::Task("vector index lock poisoned".into()))
+    }
+
+    /// Rewrites the index into a new shard holding only the live points,
+    /// then swaps it in: deleted points leave the disk (qdrant-edge keeps
+    /// them in its segments until a vacuum, and its write-ahead log keeps
+    /// every write). Streams page by page (memory stays flat); writes wait,
+    /// reads go on against the old shard until the swap. A crash midway is
+    /// completed or discarded by the next [`EdgeVectorIndex::open`].
+    /// Returns the points copied. Erasure calls it ([`VectorIndex::compact`]).
+    ///
+    /// # Errors
+    /// [`Error::Vector`] and I/O errors; the old shard stays in use on error.
+    pub fn rewrite_blocking(&self) -> Result<usize> {
+        let _w = self.write_guard()?;
+        let dir = self.shard()?.dir.clone();
+        let (tmp, old) = (sibling(&dir, "rewrite"), sibling(&dir, "old"));
+        for d in [&tmp, &old] {
+            if d.exists() {
+                std::fs::remove_dir_all(d)?;
+            }
+        }
+        let fresh = open_shard(&tmp, self.dim)?;
+        let mut copied = 0;
+        let mut offset = None;
+        loop {
+            let (page, next) = self
+                .shard()?
+                .scroll(ScrollRequest {
+                    offset,
+                    limit: Some(512),
+                    filter: None,
+                    with_payload: Some(WithPayloadInterface::Fields(vec![path("scope"), path("episode_id")])),
+                    with_vector: WithVector::Bool(true),
+                    order_by: None,
+                })
+                .map_err(ve)?;
+            let mut list = Vec::with_capacity(page.len());
+            for p in page {
+                let field = |k: &str| {
+                    p.payload.as_ref().and_then(|pl| pl.0.get(k)).and_then(|v| v.as_str()).map(str::to_string)
+                };
+                let (Some(scope), Some(key), Some(vector)) = (field("scope"), field("episode_id"), p.vector) else {
+                    return Err(Error::Vector("point without scope, key or vector".into()));
+                };
+                list.push(
+                    PointStruct::new(p.id, qdrant_edge::Vectors::from(vector), serde_json::json!({ "scope": scope, "episode_id": key }))
+                        .into(),
+                );
+            }
+            copied += list.len();
+            if !list.is_empty() {
+                fresh
+                    .update(UpdateOperation::PointOperation(PointOperations::UpsertPoints(PointInsertOperations::PointsList(list))))
+                    .map_err(ve)?;
+            }
+            match next {
+                Some(n) => offset = Some(n),
+                None => break,
+            }
+        }
+        fresh.optimize().map_err(ve)?;
+        fresh.flush();
+        drop(fresh);
+        std::fs::write(tmp.join(REWRITE_DONE), b"")?;
+        let mut holder = self.shard.write().map_err(|_| Error::Task("vector index lock poisoned".into()))?;
+        drop(holder.shard.take()); // flushes and closes the old shard
+        std::fs::rename(&dir, &old)?;
+        std::fs::rename(&tmp, &dir)?;
+        std::fs::remove_file(dir.join(REWRITE_DONE))?;
+        holder.shard = Some(open_shard(&dir, self.dim)?);
+        std::fs::remove_dir_all(&old)?;
+        self.unoptimized.store(0, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(dir = %dir.display(), points = copied, "vector index rewritten without deleted points");
+        Ok(copied)
+    }
+
     /// Opens or creates the shard in `dir` for vectors of `dim` dimensions.
     ///
     /// # Errors
@@ -123,44 +260,14 @@ impl<K: DocKey> EdgeVectorIndex<K> {
     /// shard was built for another dimension (switching embedding models needs
     /// a reindex).
     pub fn open(dir: &Path, dim: usize) -> Result<Self> {
-        std::fs::create_dir_all(dir)?;
-        let config = EdgeConfigBuilder::new()
-            .vector(
-                "",
-                EdgeVectorParamsBuilder::new(dim, Distance::Cosine).build(),
-            )
-            .build();
-        let exists = dir.join("edge_config.json").exists();
-        let shard = if exists {
-            EdgeShard::load(dir, Some(config)).map_err(|e| {
-                Error::Vector(format!(
-                    "cannot open vector index at {} for dimension {dim} (built for another model? run a reindex): {e}",
-                    dir.display()
-                ))
-            })?
-        } else {
-            let shard = EdgeShard::new(dir, config).map_err(ve)?;
-            shard
-                .update(UpdateOperation::FieldIndexOperation(
-                    FieldIndexOperations::CreateIndex(CreateIndex {
-                        field_name: path("scope"),
-                        field_schema: Some(PayloadFieldSchema::FieldParams(
-                            PayloadSchemaParams::Keyword(KeywordIndexParams {
-                                is_tenant: Some(true),
-                                ..Default::default()
-                            }),
-                        )),
-                    }),
-                ))
-                .map_err(ve)?;
-            shard
-        };
+        finish_rewrite(dir)?;
+        let shard = open_shard(dir, dim)?;
         Ok(Self {
             _key: std::marker::PhantomData,
-            shard: Arc::new(ShardHolder {
+            shard: Arc::new(std::sync::RwLock::new(ShardHolder {
                 shard: Some(shard),
                 dir: dir.to_path_buf(),
-            }),
+            })),
             writes: Arc::new(std::sync::Mutex::new(())),
             unoptimized: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             dim,
@@ -173,7 +280,7 @@ impl<K: DocKey> EdgeVectorIndex<K> {
         let _w = self.write_guard()?;
         self.unoptimized
             .store(0, std::sync::atomic::Ordering::Relaxed);
-        self.shard.optimize().map_err(ve)
+        self.shard()?.optimize().map_err(ve)
     }
 
     fn write_guard(&self) -> Result<std::sync::MutexGuard<'_, ()>> {
@@ -204,7 +311,7 @@ impl<K: DocKey> EdgeVectorIndex<K> {
             with_vector: WithVector::Bool(false),
             with_payload: WithPayloadInterface::Fields(vec![path("episode_id")]),
         };
-        let points = self.shard.query(req).map_err(ve)?;
+        let points = self.shard()?.query(req).map_err(ve)?;
         let mut hits: Vec<Hit<K>> = Vec::with_capacity(limit);
         for p in points {
             let id = p
@@ -261,10 +368,10 @@ impl<K: DocKey> VectorIndex<K> for EdgeVectorIndex<K> {
                 })
                 .collect();
             let _w = this.write_guard()?;
-            this.shard
+            this.shard()?
                 .update(UpdateOperation::PointOperation(PointOperations::UpsertPoints(PointInsertOperations::PointsList(list))))
                 .map_err(ve)?;
-            this.shard.flush();
+            this.shard()?.flush();
             Ok(())
         })
         .await?
@@ -299,13 +406,13 @@ impl<K: DocKey> VectorIndex<K> for EdgeVectorIndex<K> {
         tokio::task::spawn_blocking(move || {
             let _w = this.write_guard()?;
             for filter in filters {
-                this.shard
+                this.shard()?
                     .update(UpdateOperation::PointOperation(
                         PointOperations::DeletePointsByFilter(filter),
                     ))
                     .map_err(ve)?;
             }
-            this.shard.flush();
+            this.shard()?.flush();
             Ok(())
         })
         .await?
@@ -326,7 +433,7 @@ impl<K: DocKey> VectorIndex<K> for EdgeVectorIndex<K> {
             let mut offset = None;
             loop {
                 let (page, next) = this
-                    .shard
+                    .shard()?
                     .scroll(ScrollRequest {
                         offset,
                         limit: Some(1024),
@@ -362,10 +469,15 @@ impl<K: DocKey> VectorIndex<K> for EdgeVectorIndex<K> {
         .await?
     }
 
+    async fn compact(&self) -> Result<()> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.rewrite_blocking().map(|_| ())).await?
+    }
+
     async fn count(&self, scope: &Scope) -> Result<usize> {
         let (this, filter) = (self.clone(), scope_filter(scope));
         tokio::task::spawn_blocking(move || {
-            this.shard
+            this.shard()?
                 .count(CountRequest {
                     filter: Some(filter),
                     exact: true,
