@@ -3,7 +3,8 @@
 //! failpoints`, as `scripts/test.sh` does). Each is hit once on a fresh
 //! memory, then cleared; recovery (the caller's retry, or the outbox's) must
 //! end in the state a run without the failure reaches: nothing lost, nothing
-//! done twice, and `check` clean.
+//! done twice, and `check` clean. The store boundaries run on SQLite and,
+//! when `STRATA_TEST_POSTGRES_URL` names a server, on PostgreSQL too.
 #![cfg(feature = "failpoints")]
 
 mod common;
@@ -55,13 +56,23 @@ struct State {
     parked: usize,
 }
 
+/// A count over the system of record (SQLite file or PostgreSQL schema).
+async fn count(mem: &Memory, sql: &str) -> i64 {
+    let cfg = mem.config();
+    if cfg.stores.records == strata::config::RecordsBackend::Postgres {
+        let (client, conn) = tokio_postgres::connect(&cfg.postgres.url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+        client.batch_execute(&format!("SET search_path TO \"{}\"", cfg.postgres.schema)).await.unwrap();
+        return client.query_one(sql, &[]).await.unwrap().get(0);
+    }
+    let db = rusqlite::Connection::open(cfg.data_dir.join("strata.db")).unwrap();
+    db.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
 async fn state(mem: &Memory) -> State {
     let r = mem.check(false).await.unwrap();
     assert!(r.ok(), "{:?}", r.problems);
-    let db = rusqlite::Connection::open(mem.config().data_dir.join("strata.db")).unwrap();
-    let episode_created = db
-        .query_row("SELECT COUNT(*) FROM outbox WHERE kind='episode_created'", [], |r| r.get(0))
-        .unwrap();
+    let episode_created = count(mem, "SELECT COUNT(*) FROM outbox WHERE kind='episode_created'").await;
     State {
         sessions: r.counts.sessions,
         messages: r.counts.messages,
@@ -76,8 +87,19 @@ async fn state(mem: &Memory) -> State {
 
 /// The turn path and promotion of one session, with `point` failing once
 /// where it is hit; returns the state after recovery.
-async fn session_run(point: Option<&str>) -> (State, bool) {
-    let (cfg, _dir) = common::config();
+async fn session_run(point: Option<&str>, postgres: bool) -> (State, bool) {
+    eprintln!("fail point {point:?}, postgres: {postgres}");
+    let (mut cfg, _dir) = common::config();
+    if postgres {
+        // the same boundaries of the PostgreSQL system of record (scripts/test.sh starts one)
+        cfg.stores.records = strata::config::RecordsBackend::Postgres;
+        cfg.postgres.url = std::env::var("STRATA_TEST_POSTGRES_URL").unwrap();
+        cfg.postgres.schema = format!("strata_fp_{}", uuid::Uuid::new_v4().simple());
+        cfg.postgres.pool_size = 4;
+        // a job that failed where a crash would stop it stays claimed until its
+        // lease ends (then any node retakes it): 1 s here instead of 5 min
+        cfg.workers.claim_lease_ms = 1000;
+    }
     let mem = common::open_without_workers(cfg).await;
     let s = scope();
     let sid = SessionId::new("s1").unwrap();
@@ -112,11 +134,7 @@ async fn session_run(point: Option<&str>) -> (State, bool) {
         fail::remove(p);
     }
     // a worker job that failed through the outbox carries the error
-    let db = rusqlite::Connection::open(mem.config().data_dir.join("strata.db")).unwrap();
-    hit |= db
-        .query_row("SELECT COUNT(*) FROM outbox WHERE last_error LIKE '%fail point%'", [], |r| r.get::<_, i64>(0))
-        .unwrap()
-        > 0;
+    hit |= count(&mem, "SELECT COUNT(*) FROM outbox WHERE last_error LIKE '%fail point%'").await > 0;
     let st = state(&mem).await;
     mem.shutdown().await.unwrap();
     (st, hit)
@@ -131,7 +149,20 @@ async fn fail_points() {
 }
 
 async fn every_fail_point_recovers_to_the_state_of_a_clean_run() {
-    let (clean, hit) = session_run(None).await;
+    let postgres = std::env::var("STRATA_TEST_POSTGRES_URL").is_ok_and(|u| !u.is_empty());
+    if !postgres {
+        eprintln!("SKIPPED (PostgreSQL half): STRATA_TEST_POSTGRES_URL is not set");
+    }
+    for pg in [false, true] {
+        if pg && !postgres {
+            continue;
+        }
+        recovers_on(pg).await;
+    }
+}
+
+async fn recovers_on(pg: bool) {
+    let (clean, hit) = session_run(None, pg).await;
     assert!(!hit);
     assert_eq!((clean.sessions, clean.messages, clean.episodes, clean.episode_created, clean.parked), (1, 4, 1, 1, 0));
     assert!(clean.entities > 0 && clean.vector_points > 0, "{clean:?}");
@@ -145,9 +176,9 @@ async fn every_fail_point_recovers_to_the_state_of_a_clean_run() {
         "semantic.before_finish",
         "dedup.before_finish",
     ] {
-        let (got, hit) = session_run(Some(p)).await;
-        assert!(hit, "the fail point {p} was never reached");
-        assert_eq!(got, clean, "after a failure at {p}");
+        let (got, hit) = session_run(Some(p), pg).await;
+        assert!(hit, "the fail point {p} was never reached (postgres: {pg})");
+        assert_eq!(got, clean, "after a failure at {p} (postgres: {pg})");
     }
 }
 
