@@ -1686,7 +1686,8 @@ mod http_isolation {
 
     const USERS: usize = 5;
     const AGENTS: usize = 2;
-    const WORDS: &[&str] = &["kayak", "violin", "Lisbon", "sourdough", "marathon", "orchid"];
+    // two names of one friend, so the dedup worker merges inside a scope
+    const WORDS: &[&str] = &["Lisbon", "Kyoto", "Yuna", "Busan", "Jon Smith", "Jon Smyth"];
 
     #[derive(Debug, Clone)]
     enum Op {
@@ -1698,6 +1699,9 @@ mod http_isolation {
         Graph { scope: usize, word: usize },
         Cross { key_of: usize, path_of: usize },
         Forget { user: usize },
+        /// Undo the newest merge of a scope (the library call: there is no
+        /// REST route); another scope can neither undo it nor merge across.
+        Unmerge { scope: usize, other: usize },
     }
 
     fn scope_of(i: usize) -> (String, String) {
@@ -1720,6 +1724,7 @@ mod http_isolation {
             1 => (0..n, 0..WORDS.len()).prop_map(|(scope, word)| Op::Graph { scope, word }),
             2 => (0..n, 0..n).prop_map(|(key_of, path_of)| Op::Cross { key_of, path_of }),
             1 => (0..USERS).prop_map(|user| Op::Forget { user }),
+            2 => (0..n, 0..n).prop_map(|(scope, other)| Op::Unmerge { scope, other }),
         ]
     }
 
@@ -1746,17 +1751,21 @@ mod http_isolation {
                 Op::Record { scope, session, word } => {
                     let gen = generation.entry((scope, session)).or_default();
                     let url = format!("{}/sessions/s{session}-{gen}/messages", base(scope));
-                    let r = call("POST", &url, Some(&keys[scope]), Some(json!({"role": "user", "content": format!("{}talks about {}", tag(scope), WORDS[word])}))).await;
+                    let r = call("POST", &url, Some(&keys[scope]), Some(json!({"role": "user", "content": format!("{}talks about {} and {}", tag(scope), WORDS[word], WORDS[(word + 1) % WORDS.len()])}))).await;
                     assert_eq!(r.status, 201, "{:?}", r.body);
                     erased.remove(&(scope / AGENTS));
                 }
                 Op::End { scope, session } => {
-                    let gen = generation.entry((scope, session)).or_default();
-                    let url = format!("{}/sessions/s{session}-{gen}/end", base(scope));
-                    let r = call("POST", &url, Some(&keys[scope]), None).await;
-                    assert!(r.status == 202 || r.status == 404, "{:?}", r.body);
-                    if r.status == 202 {
-                        *gen += 1;
+                    // ends this session and the scope's other one (so that episodes,
+                    // graphs and merges exist for the reads that follow)
+                    for sess in [session, 1 - session] {
+                        let gen = generation.entry((scope, sess)).or_default();
+                        let url = format!("{}/sessions/s{sess}-{gen}/end", base(scope));
+                        let r = call("POST", &url, Some(&keys[scope]), None).await;
+                        assert!(r.status == 202 || r.status == 404, "{:?}", r.body);
+                        if r.status == 202 {
+                            *gen += 1;
+                        }
                     }
                 }
                 Op::Search { scope, word } => {
@@ -1817,6 +1826,40 @@ mod http_isolation {
                     let r = call("POST", &format!("{}/sessions/x/messages", base(path_of)), Some(&keys[key_of]), Some(json!({"role": "user", "content": "intruder"}))).await;
                     assert_eq!(r.status, 403);
                 }
+                Op::Unmerge { scope, other } => {
+                    s.memory.wait_idle().await.unwrap();
+                    let sc = |i: usize| {
+                        let (u, a) = scope_of(i);
+                        strata::Scope::new(u, a).unwrap()
+                    };
+                    let merges = s.memory.graph_merges(&sc(scope), 10).await.unwrap();
+                    if let (Some(m), true) = (merges.first(), other != scope) {
+                        assert!(s.memory.graph_unmerge(&sc(other), m.id).await.is_err(), "scope {other} undid scope {scope}'s merge");
+                    }
+                    if let Some(m) = merges.first() {
+                        s.memory.graph_unmerge(&sc(scope), m.id).await.unwrap();
+                        eprintln!("isolation: unmerged {} in scope {scope}", m.id);
+                    } else {
+                        // no merge to undo: merge two of the scope's own entities (as the
+                        // dedup worker would), for later reads and a later undo
+                        let own = s.memory.shared().graph.entities_of_type(&sc(scope), None, 10).await.unwrap();
+                        for e in &own {
+                            let owner = *entities.entry(e.id.as_str().to_string()).or_insert(scope);
+                            assert_eq!(owner, scope, "entity {} listed in two scopes", e.id.as_str());
+                        }
+                        if let [a, b, ..] = own.as_slice() {
+                            s.memory.shared().graph.merge(&sc(scope), &a.id, &b.id, "isolation test").await.unwrap();
+                            eprintln!("isolation: merged in scope {scope}");
+                        }
+                    }
+                    // a merge across scopes is refused, whatever the ids
+                    let mine = entities.iter().find(|(_, o)| **o == scope).map(|(id, _)| id.clone());
+                    let theirs = entities.iter().find(|(_, o)| **o == other && other != scope).map(|(id, _)| id.clone());
+                    if let (Some(a), Some(b)) = (mine, theirs) {
+                        let (a, b) = (strata::graph::EntityId::parse(&a).unwrap(), strata::graph::EntityId::parse(&b).unwrap());
+                        assert!(s.memory.shared().graph.merge(&sc(scope), &a, &b, "isolation test").await.is_err(), "a merge crossed scopes");
+                    }
+                }
                 Op::Forget { user } => {
                     s.memory.wait_idle().await.unwrap();
                     let r = call("DELETE", &s.url(&format!("/v1/users/u{user}")), Some(&admin), None).await;
@@ -1826,8 +1869,14 @@ mod http_isolation {
                 }
             }
         }
-        // final sweep: every scope sees only its own; erased users see nothing
+        // final sweep, every session ended first: every scope sees only its
+        // own; erased users see nothing
+        for ((scope, sess), gen) in &generation {
+            let url = format!("{}/sessions/s{sess}-{gen}/end", base(*scope));
+            call("POST", &url, Some(&keys[*scope]), None).await;
+        }
         s.memory.wait_idle().await.unwrap();
+        let mut found = 0;
         for i in 0..n {
             for w in WORDS {
                 let r = call("POST", &format!("{}/search", base(i)), Some(&keys[i]), Some(json!({"query": w, "top_k": 20}))).await;
@@ -1835,12 +1884,14 @@ mod http_isolation {
                 if erased.contains(&(i / AGENTS)) {
                     assert!(results.is_empty() && r.body["knowledge"].as_array().unwrap().is_empty(), "erased user {i} still finds {w}");
                 }
+                found += results.len();
                 for h in results {
                     let ex = call("GET", &format!("{}/episodes/{}?raw=true", base(i), h["id"].as_str().unwrap()), Some(&keys[i]), None).await;
                     assert!(ex.body["raw"].as_array().unwrap().iter().all(|m| own(i, m["content"].as_str().unwrap())));
                 }
             }
         }
+        eprintln!("isolation: final sweep found {found} episodes");
         s.stop().await;
     }
 
