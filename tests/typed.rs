@@ -502,8 +502,12 @@ async fn shared_knowledge_in_search_reindex_and_erasure() {
     assert!(search(cy.clone(), "when does the Oslo office close on Fridays").await.is_empty());
     m.shutdown().await.unwrap();
     drop(m);
-    // nothing of ann's text is left in any file of the shared stores
+    // nothing of ann's text is left in any file of the shared stores, and no
+    // point of her shared fact copies in their vector files (segments, WAL)
     assert_eq!(files_holding(&dir.path().join("shared"), b"Zorbalina"), Vec::<std::path::PathBuf>::new());
+    for copy in [&tcopy, &pcopy] {
+        assert_eq!(files_holding(&dir.path().join("shared"), copy.as_str().as_bytes()), Vec::<std::path::PathBuf>::new(), "{copy:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

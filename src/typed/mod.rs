@@ -985,8 +985,10 @@ impl TypedMemories {
                 out.vector_points += p;
             }
             if removed_here > 0 {
-                // deleted documents must leave the disk too, not only the results
+                // deleted documents and points must leave the disk too, not only
+                // the results (the points are embeddings of the user's words)
                 tier.index.keyword.compact().await?;
+                tier.index.vectors.compact().await?;
             }
         }
         Ok(out)
