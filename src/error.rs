@@ -91,3 +91,17 @@ impl From<tokio::task::JoinError> for Error {
         Error::Task(e.to_string())
     }
 }
+
+/// A fail point named `$name` at a commit boundary (the `fail` crate; see
+/// `tests/failpoints.rs`): when a test configures it with `return`, the
+/// enclosing function returns `Err(Error::Task("fail point $name"))`, as if
+/// the process had stopped there. Without the `failpoints` feature it
+/// compiles to nothing.
+macro_rules! fail_point {
+    ($name:literal) => {
+        fail::fail_point!($name, |_| Err($crate::error::Error::Task(
+            concat!("fail point ", $name).into()
+        )))
+    };
+}
+pub(crate) use fail_point;

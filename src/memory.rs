@@ -1544,7 +1544,7 @@ impl Memory {
             s.typed.index().vectors.compact().await?;
         }
         report.shared = s.typed.forget_user_shared(user_id).await?;
-        fail::fail_point!("erasure.after_indexes", |_| Err(crate::Error::Task("fail point erasure.after_indexes".into())));
+        crate::error::fail_point!("erasure.after_indexes");
         report.graph = s.graph.delete_user_graph(user_id).await?;
         report.records = s.records.delete_user_records(user_id).await?;
         report.scopes = by_scope.len();

@@ -212,7 +212,7 @@ struct Node {
 
 impl Node {
     fn start(config: &std::path::Path, data_dir: &std::path::Path, log: &std::path::Path) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = common::free_port();
         let child = common::bin()
             .args(["--config", config.to_str().unwrap(), "--data-dir", data_dir.to_str().unwrap()])
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
@@ -409,8 +409,7 @@ fn own_graph_server(cmd: &str, base: &std::path::Path, http: u16, bolt: u16) {
 /// (never parked), resume once it is back, and the graph ends complete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graph_server_killed_during_promotion_then_back_completes_the_graph() {
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let (http, bolt) = (free(), free());
+    let (http, bolt) = (common::free_port(), common::free_port());
     let base = tempfile::tempdir().unwrap();
     own_graph_server("start", base.path(), http, bolt);
     let (mut cfg, _dir) = common::config();

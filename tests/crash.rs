@@ -156,10 +156,6 @@ fn sigkill_during_import_then_rerun_loses_and_doubles_nothing() {
     assert!(killed_running >= n as usize / 2, "the kills should mostly land inside a run");
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// Posts until the server answers (a killed server refuses connections
 /// until its restart): the retry a client makes, safe because every write
 /// carries an idempotency key. Any answer but 201/202 fails the test.
@@ -228,7 +224,7 @@ async fn sigkill_of_a_live_server_under_load_loses_and_doubles_nothing() {
     let base_dir = tempfile::tempdir().unwrap();
     let total = WRITERS * SERVE_SESSIONS * (SERVE_TURNS + 1);
     let run = |dir: std::path::PathBuf, kill_at: Option<f64>| async move {
-        let port = free_port();
+        let port = common::free_port();
         let base = format!("http://127.0.0.1:{port}");
         let mut child = serve(&dir, port);
         common::wait_ready(&base, 60).await;

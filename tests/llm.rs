@@ -1132,7 +1132,7 @@ async fn shutdown_does_not_wait_out_a_failing_jobs_backoff() {
 /// to an episode: nothing lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endpoint_down_for_the_whole_run_parks_only_after_every_attempt() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let closed = format!("127.0.0.1:{}", common::free_port());
     let server = MockServer::start().await;
     let (mut cfg, _dir) = llm_config(&server);
     cfg.llm.base_url = format!("http://{closed}/v1"); // bound then released: refused

@@ -1108,11 +1108,7 @@ async fn mcp_over_stdio_with_a_real_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_promotion_then_restart_promotes_each_session_once() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let start = || {
         common::bin()
             .args([
@@ -1346,11 +1342,7 @@ async fn sighup_and_the_reload_route_apply_recall_tunables_and_name_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("strata.toml");
     std::fs::write(&conf, "[recall]\nmin_score = 0.3\n").unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let log = std::fs::File::create(dir.path().join("log.jsonl")).unwrap();
     let mut child = common::bin()
         .args([

@@ -751,10 +751,10 @@ async fn graph_action(mem: &Memory, action: GraphCommand) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Opens without background workers: a read command must not start
-/// summarising whatever a previous process left queued (with an LLM
-/// configured that could take minutes); `strata import`, `demo` and
-/// `jobs retry` run the workers.
+/// Opens without background workers: a read command (and `check`, which
+/// wants a quiet node) must not start summarising whatever a previous
+/// process left queued (with an LLM configured that could take minutes);
+/// `strata import`, `demo` and `jobs retry` run the workers.
 async fn open_for_reads(config: Config) -> Result<Memory> {
     Memory::open_with(
         config,
@@ -1077,7 +1077,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Check { repair, json } => {
-            let mem = Memory::open_with(config, Components { no_workers: true, ..Default::default() }).await?;
+            let mem = open_for_reads(config).await?;
             let r = mem.check(repair).await;
             mem.shutdown().await?;
             let r = r?;

@@ -480,7 +480,7 @@ impl RecordStore for PgStore {
         for (session, msg) in &turns {
             ids.push(append_in_tx(&tx, scope, session, msg, now).await?);
         }
-        fail::fail_point!("store.append.before_commit", |_| Err(crate::Error::Task("fail point store.append.before_commit".into())));
+        crate::error::fail_point!("store.append.before_commit");
         tx.commit().await.map_err(pe)?;
         Ok(ids)
     }
@@ -596,7 +596,7 @@ impl RecordStore for PgStore {
                     ms(now),
                 )
                 .await?;
-                fail::fail_point!("store.complete_session.before_commit", |_| Err(crate::Error::Task("fail point store.complete_session.before_commit".into())));
+                crate::error::fail_point!("store.complete_session.before_commit");
                 tx.commit().await.map_err(pe)?;
                 Ok(Some(id))
             }
@@ -670,7 +670,7 @@ impl RecordStore for PgStore {
             )
             .await?;
         }
-        fail::fail_point!("store.put_episode.before_commit", |_| Err(crate::Error::Task("fail point store.put_episode.before_commit".into())));
+        crate::error::fail_point!("store.put_episode.before_commit");
         tx.commit().await.map_err(pe)
     }
 

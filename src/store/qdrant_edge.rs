@@ -146,6 +146,16 @@ fn open_shard(dir: &Path, dim: usize) -> Result<EdgeShard> {
     Ok(shard)
 }
 
+/// One point read back by [`EdgeVectorIndex::scroll_all`].
+struct Scrolled {
+    id: PointId,
+    /// [`Scope::key`] of its owner.
+    scope: String,
+    /// The document (episode or memory) id.
+    key: String,
+    vector: Option<qdrant_edge::Vectors>,
+}
+
 /// `dir` with a suffix, beside it: `vectors.rewrite`, `vectors.old`.
 fn sibling(dir: &Path, suffix: &str) -> std::path::PathBuf {
     let mut name = dir.file_name().unwrap_or_default().to_os_string();
@@ -175,6 +185,47 @@ fn finish_rewrite(dir: &Path) -> Result<()> {
 }
 
 impl<K: DocKey> EdgeVectorIndex<K> {
+    /// Every point of the shard, page by page (1,024 points), with its
+    /// scope key and document key, and its vector when `with_vector`.
+    fn scroll_all(&self, with_vector: bool, mut each_page: impl FnMut(Vec<Scrolled>) -> Result<()>) -> Result<()> {
+        let mut offset = None;
+        loop {
+            let (page, next) = self
+                .shard()?
+                .scroll(ScrollRequest {
+                    offset,
+                    limit: Some(1024),
+                    filter: None,
+                    with_payload: Some(WithPayloadInterface::Fields(vec![path("scope"), path("episode_id")])),
+                    with_vector: WithVector::Bool(with_vector),
+                    order_by: None,
+                })
+                .map_err(ve)?;
+            let mut points = Vec::with_capacity(page.len());
+            for p in page {
+                let field = |k: &str| {
+                    p.payload
+                        .as_ref()
+                        .and_then(|pl| pl.0.get(k))
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string)
+                        .ok_or_else(|| Error::Vector(format!("point without {k} payload")))
+                };
+                points.push(Scrolled {
+                    scope: field("scope")?,
+                    key: field("episode_id")?,
+                    id: p.id,
+                    vector: p.vector.map(qdrant_edge::Vectors::from),
+                });
+            }
+            each_page(points)?;
+            match next {
+                Some(n) => offset = Some(n),
+                None => return Ok(()),
+            }
+        }
+    }
+
     fn shard(&self) -> Result<std::sync::RwLockReadGuard<'_, ShardHolder>> {
         self.shard.read().map_err(|_| Error::Task("vector index lock poisoned".into()))
     }
@@ -200,31 +251,11 @@ impl<K: DocKey> EdgeVectorIndex<K> {
         }
         let fresh = open_shard(&tmp, self.dim)?;
         let mut copied = 0;
-        let mut offset = None;
-        loop {
-            let (page, next) = self
-                .shard()?
-                .scroll(ScrollRequest {
-                    offset,
-                    limit: Some(512),
-                    filter: None,
-                    with_payload: Some(WithPayloadInterface::Fields(vec![path("scope"), path("episode_id")])),
-                    with_vector: WithVector::Bool(true),
-                    order_by: None,
-                })
-                .map_err(ve)?;
+        self.scroll_all(true, |page| {
             let mut list = Vec::with_capacity(page.len());
             for p in page {
-                let field = |k: &str| {
-                    p.payload.as_ref().and_then(|pl| pl.0.get(k)).and_then(|v| v.as_str()).map(str::to_string)
-                };
-                let (Some(scope), Some(key), Some(vector)) = (field("scope"), field("episode_id"), p.vector) else {
-                    return Err(Error::Vector("point without scope, key or vector".into()));
-                };
-                list.push(
-                    PointStruct::new(p.id, qdrant_edge::Vectors::from(vector), serde_json::json!({ "scope": scope, "episode_id": key }))
-                        .into(),
-                );
+                let vector = p.vector.ok_or_else(|| Error::Vector("point without its vector".into()))?;
+                list.push(PointStruct::new(p.id, vector, serde_json::json!({ "scope": p.scope, "episode_id": p.key })).into());
             }
             copied += list.len();
             if !list.is_empty() {
@@ -232,11 +263,8 @@ impl<K: DocKey> EdgeVectorIndex<K> {
                     .update(UpdateOperation::PointOperation(PointOperations::UpsertPoints(PointInsertOperations::PointsList(list))))
                     .map_err(ve)?;
             }
-            match next {
-                Some(n) => offset = Some(n),
-                None => break,
-            }
-        }
+            Ok(())
+        })?;
         fresh.optimize().map_err(ve)?;
         fresh.flush();
         drop(fresh);
@@ -430,38 +458,10 @@ impl<K: DocKey> VectorIndex<K> for EdgeVectorIndex<K> {
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
             let mut seen = std::collections::HashSet::new();
-            let mut offset = None;
-            loop {
-                let (page, next) = this
-                    .shard()?
-                    .scroll(ScrollRequest {
-                        offset,
-                        limit: Some(1024),
-                        filter: None,
-                        with_payload: Some(WithPayloadInterface::Fields(vec![
-                            path("scope"),
-                            path("episode_id"),
-                        ])),
-                        with_vector: WithVector::Bool(false),
-                        order_by: None,
-                    })
-                    .map_err(ve)?;
-                for p in page {
-                    let field = |k: &str| {
-                        p.payload
-                            .as_ref()
-                            .and_then(|pl| pl.0.get(k))
-                            .and_then(|v| v.as_str())
-                            .map(str::to_string)
-                            .ok_or_else(|| Error::Vector(format!("point without {k} payload")))
-                    };
-                    seen.insert((field("scope")?, field("episode_id")?));
-                }
-                match next {
-                    Some(n) => offset = Some(n),
-                    None => break,
-                }
-            }
+            this.scroll_all(false, |page| {
+                seen.extend(page.into_iter().map(|p| (p.scope, p.key)));
+                Ok(())
+            })?;
             seen.into_iter()
                 .map(|(s, id)| Ok((Scope::from_key(&s)?, K::parse(&id)?)))
                 .collect()

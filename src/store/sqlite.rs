@@ -415,7 +415,7 @@ impl RecordStore for SqliteStore {
             for (session, msg) in &turns {
                 ids.push(append_in_tx(&tx, &scope, session, msg, now)?);
             }
-            fail::fail_point!("store.append.before_commit", |_| Err(crate::Error::Task("fail point store.append.before_commit".into())));
+            crate::error::fail_point!("store.append.before_commit");
             tx.commit()?;
             Ok(ids)
         })
@@ -529,7 +529,7 @@ impl RecordStore for SqliteStore {
                         params![scope.user_id(), scope.agent_id(), session.as_str(), ms(now)],
                     )?;
                     let id = insert_event(&tx, &Event::SessionCompleted { scope: scope.clone(), session_id: session.clone() }, ms(now))?;
-                    fail::fail_point!("store.complete_session.before_commit", |_| Err(crate::Error::Task("fail point store.complete_session.before_commit".into())));
+                    crate::error::fail_point!("store.complete_session.before_commit");
                     tx.commit()?;
                     Ok(Some(id))
                 }
@@ -584,7 +584,7 @@ impl RecordStore for SqliteStore {
             if vectors_pending {
                 insert_event(&tx, &Event::EpisodeVectors { scope: scope.clone(), episode_id: ep.id.clone() }, now)?;
             }
-            fail::fail_point!("store.put_episode.before_commit", |_| Err(crate::Error::Task("fail point store.put_episode.before_commit".into())));
+            crate::error::fail_point!("store.put_episode.before_commit");
             tx.commit()?;
             Ok(())
         })

@@ -580,7 +580,7 @@ impl TypedMemories {
         // the records are durable first; an index write lost to a crash here
         // is found by `strata check` and restored by `--repair` (or `strata
         // reindex`) from the system of record
-        fail::fail_point!("typed.after_record", |_| Err(Error::Task("fail point typed.after_record".into())));
+        crate::error::fail_point!("typed.after_record");
         if !stale.is_empty() {
             self.index.remove(scope, &stale).await?;
         }

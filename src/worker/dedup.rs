@@ -191,6 +191,6 @@ async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
         })
         .collect();
     shared.records.log_dedup(scope, &entity.id, rows).await?;
-    fail::fail_point!("dedup.before_finish", |_| Err(crate::Error::Task("fail point dedup.before_finish".into())));
+    crate::error::fail_point!("dedup.before_finish");
     shared.records.finish_event(ev.id, vec![]).await
 }

@@ -352,11 +352,11 @@ async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
         .collect();
     let defer = shared.config.episodes.defer_vectors;
     index_keywords(shared, &items).await?;
-    fail::fail_point!("promotion.after_keywords", |_| Err(crate::Error::Task("fail point promotion.after_keywords".into())));
+    crate::error::fail_point!("promotion.after_keywords");
     if !defer {
         index_vectors(shared, &items).await?;
     }
-    fail::fail_point!("promotion.before_record", |_| Err(crate::Error::Task("fail point promotion.before_record".into())));
+    crate::error::fail_point!("promotion.before_record");
     for p in batch {
         let scope = p.event.event.scope();
         match shared.records.put_episode(scope, &p.episode, p.event.id, defer).await {

@@ -107,7 +107,7 @@ async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
         tracing::info!(episode_id = %episode_id, "user erased during extraction; graph rows removed");
         return shared.records.finish_event(ev.id, vec![]).await;
     }
-    fail::fail_point!("semantic.before_finish", |_| Err(crate::Error::Task("fail point semantic.before_finish".into())));
+    crate::error::fail_point!("semantic.before_finish");
     let follow: Vec<Event> = report
         .entities
         .into_iter()

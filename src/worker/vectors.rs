@@ -100,7 +100,7 @@ pub async fn drain(shared: &Shared) -> Result<usize> {
                     }
                     Err(e) => return Err(e),
                 }
-                fail::fail_point!("vectors.before_finish", |_| Err(crate::Error::Task("fail point vectors.before_finish".into())));
+                crate::error::fail_point!("vectors.before_finish");
                 shared.records.finish_event(ev.id, vec![]).await?;
             }
         }

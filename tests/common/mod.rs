@@ -114,3 +114,14 @@ pub async fn wait_ready(base: &str, secs: u64) {
     }
     panic!("server at {base} did not come up");
 }
+
+/// A loopback port free at the time of the call (bound, then released):
+/// for a child server to listen on, or, left unused, an address that
+/// refuses connections.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
