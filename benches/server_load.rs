@@ -10,7 +10,9 @@
 //!
 //! `cargo bench --profile dev --bench server_load`; `STRATA_LOAD_CLIENTS`
 //! (32), `STRATA_LOAD_TURNS` (turns per client, 20) and `STRATA_LOAD_EPISODES`
-//! (10000) change the shape. It stops by itself: clients × turns requests.
+//! (10000) change the shape; `STRATA__…` config overrides (e.g.
+//! `STRATA__EMBEDDING__ONNX_QUANTIZATION=weights_only`) apply to both paths.
+//! It stops by itself: clients × turns requests.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -142,7 +144,9 @@ fn main() {
     let texts: Vec<String> = (0..1000).map(sentence).collect();
     let vecs = model.embed_blocking(&texts).unwrap();
     let base: Vec<(String, Vec<f32>)> = texts.into_iter().zip(vecs).collect();
-    let mut cfg = Config::default();
+    // the compiled-in defaults with the STRATA__* environment applied, as the
+    // server started below applies them (e.g. STRATA__EMBEDDING__ONNX_QUANTIZATION)
+    let mut cfg = Config::load(None, &[]).expect("config with environment overrides");
     cfg.data_dir = dir.path().to_path_buf();
     cfg.pruner.enabled = false;
 

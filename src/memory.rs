@@ -464,6 +464,7 @@ impl Memory {
                         e.max_tokens,
                         e.onnx_threads,
                         e.onnx_sessions,
+                        e.onnx_quantization,
                     )
                 })
                 .await??;

@@ -1,5 +1,7 @@
 //! The local embedding models, for real: all-MiniLM-L6-v2 through candle (f32)
-//! and its int8 ONNX export through ONNX Runtime.
+//! and its int8 ONNX export through ONNX Runtime, in both quantization modes.
+
+use strata::config::OnnxQuantization::{Dynamic, WeightsOnly};
 
 mod common;
 
@@ -55,10 +57,13 @@ fn missing_model_is_a_clear_error() {
     assert!(err.contains("scripts/fetch-model.sh"), "{err}");
 }
 
+/// Both ONNX modes against the f32 candle model: weights-only within a
+/// cosine of 0.99 (its documented figure), dynamic (int8 activations)
+/// within 0.97; a batch gives the vector of a single call (exactly with
+/// weights only; within 0.98 with dynamic, whose activation scale is taken
+/// over the whole run).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn onnx_int8_agrees_with_the_f32_model() {
-    let onnx = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1)
-        .unwrap_or_else(|e| panic!("{e} (tests need the real model)"));
     let f32_model = common::embedder();
     let texts: Vec<String> = vec![
         "I adopted a grey cat named Miso.".into(),
@@ -67,43 +72,108 @@ async fn onnx_int8_agrees_with_the_f32_model() {
         "다음 주에 부산에서 결혼식이 있어요 👰".into(),
         "word ".repeat(50_000),
     ];
-    let a = strata::llm::Embedder::embed(&onnx, &texts).await.unwrap();
     let b = f32_model.embed(&texts).await.unwrap();
-    assert_eq!(strata::llm::Embedder::dim(&onnx), 384);
-    for ((t, x), y) in texts.iter().zip(&a).zip(&b) {
-        let norm: f32 = x.iter().map(|v| v * v).sum::<f32>().sqrt();
-        assert!((norm - 1.0).abs() < 1e-3, "unit length");
+    for (mode, min_cos, min_single) in [(WeightsOnly, 0.99, 0.9999), (Dynamic, 0.97, 0.98)] {
+        let onnx = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, mode)
+            .unwrap_or_else(|e| panic!("{e} (tests need the real model)"));
+        let a = strata::llm::Embedder::embed(&onnx, &texts).await.unwrap();
+        assert_eq!(strata::llm::Embedder::dim(&onnx), 384);
+        for ((t, x), y) in texts.iter().zip(&a).zip(&b) {
+            let norm: f32 = x.iter().map(|v| v * v).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-3, "unit length");
+            assert!(
+                cos(x, y) > min_cos,
+                "{mode:?} int8 and f32 agree on {:?}: cosine {}",
+                &t[..t.len().min(30)],
+                cos(x, y)
+            );
+        }
         assert!(
-            cos(x, y) > 0.99,
-            "int8 and f32 agree on {:?}: cosine {}",
-            &t[..t.len().min(30)],
-            cos(x, y)
+            cos(&a[0], &a[1]) > cos(&a[0], &a[2]) + 0.15,
+            "{mode:?}: cats are closer to kittens than to taxes"
         );
+        // batching gives the vector of a single call
+        let single = strata::llm::Embedder::embed(&onnx, &texts[2..3])
+            .await
+            .unwrap();
+        assert!(cos(&single[0], &a[2]) > min_single, "{mode:?}: {}", cos(&single[0], &a[2]));
     }
-    assert!(
-        cos(&a[0], &a[1]) > cos(&a[0], &a[2]) + 0.15,
-        "cats are closer to kittens than to taxes"
-    );
-    // batching gives the vector of a single call
-    let single = strata::llm::Embedder::embed(&onnx, &texts[2..3])
-        .await
-        .unwrap();
-    assert!(cos(&single[0], &a[2]) > 0.9999);
     // a missing runtime or model names the fetch script
     let mut bad = common::onnx_files();
     bad.model = "/nonexistent/model.onnx".into();
-    let e = strata::llm::onnx::OnnxEmbedder::load(&bad, 32, 256, 1)
+    let e = strata::llm::onnx::OnnxEmbedder::load(&bad, 32, 256, 1, Dynamic)
         .unwrap_err()
         .to_string();
     assert!(e.contains("scripts/fetch-model.sh"), "{e}");
 }
 
+/// The published export has 36 weight matrices (6 layers × Q, K, V, output,
+/// two feed-forward): all of them are rewritten; the two modes agree within
+/// a cosine of 0.99 on sentences (measured 0.992–0.994) and 0.96 on a
+/// two-letter text (measured 0.968 in this batch, 0.977 alone: few tokens
+/// average out less rounding), rank alike, and a garbage model file is an
+/// error, not a crash.
+#[test]
+fn dynamic_quantization_rewrites_every_weight_matmul_of_the_real_model() {
+    let bytes = std::fs::read(common::onnx_files().model).unwrap();
+    let r = strata::llm::onnx_graph::dynamic_quantize(&bytes).unwrap();
+    assert_eq!(r.matmuls, 36);
+    assert!(r.model.len() < bytes.len(), "the Cast and Mul nodes are gone");
+    let w = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, WeightsOnly).unwrap();
+    let d = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, Dynamic).unwrap();
+    let texts: Vec<String> = [
+        "what did Dana say about the migration?",
+        "Melanie painted a sunrise over the lake last year",
+        "The dog needs its vaccination booster before the trip to Busan",
+        "Quiero aprender a tocar la guitarra este verano",
+        "ok",
+        "We signed the lease on the new flat in Lyon, two bedrooms and a balcony facing the river.",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (vw, vd) = (w.embed_blocking(&texts).unwrap(), d.embed_blocking(&texts).unwrap());
+    for (i, (a, b)) in vw.iter().zip(&vd).enumerate() {
+        let min = if texts[i].len() < 5 { 0.96 } else { 0.99 };
+        assert!(cos(a, b) > min, "text {i}: {}", cos(a, b));
+    }
+    // each question finds its answer among the texts, in both modes
+    let questions: Vec<String> = [
+        "who was painting by the lake?",
+        "what did the vet say about the dog?",
+        "where is the new apartment?",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for (mode, v, e) in [("weights_only", &vw, &w), ("dynamic", &vd, &d)] {
+        let qv = e.embed_blocking(&questions).unwrap();
+        let best: Vec<usize> = qv
+            .iter()
+            .map(|q| {
+                (0..v.len())
+                    .max_by(|&x, &y| cos(q, &v[x]).total_cmp(&cos(q, &v[y])))
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(best, vec![1, 2, 5], "{mode}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut junk = common::onnx_files();
+    junk.model = dir.path().join("model.onnx");
+    std::fs::write(&junk.model, b"\x08\x07\x3a\xff\xff\xff\x0fnot a model").unwrap();
+    let e = strata::llm::onnx::OnnxEmbedder::load(&junk, 32, 256, 1, Dynamic)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ONNX model"), "{e}");
+}
+
 /// A pool of ONNX sessions embeds concurrently and gives the same vectors as one session.
 #[test]
 fn onnx_session_pool_gives_the_same_vectors() {
-    let one = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1).unwrap();
+    let one = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, Dynamic).unwrap();
     let pool =
-        strata::llm::onnx::OnnxEmbedder::load_pool(&common::onnx_files(), 32, 256, 1, 2).unwrap();
+        strata::llm::onnx::OnnxEmbedder::load_pool(&common::onnx_files(), 32, 256, 1, 2, Dynamic).unwrap();
     let texts: Vec<String> = (0..8)
         .map(|i| format!("my sister moved to Lyon in {}", 2000 + i))
         .collect();
@@ -127,8 +197,10 @@ fn onnx_session_pool_gives_the_same_vectors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_input_split_across_sessions_keeps_its_order() {
     use strata::llm::Embedder;
-    let one = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 4, 256, 1).unwrap();
-    let pool = strata::llm::onnx::OnnxEmbedder::load_pool(&common::onnx_files(), 4, 256, 1, 2).unwrap();
+    // weights only: a run's activation scale then depends on nothing else in
+    // the run, so a misplaced vector cannot hide behind quantization noise
+    let one = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 4, 256, 1, WeightsOnly).unwrap();
+    let pool = strata::llm::onnx::OnnxEmbedder::load_pool(&common::onnx_files(), 4, 256, 1, 2, WeightsOnly).unwrap();
     // 21 texts of many lengths > 2 passes of 4: split in two interleaved parts
     let texts: Vec<String> = (0..21)
         .map(|i| format!("turn {i}: {}", "we talked about the garden and the new bike lane ".repeat(i % 5 + 1)))
@@ -143,24 +215,28 @@ async fn a_large_input_split_across_sessions_keeps_its_order() {
 }
 
 /// A query embedded alone and embedded in one ONNX run with longer texts
-/// (what the micro-batcher does under load) gets the same vector: the int8
-/// model quantises activations per run, so this is checked, not assumed.
+/// (what the micro-batcher does under load) gets the same vector: exactly
+/// with weights-only quantization, within a cosine of 0.98 with dynamic
+/// quantization (its activation scale is taken over the whole run; measured
+/// 0.987–0.993), so this is checked, not assumed.
 #[test]
 fn a_query_batched_with_others_keeps_its_vector() {
-    let e = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1).unwrap();
-    let q = "where does my sister live now?".to_string();
-    let alone = e
-        .embed_blocking(std::slice::from_ref(&q))
-        .unwrap()
-        .remove(0);
-    let others: Vec<String> = (0..7)
-        .map(|i| format!("A much longer message number {i} about the kitchen renovation, the budget, the tiles we picked and the plumber who never called back."))
-        .collect();
-    let mut batch = others.clone();
-    batch.insert(3, q);
-    let together = e.embed_blocking(&batch).unwrap().remove(3);
-    let cos: f32 = alone.iter().zip(&together).map(|(a, b)| a * b).sum();
-    assert!(cos > 0.999, "cosine {cos}");
+    for (mode, min) in [(WeightsOnly, 0.999), (Dynamic, 0.98)] {
+        let e = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, mode).unwrap();
+        let q = "where does my sister live now?".to_string();
+        let alone = e
+            .embed_blocking(std::slice::from_ref(&q))
+            .unwrap()
+            .remove(0);
+        let others: Vec<String> = (0..7)
+            .map(|i| format!("A much longer message number {i} about the kitchen renovation, the budget, the tiles we picked and the plumber who never called back."))
+            .collect();
+        let mut batch = others.clone();
+        batch.insert(3, q);
+        let together = e.embed_blocking(&batch).unwrap().remove(3);
+        let cos: f32 = alone.iter().zip(&together).map(|(a, b)| a * b).sum();
+        assert!(cos > min, "{mode:?}: cosine {cos}");
+    }
 }
 
 /// Passes are cut by padded tokens as well as by count (a few session
@@ -168,7 +244,8 @@ fn a_query_batched_with_others_keeps_its_vector() {
 /// gets alone, in its own position.
 #[test]
 fn long_and_short_texts_cut_into_passes_keep_their_vectors() {
-    let e = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1).unwrap();
+    // weights only, so that a vector in the wrong place cannot pass for noise
+    let e = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, WeightsOnly).unwrap();
     let long = "Caroline went to the LGBTQ support group on Tuesday, talked about the adoption agencies she had called, the counselling course she wants to take and the painting she finished for the charity auction in May. ";
     let texts: Vec<String> = (0..40)
         .map(|i| {

@@ -124,7 +124,7 @@ pub fn model() -> Arc<OnnxEmbedder> {
         runtime: e.onnx_runtime_path(),
     };
     Arc::new(
-        OnnxEmbedder::load_pool(&files, 32, 256, e.onnx_threads, e.onnx_sessions)
+        OnnxEmbedder::load_pool(&files, 32, 256, e.onnx_threads, e.onnx_sessions, e.onnx_quantization)
             .expect("run scripts/fetch-model.sh first"),
     )
 }

@@ -16,6 +16,7 @@ pub mod fetch;
 pub mod local;
 pub mod offline;
 pub mod onnx;
+pub mod onnx_graph;
 pub mod openai;
 pub mod prompts;
 
