@@ -78,10 +78,16 @@ impl Drop for ShardHolder {
     }
 }
 
-/// [`VectorIndex::optimize`] rebuilds the HNSW graph only after this many
-/// new points (a rebuild over tens of thousands of points takes seconds;
-/// below it, the appendable segment's exact scan is fast).
-pub const OPTIMIZE_AFTER_POINTS: usize = 20_000;
+/// [`VectorIndex::optimize`] asks qdrant-edge's optimizers to run only after
+/// this many points that no HNSW graph covers yet (counted since the last
+/// optimisation; at open, the shard's points minus its indexed vectors, so a
+/// restart does not forget them). qdrant-edge itself indexes a segment once it
+/// holds over 10,000 KB of vectors (its `DEFAULT_INDEXING_THRESHOLD_KB`: ~6,600
+/// vectors of 384 f32), so a gate of 5,000 builds the graph of a growing scope
+/// within ~5,000 points of that size. Below it a search is an exact scan,
+/// which at 10,000 points was 15% of `strata serve`'s CPU under the load test
+/// (ARCHITECTURE.md, "The server"); the gate was 20,000 before.
+pub const OPTIMIZE_AFTER_POINTS: usize = 5_000;
 
 impl<K> std::fmt::Debug for EdgeVectorIndex<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -290,6 +296,8 @@ impl<K: DocKey> EdgeVectorIndex<K> {
     pub fn open(dir: &Path, dim: usize) -> Result<Self> {
         finish_rewrite(dir)?;
         let shard = open_shard(dir, dim)?;
+        let info = shard.info();
+        let unindexed = info.points_count.saturating_sub(info.indexed_vectors_count);
         Ok(Self {
             _key: std::marker::PhantomData,
             shard: Arc::new(std::sync::RwLock::new(ShardHolder {
@@ -297,7 +305,7 @@ impl<K: DocKey> EdgeVectorIndex<K> {
                 dir: dir.to_path_buf(),
             })),
             writes: Arc::new(std::sync::Mutex::new(())),
-            unoptimized: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            unoptimized: Arc::new(std::sync::atomic::AtomicUsize::new(unindexed)),
             dim,
         })
     }
