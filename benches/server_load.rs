@@ -5,11 +5,14 @@
 //! the `strata` binary started on 127.0.0.1, then against the library in
 //! this process (the baseline of the same run, on the same stores). Prints turns/s, p50 and
 //! p99 per turn for both, the HTTP cost over the library, and the server's
-//! resident memory idle and under load. Each path runs twice: closed loop
-//! (capacity) and paced at `STRATA_LOAD_RATE` turns/s (default 250).
+//! resident memory idle and under load. Each path runs three phases: closed
+//! loop (capacity), paced at `STRATA_LOAD_RATE` turns/s (default 250), and
+//! one chatbot alone for `STRATA_LOAD_SERIAL_TURNS` turns (default 200): with
+//! nothing queued, the difference between the paths there is the HTTP layer's
+//! own cost (JSON, hyper, loopback TCP and the client).
 //!
 //! `cargo bench --profile dev --bench server_load`; `STRATA_LOAD_CLIENTS`
-//! (32), `STRATA_LOAD_TURNS` (turns per client, 20) and `STRATA_LOAD_EPISODES`
+//! (32), `STRATA_LOAD_TURNS` (turns per client, 100) and `STRATA_LOAD_EPISODES`
 //! (10000) change the shape; `STRATA__…` config overrides (e.g.
 //! `STRATA__EMBEDDING__ONNX_QUANTIZATION=weights_only`) apply to both paths.
 //! It stops by itself: clients × turns requests.
@@ -132,11 +135,18 @@ fn main() {
         return; // `cargo bench -- --list` / `cargo test --benches`
     }
     let clients = env_usize("STRATA_LOAD_CLIENTS", 32);
-    let turns = env_usize("STRATA_LOAD_TURNS", 20);
+    let turns = env_usize("STRATA_LOAD_TURNS", 100);
     let episodes = env_usize("STRATA_LOAD_EPISODES", 10_000);
     // the paced phase: turns per second over all chatbots (the target, 250)
     let rate = env_usize("STRATA_LOAD_RATE", 250).max(1);
     let pace = Duration::from_secs_f64(clients as f64 / rate as f64);
+    let serial_turns = env_usize("STRATA_LOAD_SERIAL_TURNS", 200).max(1);
+    // (name, chatbots, turns each, pacing)
+    let phases = [
+        ("closed", clients, turns, None),
+        ("paced", clients, turns, Some(pace)),
+        ("serial", 1, serial_turns, None),
+    ];
     let rt = common::runtime();
     let dir = tempfile::tempdir().unwrap();
     let scope = Scope::new("load", "bot").unwrap();
@@ -223,10 +233,10 @@ fn main() {
             }
         });
         let mut stats = Vec::new();
-        for (phase, p) in [("closed", None), ("paced", Some(pace))] {
+        for (phase, n, turns, p) in phases {
             let (c2, u2) = (client.clone(), base_url.clone());
             stats.push(
-                drive(clients, turns, p, move |c, t| {
+                drive(n, turns, p, move |c, t| {
                     let (client, base) = (c2.clone(), u2.clone());
                     async move {
                         let q = question(phase, c, t);
@@ -268,11 +278,11 @@ fn main() {
     let lib = rt.block_on(async {
         let mem = open(cfg.clone()).await;
         let mut out = Vec::new();
-        for (phase, p) in [("closed", None), ("paced", Some(pace))] {
+        for (phase, n, turns, p) in phases {
             let m = mem.clone();
             let sc = scope.clone();
             out.push(
-                drive(clients, turns, p, move |c, t| {
+                drive(n, turns, p, move |c, t| {
                     let (m, sc) = (m.clone(), sc.clone());
                     async move {
                         let sid = SessionId::new(format!("lib-{phase}-{c}")).unwrap();
@@ -291,14 +301,14 @@ fn main() {
     });
 
     println!("load: {clients} chatbots x {turns} turns (inject + record), {episodes} episodes in the scope, fresh query text each turn");
-    println!("closed loop = each chatbot sends its next turn when answered (capacity); paced = {rate} turns/s offered in all, latency from the scheduled send");
+    println!("closed loop = each chatbot sends its next turn when answered (capacity); paced = {rate} turns/s offered in all, latency from the scheduled send; one chatbot = {serial_turns} turns, nothing queued");
     println!("| path | phase | turns/s | p50 ms | p99 ms |");
     println!("|---|---|---|---|---|");
     for (name, runs) in [
         ("library (baseline, same run)", &lib),
         ("HTTP (strata serve)", &http),
     ] {
-        for (phase, s) in ["closed loop", "paced"].iter().zip(runs.iter()) {
+        for (phase, s) in ["closed loop", "paced", "one chatbot"].iter().zip(runs.iter()) {
             println!(
                 "| {name} | {phase} | {:.1} | {:.2} | {:.2} |",
                 s.tps(),
@@ -307,7 +317,7 @@ fn main() {
             );
         }
     }
-    for (i, phase) in ["closed loop", "paced"].iter().enumerate() {
+    for (i, phase) in ["closed loop", "paced", "one chatbot"].iter().enumerate() {
         println!(
             "HTTP cost over the library, {phase}: p50 +{:.2} ms, p99 +{:.2} ms; throughput ratio {:.2}",
             http[i].pct(0.5) - lib[i].pct(0.5),

@@ -471,6 +471,18 @@ async fn qdrant_payloads(url: &str, collection: &str) -> Vec<String> {
     }
 }
 
+/// Deletes, through the Qdrant server's own API, every point of `user` in
+/// the logical `indexes` (payload `index`): a store losing data behind
+/// Strata's back.
+async fn delete_qdrant_points(url: &str, collection: &str, user: &str, indexes: &[&str]) {
+    use qdrant_client::qdrant::{Condition, DeletePointsBuilder, Filter};
+    let client = qdrant_client::Qdrant::from_url(url).skip_compatibility_check().build().unwrap();
+    for index in indexes {
+        let filter = Filter::must([Condition::matches("user_id", user.to_string()), Condition::matches("index", index.to_string())]);
+        client.delete_points(DeletePointsBuilder::new(collection).points(filter).wait(true)).await.unwrap();
+    }
+}
+
 /// A whole node on PostgreSQL records and Qdrant indexes (skipped, saying
 /// so, without `STRATA_TEST_QDRANT_URL`): promotion, search and a team's
 /// knowledge from a second node with its own empty data directory, then
@@ -502,6 +514,51 @@ async fn a_node_on_postgres_and_qdrant_serves_from_any_node_and_erases() {
     .unwrap();
     let kept = node_a.remember(&ann, fact).await.unwrap();
     node_a.share(&ann, &kept.id, &Visibility::Team("sales".into())).await.unwrap();
+
+    // `strata check` reads the Qdrant-held indexes whole (scrolling the collection): clean;
+    // her private points deleted behind Strata's back are reported missing in all four
+    // indexes held there, repaired from PostgreSQL, and the check is clean again
+    let r = node_a.check(false).await.unwrap();
+    assert!(r.ok(), "{r:?}");
+    let c = &r.counts;
+    assert_eq!(
+        (c.episodes, c.keyword_documents, c.vector_documents, c.knowledge_keyword_documents, c.knowledge_vector_documents),
+        (1, 1, 1, 1, 1),
+        "{r:?}"
+    );
+    assert!(c.vector_points > 1, "summary and turn units: {r:?}");
+    delete_qdrant_points(&qurl, &collection, "ann", &["episodes", "knowledge"]).await;
+    let r = node_a.check(false).await.unwrap();
+    assert!(!r.ok());
+    let mut found: Vec<String> = r.problems.iter().map(|p| format!("{:?}/{:?}/{}", p.store, p.kind, p.user_id)).collect();
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            "Keyword/Missing/ann",
+            "KnowledgeKeyword/Missing/ann",
+            "KnowledgeVectors/Missing/ann",
+            "Vectors/Missing/ann",
+        ],
+        "{r:?}"
+    );
+    let r = node_a.check(true).await.unwrap();
+    assert!(r.ok(), "repair left {:?}", r.problems);
+    assert!(r.counts.vector_points > 1, "{r:?}");
+    // and an index entry whose episode is gone is reported extra and removed
+    let ghost = strata::EpisodeId::for_session(&ann, &SessionId::new("never-recorded").unwrap());
+    let ghost_point = strata::store::VectorPoint {
+        scope: ann.clone(),
+        episode_id: ghost.clone(),
+        unit: 0,
+        vector: vec![0.05; 384],
+    };
+    let q = strata::store::qdrant::QdrantServer::connect(&qurl, None, &collection, 384, 10_000).await.unwrap();
+    strata::store::VectorIndex::upsert(&q.vectors::<strata::EpisodeId>("episodes"), vec![ghost_point]).await.unwrap();
+    let r = node_a.check(false).await.unwrap();
+    assert_eq!(r.problems.len(), 1, "{r:?}");
+    assert_eq!((r.problems[0].id.as_str(), format!("{:?}", r.problems[0].kind)), (ghost.as_str(), "Extra".to_string()));
+    assert!(node_a.check(true).await.unwrap().ok());
 
     // a second node, its own (empty) data directory, the same servers
     let (mut cfg_b, _dir_b) = common::config();

@@ -1035,7 +1035,8 @@ mod backends {
         assert_eq!(keyword.count(&b).await.unwrap(), 0, "dense points are not keyword documents");
         // a second node connecting to the same collection finds it as it is
         let again = qdrant::QdrantServer::connect(&url, None, q.collection(), 4, 10_000).await.unwrap();
-        assert_eq!(again.vectors::<EpisodeId>("episodes").count(&a).await.unwrap(), 1);
+        // the contract leaves scope a one episode with two units (0 and 3): two points
+        assert_eq!(again.vectors::<EpisodeId>("episodes").count(&a).await.unwrap(), 2);
         let wrong = qdrant::QdrantServer::connect(&url, None, q.collection(), 8, 10_000).await.unwrap_err();
         assert!(matches!(wrong, crate::Error::Config(ref m) if m.contains("reindex")), "{wrong}");
         qdrant::QdrantServer::delete_collection(&url, None, q.collection(), 10_000).await.unwrap();
