@@ -13,7 +13,8 @@
 //!
 //! `cargo bench --profile dev --bench server_load`; `STRATA_LOAD_CLIENTS`
 //! (32), `STRATA_LOAD_TURNS` (turns per client, 100) and `STRATA_LOAD_EPISODES`
-//! (10000) change the shape; `STRATA__…` config overrides (e.g.
+//! (10000) change the shape, `STRATA_LOAD_SERVER_LOG` the server's log filter
+//! (`warn`); `STRATA__…` config overrides (e.g.
 //! `STRATA__EMBEDDING__ONNX_QUANTIZATION=weights_only`) apply to both paths.
 //! It stops by itself: clients × turns requests.
 
@@ -116,6 +117,21 @@ where
     }
 }
 
+/// CPU time the process has used, all threads, in ns: utime + stime of
+/// `/proc/PID/stat` (fields 14 and 15), in clock ticks of 10 ms (`USER_HZ` =
+/// 100 on Linux). (`/proc/PID/schedstat` counts the main thread only.)
+fn cpu_ns(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // after the parenthesised command name, fields start at 3 (state)
+            let f: Vec<&str> = s.rsplit_once(')')?.1.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0)
+        * 10_000_000
+}
+
 fn rss_mib(pid: u32) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -200,7 +216,7 @@ fn main() {
             "server.max_concurrent_requests=256",
         ])
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .env("STRATA_LOG", "warn")
+        .env("STRATA_LOG", std::env::var("STRATA_LOAD_SERVER_LOG").unwrap_or_else(|_| "warn".into()))
         .spawn()
         .unwrap();
     let base_url = format!("http://127.0.0.1:{port}");
@@ -218,6 +234,18 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let pid = server.id();
+        // steady state first: at start the server's workers may still be
+        // building the HNSW graph of the 10k points (the index written above
+        // has none yet); wait until it uses under 5% of a core for 1 s
+        let settle = Instant::now();
+        loop {
+            let before = cpu_ns(pid);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if cpu_ns(pid).saturating_sub(before) < 50_000_000 || settle.elapsed() > Duration::from_secs(300) {
+                break;
+            }
+        }
+        println!("server settled {:.1} s after it was ready", settle.elapsed().as_secs_f64());
         let idle = rss_mib(pid);
         let peak = Arc::new(std::sync::Mutex::new(idle));
         let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));

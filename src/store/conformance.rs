@@ -1056,6 +1056,36 @@ mod backends {
         assert!(matches!(e, crate::Error::Unavailable { ref service, .. } if service == "qdrant"), "{e:?}");
     }
 
+    /// The optimisation gate survives a restart: points written before a
+    /// reopen still count towards `OPTIMIZE_AFTER_POINTS`, so a node restarted
+    /// more often than every 20,000 writes still optimises its index.
+    #[tokio::test]
+    async fn qdrant_edge_counts_unindexed_points_across_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, _) = scopes();
+        let batch = |from: usize| -> Vec<VectorPoint> {
+            (from..from + 1000)
+                .map(|i| VectorPoint {
+                    scope: a.clone(),
+                    episode_id: EpisodeId::for_session(&a, &crate::model::SessionId::new(format!("s{i}")).unwrap()),
+                    unit: 0,
+                    vector: vec![1.0, (i % 7) as f32, (i % 11) as f32, 0.5],
+                })
+                .collect()
+        };
+        let n = qdrant_edge::OPTIMIZE_AFTER_POINTS;
+        for half in 0..2 {
+            let idx = qdrant_edge::EdgeVectorIndex::<EpisodeId>::open(dir.path(), 4).unwrap();
+            assert_eq!(idx.unindexed(), half * n / 2);
+            for k in (half * n / 2..(half + 1) * n / 2).step_by(1000) {
+                idx.upsert(batch(k)).await.unwrap();
+            }
+            idx.optimize().await.unwrap();
+            // the first half stays below the gate: nothing ran, the count stands
+            assert_eq!(idx.unindexed(), if half == 0 { n / 2 } else { 0 });
+        }
+    }
+
     #[tokio::test]
     async fn qdrant_edge() {
         let dir = tempfile::tempdir().unwrap();
@@ -1065,6 +1095,7 @@ mod backends {
         let idx = qdrant_edge::EdgeVectorIndex::<EpisodeId>::open(dir.path(), 4).unwrap();
         let (a, b) = scopes();
         assert_eq!(idx.count(&a).await.unwrap(), 2, "persisted across reopen (one episode, two units)");
+        assert_eq!(idx.unindexed(), 3, "a reopened index counts the points no HNSW graph covers");
         // a rewrite keeps exactly the live points, searchable, and survives a reopen
         let has = |needle: &[u8]| {
             fn walk(d: &std::path::Path, needle: &[u8]) -> bool {
