@@ -125,6 +125,16 @@ fn text(f: &Field<'_>) -> Result<String> {
     String::from_utf8(f.payload.to_vec()).map_err(|_| bad("a name is not UTF-8"))
 }
 
+/// Field 1 of a sub-message as text: the name of a ValueInfoProto (graph
+/// outputs, value_info), the domain of an OperatorSetIdProto.
+fn first_string(payload: &[u8]) -> Result<Option<String>> {
+    fields(payload)?
+        .iter()
+        .find(|x| x.num == 1 && x.wire == 2)
+        .map(text)
+        .transpose()
+}
+
 /// The parts of a NodeProto the pattern needs.
 struct Node {
     inputs: Vec<String>,
@@ -235,11 +245,7 @@ pub fn dynamic_quantize(model: &[u8]) -> Result<Rewrite> {
                 let (name, t) = tensor(f.payload)?;
                 inits.insert(name, (t, i));
             }
-            (12, 2) => {
-                if let Some(n) = fields(f.payload)?.iter().find(|x| x.num == 1 && x.wire == 2) {
-                    graph_outputs.insert(text(n)?);
-                }
-            }
+            (12, 2) => graph_outputs.extend(first_string(f.payload)?),
             _ => {}
         }
     }
@@ -337,12 +343,7 @@ pub fn dynamic_quantize(model: &[u8]) -> Result<Rewrite> {
             }
             (13, 2) => {
                 // shape annotations of the removed Cast/Mul outputs go with them
-                let name = fields(f.payload)?
-                    .iter()
-                    .find(|x| x.num == 1 && x.wire == 2)
-                    .map(text)
-                    .transpose()?;
-                if !name.is_some_and(|n| gone.contains(n.as_str())) {
+                if !first_string(f.payload)?.is_some_and(|n| gone.contains(n.as_str())) {
                     g.extend_from_slice(f.raw);
                 }
             }
@@ -352,15 +353,8 @@ pub fn dynamic_quantize(model: &[u8]) -> Result<Rewrite> {
 
     let mut out = Vec::with_capacity(model.len());
     let mut has_contrib = false;
-    for f in &top {
-        if f.num == 8 && f.wire == 2 {
-            let domain = fields(f.payload)?
-                .iter()
-                .find(|x| x.num == 1 && x.wire == 2)
-                .map(text)
-                .transpose()?;
-            has_contrib |= domain.as_deref() == Some(CONTRIB_DOMAIN);
-        }
+    for f in top.iter().filter(|f| f.num == 8 && f.wire == 2) {
+        has_contrib |= first_string(f.payload)?.as_deref() == Some(CONTRIB_DOMAIN);
     }
     for f in &top {
         if f.num == 7 && f.wire == 2 {

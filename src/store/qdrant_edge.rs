@@ -44,7 +44,8 @@ pub struct EdgeVectorIndex<K = EpisodeId> {
     /// the rewritten shard; every other use takes the read side.
     shard: Arc<std::sync::RwLock<ShardHolder>>,
     writes: Arc<std::sync::Mutex<()>>,
-    /// Points written since the last optimisation.
+    /// Points written since the last optimisation, starting from the
+    /// shard's unindexed points whenever a shard is opened.
     unoptimized: Arc<std::sync::atomic::AtomicUsize>,
     dim: usize,
 }
@@ -150,6 +151,13 @@ fn open_shard(dir: &Path, dim: usize) -> Result<EdgeShard> {
         })))
         .map_err(ve)?;
     Ok(shard)
+}
+
+/// Points of `shard` that no HNSW graph covers yet: the start value of the
+/// optimisation counter whenever a shard is opened (at open and after a rewrite).
+fn unindexed_points(shard: &EdgeShard) -> usize {
+    let info = shard.info();
+    info.points_count.saturating_sub(info.indexed_vectors_count)
 }
 
 /// One point read back by [`EdgeVectorIndex::scroll_all`].
@@ -280,9 +288,10 @@ impl<K: DocKey> EdgeVectorIndex<K> {
         std::fs::rename(&dir, &old)?;
         std::fs::rename(&tmp, &dir)?;
         std::fs::remove_file(dir.join(REWRITE_DONE))?;
-        holder.shard = Some(open_shard(&dir, self.dim)?);
+        let shard = open_shard(&dir, self.dim)?;
+        self.unoptimized.store(unindexed_points(&shard), std::sync::atomic::Ordering::Relaxed);
+        holder.shard = Some(shard);
         std::fs::remove_dir_all(&old)?;
-        self.unoptimized.store(0, std::sync::atomic::Ordering::Relaxed);
         tracing::info!(dir = %dir.display(), points = copied, "vector index rewritten without deleted points");
         Ok(copied)
     }
@@ -296,8 +305,7 @@ impl<K: DocKey> EdgeVectorIndex<K> {
     pub fn open(dir: &Path, dim: usize) -> Result<Self> {
         finish_rewrite(dir)?;
         let shard = open_shard(dir, dim)?;
-        let info = shard.info();
-        let unindexed = info.points_count.saturating_sub(info.indexed_vectors_count);
+        let unindexed = unindexed_points(&shard);
         Ok(Self {
             _key: std::marker::PhantomData,
             shard: Arc::new(std::sync::RwLock::new(ShardHolder {
@@ -325,9 +333,10 @@ impl<K: DocKey> EdgeVectorIndex<K> {
             .unoptimized
             .swap(0, std::sync::atomic::Ordering::Relaxed);
         let started = std::time::Instant::now();
-        let changed = self.shard()?.optimize().map_err(ve)?;
+        let shard = self.shard()?;
+        let changed = shard.optimize().map_err(ve)?;
         if changed {
-            let info = self.shard()?.info();
+            let info = shard.info();
             tracing::info!(
                 unindexed,
                 points = info.points_count,
@@ -424,10 +433,11 @@ impl<K: DocKey> VectorIndex<K> for EdgeVectorIndex<K> {
                 })
                 .collect();
             let _w = this.write_guard()?;
-            this.shard()?
+            let shard = this.shard()?;
+            shard
                 .update(UpdateOperation::PointOperation(PointOperations::UpsertPoints(PointInsertOperations::PointsList(list))))
                 .map_err(ve)?;
-            this.shard()?.flush();
+            shard.flush();
             Ok(())
         })
         .await?
@@ -461,14 +471,15 @@ impl<K: DocKey> VectorIndex<K> for EdgeVectorIndex<K> {
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
             let _w = this.write_guard()?;
+            let shard = this.shard()?;
             for filter in filters {
-                this.shard()?
+                shard
                     .update(UpdateOperation::PointOperation(
                         PointOperations::DeletePointsByFilter(filter),
                     ))
                     .map_err(ve)?;
             }
-            this.shard()?.flush();
+            shard.flush();
             Ok(())
         })
         .await?
