@@ -109,7 +109,10 @@ async fn onnx_int8_agrees_with_the_f32_model() {
 
 /// The published export has 36 weight matrices (6 layers × Q, K, V, output,
 /// two feed-forward): all of them are rewritten; the two modes agree within
-/// a cosine of 0.99 on sentences (measured 0.992–0.994) and 0.96 on a
+/// a cosine of 0.98 on sentences (measured 0.992–0.994 on the CPU of
+/// session 4, 0.9897 on a Spanish sentence on an AVX2-only AMD EPYC, where
+/// ONNX Runtime picks other int8 kernels; the bound is the same on every
+/// CPU, so it has the margin for both) and 0.96 on a
 /// two-letter text (measured 0.968 in this batch, 0.977 alone: few tokens
 /// average out less rounding), rank alike, and a garbage model file is an
 /// error, not a crash.
@@ -134,7 +137,7 @@ fn dynamic_quantization_rewrites_every_weight_matmul_of_the_real_model() {
     .collect();
     let (vw, vd) = (w.embed_blocking(&texts).unwrap(), d.embed_blocking(&texts).unwrap());
     for (i, (a, b)) in vw.iter().zip(&vd).enumerate() {
-        let min = if texts[i].len() < 5 { 0.96 } else { 0.99 };
+        let min = if texts[i].len() < 5 { 0.96 } else { 0.98 };
         assert!(cos(a, b) > min, "text {i}: {}", cos(a, b));
     }
     // each question finds its answer among the texts, in both modes

@@ -1058,13 +1058,13 @@ mod backends {
 
     /// The optimisation gate survives a restart: points written before a
     /// reopen still count towards `OPTIMIZE_AFTER_POINTS`, so a node restarted
-    /// more often than every 20,000 writes still optimises its index.
+    /// more often than every `OPTIMIZE_AFTER_POINTS` writes still optimises its index.
     #[tokio::test]
     async fn qdrant_edge_counts_unindexed_points_across_reopens() {
         let dir = tempfile::tempdir().unwrap();
         let (a, _) = scopes();
         let batch = |from: usize| -> Vec<VectorPoint> {
-            (from..from + 1000)
+            (from..from + 500)
                 .map(|i| VectorPoint {
                     scope: a.clone(),
                     episode_id: EpisodeId::for_session(&a, &crate::model::SessionId::new(format!("s{i}")).unwrap()),
@@ -1077,7 +1077,8 @@ mod backends {
         for half in 0..2 {
             let idx = qdrant_edge::EdgeVectorIndex::<EpisodeId>::open(dir.path(), 4).unwrap();
             assert_eq!(idx.unindexed(), half * n / 2);
-            for k in (half * n / 2..(half + 1) * n / 2).step_by(1000) {
+            assert_eq!(n % 1000, 0, "the halves are whole batches of 500");
+            for k in (half * n / 2..(half + 1) * n / 2).step_by(500) {
                 idx.upsert(batch(k)).await.unwrap();
             }
             idx.optimize().await.unwrap();

@@ -82,13 +82,24 @@ impl Drop for ShardHolder {
 /// [`VectorIndex::optimize`] asks qdrant-edge's optimizers to run only after
 /// this many points that no HNSW graph covers yet (counted since the last
 /// optimisation; at open, the shard's points minus its indexed vectors, so a
-/// node restarted more often than every 20,000 writes still gets its graph).
-/// An optimisation over tens of thousands of points takes seconds (5.2 s for
-/// 10,000 points of 384 dimensions here). Below it a search is an exact scan:
-/// 1.9 ms at 10,000 points in one scope in the dev profile, where the HNSW
-/// search over the same points took 3.0 ms (qdrant-edge at opt-level 1; random
-/// vectors), so a lower gate was measured and not taken.
-pub const OPTIMIZE_AFTER_POINTS: usize = 20_000;
+/// node restarted more often than every 5,000 writes still gets its graph).
+/// An optimisation builds HNSW for segments above qdrant-edge's indexing
+/// threshold (10,000 KB of vectors: ~6,600 points of 384 dimensions); smaller
+/// segments, and scopes with fewer points than that in a filtered search,
+/// stay an exact scan. Source of the value (2026-12-02, qdrant-edge at
+/// opt-level 3, 10,000 real MiniLM vectors in one scope, 600 searches each,
+/// `examples`-style scratch run, not committed): the exact scan took
+/// 2.5–3.8 ms p50 (memory-bound: 15 MB of f32 per query), the HNSW search
+/// 1.0–1.7 ms with 0.935 of the exact top-10 (default `ef`, 100), and the
+/// graph was built in 2.4–3.1 s. In the load bench (`benches/server_load.rs`,
+/// interleaved runs) this gate gave 187–191 closed-loop turns/s over HTTP
+/// against 146–151 with the former 20,000, which never built a graph for a
+/// 10,000-episode scope. The former gate came from random vectors, which have
+/// no neighbourhood structure: there the HNSW search was the slower one (3.0
+/// vs 1.9 ms). On real vectors the graph wins at opt-level 1 too; opt-level 3
+/// (`Cargo.toml`) makes its search ~1.3× faster again (1.8–1.9 vs 2.3–2.6 ms
+/// p50, interleaved runs), the memory-bound scan not.
+pub const OPTIMIZE_AFTER_POINTS: usize = 5_000;
 
 impl<K> std::fmt::Debug for EdgeVectorIndex<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -84,7 +84,7 @@ struct Prepared {
 
 /// Runs until stopped (see [`super::serve`]), taking the deferred embeddings
 /// ([`super::vectors`]) whenever no promotion is ready; whenever the outbox
-/// runs dry it lets the vector index optimise (a no-op until `OPTIMIZE_AFTER_POINTS`, 20,000,
+/// runs dry it lets the vector index optimise (a no-op until `OPTIMIZE_AFTER_POINTS`, 5,000,
 /// unindexed points; at start that includes the points a restart found unindexed).
 pub async fn run(shared: Arc<Shared>, wake: flume::Receiver<()>, stop: watch::Receiver<bool>) {
     super::serve(
