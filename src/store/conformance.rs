@@ -1063,8 +1063,9 @@ mod backends {
     async fn qdrant_edge_counts_unindexed_points_across_reopens() {
         let dir = tempfile::tempdir().unwrap();
         let (a, _) = scopes();
+        const BATCH: usize = 500;
         let batch = |from: usize| -> Vec<VectorPoint> {
-            (from..from + 500)
+            (from..from + BATCH)
                 .map(|i| VectorPoint {
                     scope: a.clone(),
                     episode_id: EpisodeId::for_session(&a, &crate::model::SessionId::new(format!("s{i}")).unwrap()),
@@ -1074,11 +1075,11 @@ mod backends {
                 .collect()
         };
         let n = qdrant_edge::OPTIMIZE_AFTER_POINTS;
+        assert_eq!((n / 2) % BATCH, 0, "each half of the gate is whole batches");
         for half in 0..2 {
             let idx = qdrant_edge::EdgeVectorIndex::<EpisodeId>::open(dir.path(), 4).unwrap();
             assert_eq!(idx.unindexed(), half * n / 2);
-            assert_eq!(n % 1000, 0, "the halves are whole batches of 500");
-            for k in (half * n / 2..(half + 1) * n / 2).step_by(500) {
+            for k in (half * n / 2..(half + 1) * n / 2).step_by(BATCH) {
                 idx.upsert(batch(k)).await.unwrap();
             }
             idx.optimize().await.unwrap();

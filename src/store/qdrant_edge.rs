@@ -88,10 +88,10 @@ impl Drop for ShardHolder {
 /// segments, and scopes with fewer points than that in a filtered search,
 /// stay an exact scan. Source of the value (2026-12-02, qdrant-edge at
 /// opt-level 3, 10,000 real MiniLM vectors in one scope, 600 searches each,
-/// `examples`-style scratch run, not committed): the exact scan took
-/// 2.5–3.8 ms p50 (memory-bound: 15 MB of f32 per query), the HNSW search
-/// 1.0–1.7 ms with 0.935 of the exact top-10 (default `ef`, 100), and the
-/// graph was built in 2.4–3.1 s. In the load bench (`benches/server_load.rs`,
+/// `examples`-style scratch run, not committed; four runs as the machine
+/// slowed): the exact scan took 2.5–4.7 ms p50 (memory-bound: 15 MB of f32
+/// per query), the HNSW search 1.0–1.9 ms with 0.915–0.94 of the exact
+/// top-10 (default `ef`, 100), and the graph was built in 2.4–4.3 s. In the load bench (`benches/server_load.rs`,
 /// interleaved runs) this gate gave 187–191 closed-loop turns/s over HTTP
 /// against 146–151 with the former 20,000, which never built a graph for a
 /// 10,000-episode scope. The former gate came from random vectors, which have
