@@ -121,7 +121,13 @@ fn dynamic_quantization_rewrites_every_weight_matmul_of_the_real_model() {
     let bytes = std::fs::read(common::onnx_files().model).unwrap();
     let r = strata::llm::onnx_graph::dynamic_quantize(&bytes).unwrap();
     assert_eq!(r.matmuls, 36);
+    assert_eq!(r.biases, 36, "each layer's bias Add is folded into its product");
     assert!(r.model.len() < bytes.len(), "the Cast and Mul nodes are gone");
+    // six layers, one GELU each; a second pass finds none (the embedders
+    // below run the fused graph, so the agreement checks cover the fusions)
+    let g = strata::llm::onnx_graph::fuse_gelu(&r.model).unwrap();
+    assert_eq!(g.gelus, 6);
+    assert_eq!(strata::llm::onnx_graph::fuse_gelu(&g.model).unwrap().gelus, 0);
     let w = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, WeightsOnly).unwrap();
     let d = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, Dynamic).unwrap();
     let texts: Vec<String> = [
