@@ -4,8 +4,9 @@
 //! query embedding is included). The same workload runs over HTTP against
 //! the `strata` binary started on 127.0.0.1, then against the library in
 //! this process (the baseline of the same run, on the same stores). Prints turns/s, p50 and
-//! p99 per turn for both, the HTTP cost over the library, and the server's
-//! resident memory idle and under load. Each path runs three phases: closed
+//! p99 per turn for both, the CPU time per turn of the server process and of
+//! the bench process (the HTTP clients, or the library itself), the HTTP cost
+//! over the library, and the server's resident memory idle and under load. Each path runs three phases: closed
 //! loop (capacity), paced at `STRATA_LOAD_RATE` turns/s (default 250), and
 //! one chatbot alone for `STRATA_LOAD_SERIAL_TURNS` turns (default 200): with
 //! nothing queued, the difference between the paths there is the HTTP layer's
@@ -56,6 +57,9 @@ struct Stats {
     turns: usize,
     wall: Duration,
     lat: Vec<Duration>,
+    /// CPU time of the phase, ms per turn: (the server process, this
+    /// process); the library path has no server, so its first is 0
+    cpu: (f64, f64),
 }
 
 impl Stats {
@@ -114,6 +118,7 @@ where
         turns: clients * turns,
         wall: started.elapsed(),
         lat,
+        cpu: (0.0, 0.0),
     }
 }
 
@@ -130,6 +135,11 @@ fn cpu_ns(pid: u32) -> u64 {
         })
         .unwrap_or(0)
         * 10_000_000
+}
+
+/// CPU ns over a phase → ms per turn (resolution: one 10 ms tick over the phase).
+fn per_turn(ns: u64, turns: usize) -> f64 {
+    ns as f64 / 1e6 / turns.max(1) as f64
 }
 
 fn rss_mib(pid: u32) -> f64 {
@@ -263,6 +273,7 @@ fn main() {
         let mut stats = Vec::new();
         for (phase, n, turns, p) in phases {
             let (c2, u2) = (client.clone(), base_url.clone());
+            let cpu0 = (cpu_ns(pid), cpu_ns(std::process::id()));
             stats.push(
                 drive(n, turns, p, move |c, t| {
                     let (client, base) = (c2.clone(), u2.clone());
@@ -290,6 +301,11 @@ fn main() {
                 })
                 .await,
             );
+            let s = stats.last_mut().unwrap();
+            s.cpu = (
+                per_turn(cpu_ns(pid) - cpu0.0, s.turns),
+                per_turn(cpu_ns(std::process::id()) - cpu0.1, s.turns),
+            );
         }
         sampling.store(false, std::sync::atomic::Ordering::Relaxed);
         sampler.await.unwrap();
@@ -309,6 +325,7 @@ fn main() {
         for (phase, n, turns, p) in phases {
             let m = mem.clone();
             let sc = scope.clone();
+            let cpu0 = cpu_ns(std::process::id());
             out.push(
                 drive(n, turns, p, move |c, t| {
                     let (m, sc) = (m.clone(), sc.clone());
@@ -323,6 +340,8 @@ fn main() {
                 })
                 .await,
             );
+            let s = out.last_mut().unwrap();
+            s.cpu = (0.0, per_turn(cpu_ns(std::process::id()) - cpu0, s.turns));
         }
         mem.shutdown().await.unwrap();
         out
@@ -330,18 +349,20 @@ fn main() {
 
     println!("load: {clients} chatbots x {turns} turns (inject + record), {episodes} episodes in the scope, fresh query text each turn");
     println!("closed loop = each chatbot sends its next turn when answered (capacity); paced = {rate} turns/s offered in all, latency from the scheduled send; one chatbot = {serial_turns} turns, nothing queued");
-    println!("| path | phase | turns/s | p50 ms | p99 ms |");
-    println!("|---|---|---|---|---|");
+    println!("| path | phase | turns/s | p50 ms | p99 ms | CPU ms/turn: server | CPU ms/turn: bench process |");
+    println!("|---|---|---|---|---|---|---|");
     for (name, runs) in [
         ("library (baseline, same run)", &lib),
         ("HTTP (strata serve)", &http),
     ] {
         for (phase, s) in ["closed loop", "paced", "one chatbot"].iter().zip(runs.iter()) {
             println!(
-                "| {name} | {phase} | {:.1} | {:.2} | {:.2} |",
+                "| {name} | {phase} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} |",
                 s.tps(),
                 s.pct(0.5),
-                s.pct(0.99)
+                s.pct(0.99),
+                s.cpu.0,
+                s.cpu.1
             );
         }
     }
