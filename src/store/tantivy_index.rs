@@ -51,16 +51,33 @@ struct ScopeStats<'a> {
 
 impl<'a> ScopeStats<'a> {
     /// Counts the scope's documents and, for every term in `terms`, the scope's
-    /// documents that hold it (one posting-list intersection per term).
+    /// documents that hold it (one posting-list intersection per term, unless
+    /// `cache` holds it for this searcher's generation).
     fn new(
         searcher: &'a Searcher,
         scope: &Term,
         terms: &[Term],
         prior_docs: u64,
+        cache: &Mutex<DfCache>,
     ) -> tantivy::Result<Self> {
         let scope_docs = searcher.doc_freq(scope)?;
+        let generation = searcher.generation().generation_id();
         let mut df = std::collections::HashMap::with_capacity(terms.len());
-        for t in terms {
+        let mut missing = Vec::new();
+        {
+            // a poisoned cache is only a cache: count again
+            let c = cache.lock().ok();
+            for t in terms {
+                match c.as_ref().and_then(|c| c.get(generation, scope, t)) {
+                    Some(n) => {
+                        df.insert(t.clone(), n);
+                    }
+                    None => missing.push(t),
+                }
+            }
+        }
+        let mut counted = Vec::with_capacity(missing.len());
+        for t in missing {
             let q = BooleanQuery::new(vec![
                 (
                     Occur::Must,
@@ -72,7 +89,14 @@ impl<'a> ScopeStats<'a> {
                     Box::new(TermQuery::new(t.clone(), IndexRecordOption::Basic)),
                 ),
             ]);
-            df.insert(t.clone(), searcher.search(&q, &Count)? as u64);
+            let n = searcher.search(&q, &Count)? as u64;
+            df.insert(t.clone(), n);
+            counted.push((t.clone(), n));
+        }
+        if !counted.is_empty() {
+            if let Ok(mut c) = cache.lock() {
+                c.put(generation, scope, counted);
+            }
         }
         Ok(Self {
             searcher,
@@ -84,6 +108,58 @@ impl<'a> ScopeStats<'a> {
 
     fn docs(&self) -> u64 {
         scope_size(self.scope_docs, self.prior_docs)
+    }
+}
+
+/// Entries [`DfCache`] holds before it starts over: each is two terms (the
+/// scope's and a query term's, some tens of bytes each) and a count, so the
+/// cache stays under ~4 MB per index. Our choice: a user's queries repeat
+/// their terms (names, topics) across turns, and a few thousand scopes'
+/// recent terms fit.
+const DF_CACHE_ENTRIES: usize = 16_384;
+
+/// Per-scope document frequencies of one searcher generation: `(scope term,
+/// query term) → documents of the scope holding the term`. A searcher
+/// generation is an immutable snapshot of the index (writes and deletes show
+/// only in the next one), so a cached count is exact; the cache is emptied
+/// when the generation changes, and when it is full.
+#[derive(Default)]
+struct DfCache {
+    generation: u64,
+    /// scope term → query term → count
+    map: std::collections::HashMap<Term, std::collections::HashMap<Term, u64>>,
+    /// Entries over all scopes.
+    len: usize,
+}
+
+impl DfCache {
+    fn get(&self, generation: u64, scope: &Term, term: &Term) -> Option<u64> {
+        if self.generation != generation {
+            return None;
+        }
+        self.map.get(scope)?.get(term).copied()
+    }
+
+    fn put(&mut self, generation: u64, scope: &Term, counted: Vec<(Term, u64)>) {
+        // a newer generation replaces the cache; counts of an older searcher
+        // (a search that started before a reload) are dropped
+        if generation > self.generation {
+            self.map.clear();
+            self.len = 0;
+            self.generation = generation;
+        } else if generation < self.generation {
+            return;
+        }
+        if self.len + counted.len() > DF_CACHE_ENTRIES {
+            self.map.clear();
+            self.len = 0;
+        }
+        let terms = self.map.entry(scope.clone()).or_default();
+        for (t, n) in counted {
+            if terms.insert(t, n).is_none() {
+                self.len += 1;
+            }
+        }
     }
 }
 
@@ -185,6 +261,8 @@ struct Inner {
     reader: IndexReader,
     writer: Mutex<IndexWriter>,
     f: Fields,
+    /// Per-scope document frequencies of the current searcher generation.
+    df_cache: Mutex<DfCache>,
 }
 
 /// On-disk tantivy index (see module docs).
@@ -267,6 +345,7 @@ impl<K: DocKey> TantivyIndex<K> {
                 reader,
                 writer: Mutex::new(writer),
                 f,
+                df_cache: Mutex::default(),
             }),
             _key: std::marker::PhantomData,
         })
@@ -386,6 +465,7 @@ impl<K: DocKey> TantivyIndex<K> {
             &self.scope_term(scope),
             &stat_terms,
             p.prior_docs,
+            &self.inner.df_cache,
         )
         .map_err(kw)?;
         let field_idf = |field: Field, t: &str| -> Result<f64> {
@@ -649,9 +729,9 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn idf_is_counted_inside_the_scope() {
-        let idx = TantivyIndex::in_ram(Bm25Params {
+    /// An index that searches the summary field only, without a prior (IDF as counted).
+    fn summary_only_index() -> TantivyIndex {
+        TantivyIndex::in_ram(Bm25Params {
             summary_boost: 1.0,
             user_boost: 0.0,
             assistant_boost: 0.0,
@@ -659,12 +739,12 @@ mod tests {
             relative_date_boost: 1.0,
             prior_docs: 0,
         })
-        .unwrap();
-        let (a, b) = (
-            Scope::new("a", "bot").unwrap(),
-            Scope::new("b", "bot").unwrap(),
-        );
-        let doc = |s: &Scope, i: usize, text: &str| KeywordDoc {
+        .unwrap()
+    }
+
+    /// Episode `i` of scope `s` with `text` as its summary and nothing else.
+    fn summary_doc(s: &Scope, i: usize, text: &str) -> KeywordDoc {
+        KeywordDoc {
             scope: s.clone(),
             episode_id: EpisodeId::for_session(s, &SessionId::new(format!("s{i}")).unwrap()),
             summary: text.into(),
@@ -672,13 +752,22 @@ mod tests {
             assistant_text: String::new(),
             dates: String::new(),
             date_tokens: String::new(),
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn idf_is_counted_inside_the_scope() {
+        let idx = summary_only_index();
+        let (a, b) = (
+            Scope::new("a", "bot").unwrap(),
+            Scope::new("b", "bot").unwrap(),
+        );
         // user a names Zed in each of their 5 episodes; user b has 100 episodes, one about Zed
         let mut docs: Vec<KeywordDoc> = (0..5)
-            .map(|i| doc(&a, i, &format!("Zed and topic{i}")))
+            .map(|i| summary_doc(&a, i, &format!("Zed and topic{i}")))
             .collect();
         docs.extend((0..100).map(|i| {
-            doc(
+            summary_doc(
                 &b,
                 i,
                 if i == 0 {
@@ -710,6 +799,44 @@ mod tests {
         );
         assert_eq!(in_a.hits.len(), 5);
         assert_eq!(in_b.hits.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn cached_document_frequencies_follow_writes_and_stay_in_their_scope() {
+        let idx = summary_only_index();
+        let (a, b) = (
+            Scope::new("a", "bot").unwrap(),
+            Scope::new("b", "bot").unwrap(),
+        );
+        // a: 5 episodes, all about Zed; b: 10 episodes, one about Zed
+        let mut docs: Vec<KeywordDoc> = (0..5).map(|i| summary_doc(&a, i, "Zed and more")).collect();
+        docs.extend((0..10).map(|i| summary_doc(&b, i, if i == 0 { "Zed visited" } else { "weather" })));
+        idx.upsert(docs).await.unwrap();
+        let reference = |s: &Scope| {
+            let idx = idx.clone();
+            let s = s.clone();
+            async move {
+                idx.search(&s, &KeywordQuery::text("Zed"), 20)
+                    .await
+                    .unwrap()
+                    .reference_score
+            }
+        };
+        let idf = |n: f32, df: f32| (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        let first = reference(&a).await;
+        assert!((first - idf(5.0, 5.0)).abs() < 1e-4, "{first}");
+        assert!(idx.inner.df_cache.lock().unwrap().len > 0, "the count was cached");
+        assert_eq!(reference(&a).await, first, "the cached count gives the same score");
+        // the same term in another scope is counted there, not taken from a's entry
+        let in_b = reference(&b).await;
+        assert!((in_b - idf(10.0, 1.0)).abs() < 1e-4, "{in_b}");
+        // a write makes a new searcher generation: 3 more Zed episodes and 2 others in a
+        let more: Vec<KeywordDoc> = (5..10)
+            .map(|i| summary_doc(&a, i, if i < 8 { "Zed again" } else { "weather" }))
+            .collect();
+        idx.upsert(more).await.unwrap();
+        let after = reference(&a).await;
+        assert!((after - idf(10.0, 8.0)).abs() < 1e-4, "stale count: {after}");
     }
 
     #[tokio::test]
