@@ -54,6 +54,18 @@ pub struct Rewrite {
     pub gelus: usize,
 }
 
+impl Rewrite {
+    /// The model as it came (no node matched the rewrite's pattern).
+    fn unchanged(model: &[u8]) -> Self {
+        Self {
+            model: model.to_vec(),
+            matmuls: 0,
+            biases: 0,
+            gelus: 0,
+        }
+    }
+}
+
 fn bad(what: &str) -> Error {
     Error::Embedder(format!("reading the ONNX model: {what}"))
 }
@@ -310,6 +322,16 @@ impl<'a> Graph<'a> {
         }
     }
 
+    /// The operand of node `i` that is not `value`, when the node has two
+    /// inputs (one of them `value`) and one output.
+    fn other_operand(&self, i: usize, value: &str) -> Option<&str> {
+        match (self.nodes[i].inputs.as_slice(), self.nodes[i].outputs.len()) {
+            ([a, b], 1) if a == value => Some(b),
+            ([a, b], 1) if b == value => Some(a),
+            _ => None,
+        }
+    }
+
     /// The node producing `value`, when it is a standard-domain `op`.
     fn produced_by(&self, value: &str, op: &str) -> Option<usize> {
         let i = *self.producer.get(value)?;
@@ -467,12 +489,7 @@ pub fn dynamic_quantize(model: &[u8]) -> Result<Rewrite> {
         sites.extend(found);
     }
     if sites.is_empty() {
-        return Ok(Rewrite {
-            model: model.to_vec(),
-            matmuls: 0,
-            biases: 0,
-            gelus: 0,
-        });
+        return Ok(Rewrite::unchanged(model));
     }
     let mut plan = Plan::default();
     for s in &sites {
@@ -522,16 +539,13 @@ pub fn dynamic_quantize(model: &[u8]) -> Result<Rewrite> {
 fn bias_add(gr: &Graph<'_>, product: &str, columns: i64) -> Option<(usize, String)> {
     let add = gr.sole_consumer(product)?;
     let a = &gr.nodes[add];
-    if a.op != "Add" || !a.domain.is_empty() || a.inputs.len() != 2 || a.outputs.len() != 1 {
+    if a.op != "Add" || !a.domain.is_empty() {
         return None;
     }
-    let other = if a.inputs[0] == product {
-        &a.inputs[1]
-    } else {
-        &a.inputs[0]
-    };
-    let (t, _) = gr.inits.get(other.as_str())?;
-    (other != product && t.data_type == FLOAT && t.dims == [columns]).then(|| (add, other.clone()))
+    let other = gr.other_operand(add, product)?;
+    let (t, _) = gr.inits.get(other)?;
+    (other != product && t.data_type == FLOAT && t.dims == [columns])
+        .then(|| (add, other.to_string()))
 }
 
 /// Replaces each exact (erf) GELU written out as operators,
@@ -548,17 +562,6 @@ pub fn fuse_gelu(model: &[u8]) -> Result<Rewrite> {
     let gr = Graph::parse(model)?;
     let nodes = &gr.nodes;
     let near = |name: &str, want: f32| gr.scalar(name).is_some_and(|v| (v - want).abs() < 1e-5);
-    // the operand of a 2-input standard node that is not `value`
-    let other = |i: usize, value: &str| -> Option<String> {
-        let n = &nodes[i];
-        (n.inputs.len() == 2 && n.outputs.len() == 1).then(|| {
-            if n.inputs[0] == value {
-                n.inputs[1].clone()
-            } else {
-                n.inputs[0].clone()
-            }
-        })
-    };
     let mut plan = Plan::default();
     let mut gelus = 0;
     for (erf, e) in nodes.iter().enumerate() {
@@ -574,15 +577,15 @@ pub fn fuse_gelu(model: &[u8]) -> Result<Rewrite> {
             }
             gr.sole_consumer(&d.outputs[0])?;
             let add = gr.sole_consumer(&e.outputs[0])?;
-            if nodes[add].op != "Add" || !near(&other(add, &e.outputs[0])?, 1.0) {
+            if nodes[add].op != "Add" || !near(gr.other_operand(add, &e.outputs[0])?, 1.0) {
                 return None;
             }
             let half = gr.sole_consumer(&nodes[add].outputs[0])?;
-            if nodes[half].op != "Mul" || !near(&other(half, &nodes[add].outputs[0])?, 0.5) {
+            if nodes[half].op != "Mul" || !near(gr.other_operand(half, &nodes[add].outputs[0])?, 0.5) {
                 return None;
             }
             let last = gr.sole_consumer(&nodes[half].outputs[0])?;
-            if nodes[last].op != "Mul" || other(last, &nodes[half].outputs[0])? != x {
+            if nodes[last].op != "Mul" || gr.other_operand(last, &nodes[half].outputs[0])? != x {
                 return None;
             }
             let all = [div, add, half, last];
@@ -605,12 +608,7 @@ pub fn fuse_gelu(model: &[u8]) -> Result<Rewrite> {
         gelus += 1;
     }
     if gelus == 0 {
-        return Ok(Rewrite {
-            model: model.to_vec(),
-            matmuls: 0,
-            biases: 0,
-            gelus: 0,
-        });
+        return Ok(Rewrite::unchanged(model));
     }
     Ok(Rewrite {
         model: gr.apply(&plan)?,

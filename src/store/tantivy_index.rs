@@ -111,9 +111,9 @@ impl<'a> ScopeStats<'a> {
     }
 }
 
-/// Entries [`DfCache`] holds before it starts over: each is two terms (the
-/// scope's and a query term's, some tens of bytes each) and a count, so the
-/// cache stays under ~4 MB per index. Our choice: a user's queries repeat
+/// Entries [`DfCache`] holds before it starts over: each is a query term (some
+/// tens of bytes) and a count, filed under its scope's term, so the cache
+/// stays under ~4 MB per index. Our choice: a user's queries repeat
 /// their terms (names, topics) across turns, and a few thousand scopes'
 /// recent terms fit.
 const DF_CACHE_ENTRIES: usize = 16_384;
