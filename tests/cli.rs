@@ -406,6 +406,97 @@ fn graph_search_show_and_forget() {
     );
 }
 
+/// A normal CLI run prints nothing on stderr but real warnings and errors:
+/// loading the embedder (ONNX Runtime logs three "Removing initializer"
+/// warnings per load of the rewritten graph unless told not to) is silent.
+#[test]
+fn cli_commands_are_quiet_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    for args in [
+        &["remember", "--user", "ann", "--agent", "shop", "--type", "fact", "Prefers Nike running shoes"][..],
+        &["retrieve", "--user", "ann", "--agent", "shop", "--query", "running shoes"][..],
+        &["search", "--user", "ann", "--agent", "shop", "running shoes"][..],
+    ] {
+        let out = strata(&data).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.stderr.is_empty(),
+            "{args:?} printed on stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// LongMemEval_S and LoCoMo hold empty turns and lone invisible characters
+/// (U+200B), which `record` refuses: both evals skip and count them instead
+/// of aborting (the LongMemEval eval stopped at the first one once
+/// invisible-only text became invalid input).
+#[test]
+fn evals_skip_blank_turns_and_count_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let turns = serde_json::json!([
+        {"role": "user", "content": "My cello teacher is called Ingrid."},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "\u{200B}"},
+        {"role": "assistant", "content": "Noted."}
+    ]);
+    let lme = serde_json::json!([{
+        "question_id": "q1", "question_type": "single-session-user", "question": "What is my cello teacher called?", "answer": "Ingrid",
+        "question_date": "2023/06/01 (Thu) 10:00", "answer_session_ids": ["a"],
+        "haystack_session_ids": ["a", "b"],
+        "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/02 (Tue) 09:00"],
+        "haystack_sessions": [turns, [{"role": "user", "content": " \u{200B}\u{FEFF} "}, {"role": "user", "content": "I booked a flight to Lisbon."}]]
+    }]);
+    let file = dir.path().join("lme.json");
+    std::fs::write(&file, lme.to_string()).unwrap();
+    let out_json = dir.path().join("lme-out.json");
+    let out = strata(&dir.path().join("data"))
+        .args(["eval", "longmemeval", "--data"])
+        .arg(&file)
+        .arg("--out")
+        .arg(&out_json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("skipped 3 blank turns"), "{text}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_json).unwrap()).unwrap();
+    assert_eq!(v["skipped_blank_turns"], 3, "{v}");
+    assert_eq!(v["strata"]["answerable"]["r@1"], 1.0, "the rest of the haystack was replayed: {v}");
+
+    let locomo = serde_json::json!([{
+        "sample_id": "blank-1",
+        "conversation": {
+            "speaker_a": "Ana", "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a greyhound called Pepper."},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": ""},
+                {"speaker": "Ana", "dia_id": "D1:3", "text": "\u{200B}"}
+            ],
+            "session_2_date_time": "2:10 pm on 20 May, 2023",
+            "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "I started a pottery class on Tuesdays."}]
+        },
+        "qa": [{"question": "What is the name of Ana's greyhound?", "answer": "Pepper", "evidence": ["D1:1"], "category": 1}]
+    }]);
+    let file = dir.path().join("locomo.json");
+    std::fs::write(&file, locomo.to_string()).unwrap();
+    let out_json = dir.path().join("locomo-out.json");
+    let out = strata(&dir.path().join("data"))
+        .args(["eval", "locomo", "--data"])
+        .arg(&file)
+        .arg("--out")
+        .arg(&out_json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("skipped 2 blank turns"), "{text}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_json).unwrap()).unwrap();
+    assert_eq!(v["skipped_blank_turns"], 2, "{v}");
+}
+
 #[test]
 fn eval_longmemeval_on_a_small_gzip_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -51,9 +51,13 @@ pub struct LongMemEvalArgs {
     /// LongMemEval JSON list, plain or `.gz` (e.g. ../shared/data/longmemeval/longmemeval_s-dev.json.gz).
     #[arg(long)]
     pub data: PathBuf,
-    /// Run only the first N questions (after --types).
+    /// Run only the first N questions (after --types and --per-type).
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Run only the first N questions of each question type, in file order
+    /// (a short run that still covers every type: the dev file is sorted by type).
+    #[arg(long)]
+    pub per_type: Option<usize>,
     /// Comma-separated question types to run (e.g. multi-session,temporal-reasoning; default all).
     #[arg(long, value_delimiter = ',')]
     pub types: Vec<String>,
@@ -157,9 +161,13 @@ pub fn load(path: &Path) -> Result<Vec<Question>> {
 }
 
 /// Replays one question's haystack into its scope and waits for promotion.
-async fn replay(mem: &Memory, q: &Question) -> Result<Scope> {
+/// Returns the scope and the number of blank turns skipped (empty,
+/// whitespace-only or invisible-only content, which `record` refuses:
+/// [`crate::model::is_blank`]).
+async fn replay(mem: &Memory, q: &Question) -> Result<(Scope, usize)> {
     let scope = Scope::new(q.question_id.clone(), "longmemeval")?;
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut blank = 0;
     for ((sid, date), turns) in q
         .haystack_session_ids
         .iter()
@@ -177,7 +185,8 @@ async fn replay(mem: &Memory, q: &Question) -> Result<Scope> {
         let start = parse_date(date)?;
         let mut recorded = 0;
         for (i, t) in turns.iter().enumerate() {
-            if t.content.trim().is_empty() {
+            if crate::model::is_blank(&t.content) {
+                blank += 1;
                 continue;
             }
             let role = if t.role == "assistant" {
@@ -200,7 +209,7 @@ async fn replay(mem: &Memory, q: &Question) -> Result<Scope> {
         }
     }
     mem.wait_idle().await?;
-    Ok(scope)
+    Ok((scope, blank))
 }
 
 /// Runs `strata eval longmemeval`.
@@ -211,6 +220,14 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
     let mut qs = load(&args.data)?;
     if !args.types.is_empty() {
         qs.retain(|q| args.types.iter().any(|t| t == &q.question_type));
+    }
+    if let Some(n) = args.per_type {
+        let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+        qs.retain(|q| {
+            let t = taken.entry(q.question_type.clone()).or_default();
+            *t += 1;
+            *t <= n
+        });
     }
     if let Some(n) = args.limit {
         qs.truncate(n);
@@ -250,8 +267,10 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         .as_ref()
         .map(|p| std::fs::File::create(p).map(std::io::BufWriter::new))
         .transpose()?;
+    let mut skipped_blank = 0usize;
     for q in &qs {
-        let scope = replay(&mem, q).await?;
+        let (scope, blank) = replay(&mem, q).await?;
+        skipped_blank += blank;
         let group = if q.abstention() {
             "_abs".to_string()
         } else {
@@ -344,7 +363,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
     mem.shutdown().await?;
     let answerable = qs.iter().filter(|q| !q.abstention()).count();
     println!(
-        "\nLongMemEval session recall ({} questions: {answerable} answerable, {} _abs reported apart) in {:.1}s",
+        "\nLongMemEval session recall ({} questions: {answerable} answerable, {} _abs reported apart; skipped {skipped_blank} blank turns) in {:.1}s",
         qs.len(),
         qs.len() - answerable,
         started.elapsed().as_secs_f64()
@@ -388,7 +407,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             })
             .collect();
         let mut body = format!(
-            "Data `{}`: {} questions, {answerable} answerable ({} `_abs` reported apart). Run of {}, {:.0} s, `episodes.embed_turns` = {}.\n\n\
+            "Data `{}`: {} questions, {answerable} answerable ({} `_abs` reported apart); skipped {skipped_blank} blank turns. Run of {}, {:.0} s, `episodes.embed_turns` = {}.\n\n\
              recall@k is the share of a question's gold sessions among the first k distinct sessions returned by `memory_search`, over answerable questions.\n\n",
             args.data.display(),
             qs.len(),
@@ -440,6 +459,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         let mut root = serde_json::Map::new();
         root.insert("questions".into(), json!(qs.len()));
         root.insert("answerable".into(), json!(answerable));
+        root.insert("skipped_blank_turns".into(), json!(skipped_blank));
         root.insert("seconds".into(), json!(started.elapsed().as_secs_f64()));
         for s in &systems {
             let mut by = serde_json::Map::new();

@@ -210,14 +210,18 @@ fn session_index(id: &SessionId) -> Option<usize> {
     id.as_str().strip_prefix("session_")?.parse().ok()
 }
 
-/// Replays one conversation; returns inject latencies in ms.
-async fn replay(mem: &Memory, conv: &LocomoConversation, measure_inject: bool) -> Result<Vec<f64>> {
+/// Replays one conversation; returns inject latencies in ms and the number
+/// of blank turns skipped (empty, whitespace-only or invisible-only text,
+/// which `record` refuses: [`crate::model::is_blank`]).
+async fn replay(mem: &Memory, conv: &LocomoConversation, measure_inject: bool) -> Result<(Vec<f64>, usize)> {
     let scope = Scope::new(conv.sample_id.clone(), "locomo")?;
     let mut lat = Vec::new();
+    let mut blank = 0;
     for s in &conv.sessions {
         let sid = SessionId::new(format!("session_{}", s.index))?;
         for (i, t) in s.turns.iter().enumerate() {
-            if t.text.trim().is_empty() {
+            if crate::model::is_blank(&t.text) {
+                blank += 1;
                 continue;
             }
             // both LoCoMo speakers are people talking about their own lives: both are
@@ -247,7 +251,7 @@ async fn replay(mem: &Memory, conv: &LocomoConversation, measure_inject: bool) -
         }
     }
     mem.wait_idle().await?;
-    Ok(lat)
+    Ok((lat, blank))
 }
 
 fn eval_config(config: &Config) -> Result<(Config, tempfile::TempDir)> {
@@ -423,11 +427,13 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         .as_ref()
         .map(|p| std::fs::File::create(p).map(std::io::BufWriter::new))
         .transpose()?;
-    let (mut asked, mut skipped_no_evidence) = (0usize, 0usize);
+    let (mut asked, mut skipped_no_evidence, mut skipped_blank) = (0usize, 0usize, 0usize);
     let started = Instant::now();
     for conv in &convs {
         let t0 = Instant::now();
-        latencies.extend(replay(&mem, conv, !args.no_inject).await?);
+        let (lat, blank) = replay(&mem, conv, !args.no_inject).await?;
+        latencies.extend(lat);
+        skipped_blank += blank;
         let replay_s = t0.elapsed().as_secs_f64();
         let scope = Scope::new(conv.sample_id.clone(), "locomo")?;
         // baseline index over raw sessions
@@ -452,7 +458,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         let mut n_conv = 0;
         for q in &conv.questions {
             let gold = q.gold_sessions(conv);
-            if gold.is_empty() || q.question.trim().is_empty() {
+            if gold.is_empty() || crate::model::is_blank(&q.question) {
                 skipped_no_evidence += 1;
                 continue;
             }
@@ -526,7 +532,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     }
     let systems: Vec<&str> = CONFIGS.iter().map(|c| c.0).chain(["bm25_raw"]).collect();
     println!(
-        "\nLoCoMo session recall ({} conversations, {asked} questions incl. category 5; {skipped_no_evidence} skipped without usable evidence)",
+        "\nLoCoMo session recall ({} conversations, {asked} questions incl. category 5; {skipped_no_evidence} skipped without usable evidence; skipped {skipped_blank} blank turns)",
         convs.len()
     );
     println!(
@@ -615,7 +621,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             })
             .collect();
         let mut body = format!(
-            "Data `{}`: {} conversation(s), {sessions} sessions, {asked} questions (category 5 included; {skipped_no_evidence} skipped without usable evidence). \
+            "Data `{}`: {} conversation(s), {sessions} sessions, {asked} questions (category 5 included; {skipped_no_evidence} skipped without usable evidence); skipped {skipped_blank} blank turns. \
              Run of {}, {total_s:.0} s in total, summariser `{}`, fusion {:?} {}/{}.\n\n\
              recall@k is the share of a question's gold sessions among the first k distinct sessions returned by `memory_search`.\n\n",
             args.data.display(),
@@ -691,6 +697,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         let mut root = serde_json::Map::new();
         root.insert("questions".into(), json!(asked));
         root.insert("skipped_no_evidence".into(), json!(skipped_no_evidence));
+        root.insert("skipped_blank_turns".into(), json!(skipped_blank));
         for s in &systems {
             let mut by_cat = serde_json::Map::new();
             for c in cats {
@@ -996,7 +1003,7 @@ pub async fn run_calibrate(config: Config, args: CalibrateArgs) -> Result<()> {
             let scope = Scope::new(conv.sample_id.clone(), "locomo")?;
             for q in &conv.questions {
                 let gold = q.gold_sessions(conv);
-                if gold.is_empty() || q.question.trim().is_empty() {
+                if gold.is_empty() || crate::model::is_blank(&q.question) {
                     continue;
                 }
                 let mut row = candidate_features(&mem, &scope, &q.question, None).await?;
@@ -1214,7 +1221,7 @@ async fn calibrate_knowledge(config: Config, args: &CalibrateArgs) -> Result<()>
                 .sessions
                 .iter()
                 .flat_map(|s| s.turns.iter())
-                .filter(|t| !t.text.trim().is_empty())
+                .filter(|t| !crate::model::is_blank(&t.text))
                 .collect();
             let facts: Vec<(String, chrono::DateTime<chrono::Utc>)> = turns
                 .iter()
@@ -1233,7 +1240,7 @@ async fn calibrate_knowledge(config: Config, args: &CalibrateArgs) -> Result<()>
                     .iter()
                     .filter_map(|t| by_turn.get(t).cloned())
                     .collect();
-                if !gold.is_empty() && !q.question.trim().is_empty() {
+                if !gold.is_empty() && !crate::model::is_blank(&q.question) {
                     label_knowledge(&mem, &scope, &q.question, &gold, &mut l, &mut pool).await?;
                 }
             }
@@ -1251,7 +1258,7 @@ async fn calibrate_knowledge(config: Config, args: &CalibrateArgs) -> Result<()>
             let mut gold_at = Vec::new();
             for (sess, date) in q.haystack_sessions.iter().zip(&q.haystack_dates) {
                 let at = crate::eval::longmemeval::parse_date(date)?;
-                for t in sess.iter().filter(|t| t.role == "user" && !t.content.trim().is_empty()) {
+                for t in sess.iter().filter(|t| t.role == "user" && !crate::model::is_blank(&t.content)) {
                     if t.has_answer {
                         gold_at.push(facts.len());
                     }

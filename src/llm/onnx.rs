@@ -177,6 +177,11 @@ impl OnnxEmbedder {
         for _ in 0..sessions.max(1) {
             let session = ort::session::Session::builder(env)
                 .map_err(ee)?
+                // ONNX Runtime's own warnings (e.g. "Removing initializer ... not used by
+                // any node", three per load of the rewritten graph) are not the user's
+                // concern: a CLI run prints only real warnings and errors
+                .with_log_level(ort::logging::LogLevel::Error)
+                .map_err(ee)?
                 .with_intra_threads(intra_threads.max(1))
                 .map_err(ee)?
                 .with_inter_threads(1)
