@@ -414,7 +414,7 @@ fn cli_commands_are_quiet_on_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     for args in [
-        &["remember", "--user", "ann", "--agent", "shop", "--type", "fact", "Prefers Nike running shoes"][..],
+        &["remember", "--user", "ann", "--agent", "shop", "--type", "fact", "Prefers Nike running shoes", "--metadata", r#"{"category": "preference"}"#][..],
         &["retrieve", "--user", "ann", "--agent", "shop", "--query", "running shoes"][..],
         &["search", "--user", "ann", "--agent", "shop", "running shoes"][..],
     ] {
