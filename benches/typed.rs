@@ -111,9 +111,9 @@ fn bench(c: &mut Criterion) {
             let batch: Vec<NewMemory> = (start..(start + 1000).min(n)).map(|i| mem(input(i))).collect();
             m.remember_batch(&s, batch).await.unwrap();
         }
-        m.shared().typed.index().vectors.optimize().await.unwrap();
+        m.typed().index().vectors.optimize().await.unwrap();
         // what the background task does every minute
-        m.shared().typed.optimize().await.unwrap();
+        m.typed().optimize().await.unwrap();
     });
     eprintln!("typed: {n} memories written in {:.1} s", started.elapsed().as_secs_f64());
 
@@ -165,7 +165,7 @@ fn bench(c: &mut Criterion) {
             vec![format!("{} (query {k})", sentence(k * 13 % 1000))]
         },
         |t| {
-            rt.block_on(m.shared().embedder.embed(&t)).unwrap();
+            rt.block_on(m.runtime().embedder.embed(&t)).unwrap();
         },
     );
     g.finish();
@@ -174,18 +174,18 @@ fn bench(c: &mut Criterion) {
     // embedded and keyword-indexed as knowledge is, in the same run
     let size = |m: &Memory| {
         rt.block_on(async {
-            m.shared().typed.index().keyword.compact().await.unwrap();
-            m.shared().typed.index().vectors.optimize().await.unwrap();
+            m.typed().index().keyword.compact().await.unwrap();
+            m.typed().index().vectors.optimize().await.unwrap();
         });
         dir_bytes(&m.config().data_dir)
     };
     let before = size(&m);
     rt.block_on(async {
-        let idx = m.shared().typed.index().clone();
+        let idx = m.typed().index().clone();
         let events: Vec<usize> = (0..n).filter(|i| i % 10 <= 2).collect();
         for chunk in events.chunks(1000) {
             let texts: Vec<String> = chunk.iter().map(|i| input(*i)["content"].as_str().unwrap().to_string()).collect();
-            let vectors = m.shared().embedder.embed(&texts).await.unwrap();
+            let vectors = m.runtime().embedder.embed(&texts).await.unwrap();
             let ids: Vec<strata::model::typed::MemoryId> = chunk.iter().map(|_| strata::model::typed::MemoryId::new()).collect();
             idx.keyword
                 .upsert(ids.iter().zip(&texts).map(|(id, t)| KeywordDoc {

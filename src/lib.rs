@@ -7,10 +7,9 @@
 //! summarised into searchable episodes in the background. The model gets
 //! [`Memory::memory_search`] and [`Memory::memory_expand`] as tools.
 //!
-//! Tiers: *working* (raw messages of open sessions, SQLite), *episodic* (one
-//! summary per finished session with a one-line abstract, indexed by BM25 in
-//! tantivy and by vectors in qdrant-edge), and *semantic* (an entity graph,
-//! in a later release).
+//! Tiers: *working* (raw messages of open sessions), *episodic* (one
+//! summary per finished session with a one-line abstract, indexed by BM25 and
+//! by vectors), and *semantic* (an entity/relation graph with validity dates).
 //!
 //! ```
 //! use strata::{Config, Memory, NewMessage, Scope, SessionId};
@@ -39,35 +38,43 @@
 //! ```
 //!
 //! ## Layout
-//! - [`model`]: scopes, ids, messages, sessions, episodes (depends on nothing internal).
+//! Layers from the bottom (`tests/architecture.rs` checks the imports):
+//! - [`model`]: scopes, ids, messages, sessions, episodes, typed memories
+//!   (imports nothing internal but [`error`] and [`text`]).
 //! - [`config`]: layered, validated configuration.
-//! - [`store`]: store traits and the embedded backends (SQLite, tantivy, qdrant-edge).
-//! - [`llm`]: embedder and chat-model traits; local MiniLM and the offline summariser.
+//! - [`store`]: the store traits, one folder or file per backend, and
+//!   [`store::factory`], the only module that names a backend.
+//! - [`llm`]: embedder and chat-model traits, the ONNX/candle/OpenAI
+//!   embedders, the offline summariser, and [`llm::load`] (config → models).
+//! - [`graph`]: the graph trait, extraction, dedup rules and L2 search.
+//! - [`recall`]: trivial filter, recall query, calibrated fusion, abstracts (pure).
 //! - [`bus`]: flume wake-ups over the durable outbox.
-//! - [`worker`]: episodic promotion, idle sweeper, pruner.
-//! - [`recall`]: trivial filter, recall query, calibrated fusion, abstracts.
-//! - [`typed`]: typed memories (fact / event / entity / relation), metadata-first retrieval, sharing tiers.
-//! - [`memory`]: the [`Memory`] API.
-//! - [`eval`]: LoCoMo replay, BM25 baseline and metrics.
-//! - [`keys`]: API keys (creation, authentication, revocation).
-//! - [`server`]: `strata serve` — REST + OpenAPI, MCP, auth, metrics (the only module that knows HTTP).
-//! - [`cli`]: the `strata` command line (a thin client of the library).
+//! - [`runtime`]: what the capabilities and the workers share.
+//! - Capabilities: [`episodic`] (record, inject, search, expand, the Memory
+//!   Context), [`typed`] (typed memories and sharing tiers), [`admin`]
+//!   (jobs, reload, reindex, check, backup, erasure, migrate), [`keys`].
+//! - [`worker`]: episodic promotion, deferred vectors, extraction, dedup,
+//!   idle sweeper, pruner.
+//! - [`memory`]: the [`Memory`] facade, which wires the above and delegates.
+//! - [`server`] (`strata serve`: REST + OpenAPI, MCP, auth, metrics; the only
+//!   module that knows HTTP), [`cli`] (the `strata` command line) and
+//!   [`eval`] (LoCoMo and LongMemEval replay, BM25 baseline, metrics).
 #![warn(missing_docs)]
 
-pub mod backup;
+pub mod admin;
 pub mod bus;
-pub mod check;
 pub mod cli;
 pub mod config;
+pub mod episodic;
 pub mod error;
 pub mod eval;
 pub mod graph;
 pub mod keys;
 pub mod llm;
 pub mod memory;
-pub mod migrate;
 pub mod model;
 pub mod recall;
+pub mod runtime;
 pub mod server;
 pub mod store;
 pub mod text;

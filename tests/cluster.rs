@@ -195,11 +195,11 @@ async fn a_node_with_its_graph_on_a_bolt_server() {
     assert!(current.subgraph.relations.iter().all(|x| x.invalid_at.is_none()));
     let other = Scope::new(format!("other-{}", uuid::Uuid::new_v4().simple()), "assistant").unwrap();
     assert!(mem.knowledge_graph_search(&other, &search(true)).await.unwrap().subgraph.entities.is_empty(), "scoped");
-    let before = mem.shared().graph.graph_counts(&s).await.unwrap();
+    let before = mem.runtime().graph.graph_counts(&s).await.unwrap();
     assert!(before.entities >= 4 && before.invalidated >= 1, "{before:?}");
     let report = mem.forget_user(s.user_id()).await.unwrap();
     assert_eq!(report.graph.rows.get("entities").copied(), Some(before.entities), "{report:?}");
-    assert_eq!(mem.shared().graph.graph_counts(&s).await.unwrap(), strata::graph::GraphCounts::default());
+    assert_eq!(mem.runtime().graph.graph_counts(&s).await.unwrap(), strata::graph::GraphCounts::default());
     mem.shutdown().await.unwrap();
     drop_schema(&url, &schema).await;
 }
@@ -433,7 +433,7 @@ async fn graph_server_killed_during_promotion_then_back_completes_the_graph() {
     // a few failed attempts each, while the server is gone
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     assert!(mem.parked_jobs(100).await.unwrap().is_empty(), "a job was parked for an unreachable server");
-    let waiting = mem.shared().records.count_pending(&[strata::store::EventKind::EpisodeCreated]).await.unwrap();
+    let waiting = mem.runtime().records.count_pending(&[strata::store::EventKind::EpisodeCreated]).await.unwrap();
     assert!(waiting > 0, "the extraction jobs ran before the kill: the test proved nothing");
     own_graph_server("restart", base.path(), http, bolt);
     tokio::time::timeout(std::time::Duration::from_secs(180), mem.wait_idle()).await.expect("jobs resumed").unwrap();
@@ -666,7 +666,7 @@ async fn migrate_two_locomo_conversations_killed_midway_then_resumed() {
         before.push(hits.into_iter().map(|h| h.id).collect::<Vec<_>>());
     }
     assert!(before.iter().filter(|h| !h.is_empty()).count() >= 15, "the questions find episodes in the source");
-    let graph_before = mem.shared().graph.graph_counts(&questions[0].0).await.unwrap();
+    let graph_before = mem.runtime().graph.graph_counts(&questions[0].0).await.unwrap();
     assert!(graph_before.entities > 0, "the source has a graph to copy");
     mem.shutdown().await.unwrap();
     drop(mem);
@@ -788,7 +788,7 @@ async fn migrate_two_locomo_conversations_killed_midway_then_resumed() {
         let now: Vec<_> = mem.memory_search(scope, q, 5).await.unwrap().into_iter().map(|h| h.id).collect();
         assert_eq!(&now, was, "top-5 for {q:?}");
     }
-    assert_eq!(mem.shared().graph.graph_counts(&questions[0].0).await.unwrap(), graph_before);
+    assert_eq!(mem.runtime().graph.graph_counts(&questions[0].0).await.unwrap(), graph_before);
     // new rows get new ids: the identity sequences were moved past the copied ids (a
     // sequence left at 1 would hand out a copied id and the insert would fail)
     let scope = &questions[0].0;

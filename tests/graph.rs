@@ -207,7 +207,7 @@ async fn one_name_in_four_sessions_is_one_entity() {
     let r = search(&mem, &s, "Dana Whitfield", 0, false).await;
     assert_eq!(r.seeds.len(), 1);
     let dana: Vec<_> = mem
-        .shared()
+        .runtime()
         .graph
         .entities_of_type(&s, None, 100)
         .await
@@ -225,7 +225,7 @@ async fn dedup_never_merges_across_digits_negation_or_types_and_merges_can_be_un
     let (cfg, _dir) = common::config();
     let mem = common::open(cfg).await;
     let s = scope("ops");
-    let g = mem.shared().graph.clone();
+    let g = mem.runtime().graph.clone();
     let rules = mem.config().graph.rules();
     let pairs = [
         (
@@ -275,7 +275,7 @@ async fn dedup_never_merges_across_digits_negation_or_types_and_merges_can_be_un
             })
             .collect();
         // no job to finish (id 0 is never an outbox row): only the follow-ups are written
-        mem.shared()
+        mem.runtime()
             .records
             .finish_event(strata::model::EventId(0), follow)
             .await
@@ -349,7 +349,7 @@ async fn dedup_never_merges_across_digits_negation_or_types_and_merges_can_be_un
             entity_id: e.id.clone(),
         })
         .collect();
-    mem.shared()
+    mem.runtime()
         .records
         .finish_event(strata::model::EventId(0), follow)
         .await
@@ -551,8 +551,8 @@ async fn erasing_a_user_leaves_no_row_anywhere() {
         .unwrap();
     assert_eq!(orphans, 0);
     for s in [&a, &a2] {
-        assert_eq!(mem.shared().keyword.count(s).await.unwrap(), 0);
-        assert_eq!(mem.shared().vectors.count(s).await.unwrap(), 0);
+        assert_eq!(mem.runtime().keyword.count(s).await.unwrap(), 0);
+        assert_eq!(mem.runtime().vectors.count(s).await.unwrap(), 0);
     }
     // not only invisible: gone from the SQLite files (secure_delete + WAL truncation); the
     // tantivy term dictionary is compressed, so its compaction is checked by a unit test
@@ -615,7 +615,7 @@ async fn snapshot(
     BTreeSet<String>,
     BTreeSet<(String, String, String, Option<i64>, Option<i64>)>,
 ) {
-    let g = &mem.shared().graph;
+    let g = &mem.runtime().graph;
     let ents = g.entities_of_type(s, None, 10_000).await.unwrap();
     let keys = ents
         .iter()
@@ -678,7 +678,7 @@ async fn a_crash_between_extraction_and_upsert_converges_to_the_same_graph() {
         for (id, d, text) in STORY {
             session(&mem, &s, id, day(*d), &[("Mina", text)]).await;
         }
-        strata::worker::episodic::drain(mem.shared()).await.unwrap();
+        strata::worker::episodic::drain(mem.runtime()).await.unwrap();
         // the extraction of the first episode reached the graph, its event was never marked done
         let turns = vec![strata::llm::TranscriptTurn {
             speaker: "Mina".into(),
@@ -687,7 +687,7 @@ async fn a_crash_between_extraction_and_upsert_converges_to_the_same_graph() {
         }];
         let ex = strata::graph::extract::extract(&turns);
         let e1 = EpisodeId::for_session(&s, &SessionId::new("s1").unwrap());
-        mem.shared()
+        mem.runtime()
             .graph
             .apply_extraction(&s, &e1, day(1), &ex, &mem.config().graph.rules())
             .await

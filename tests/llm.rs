@@ -396,7 +396,7 @@ async fn schema_breaking_json_and_empty_choices_are_retried() {
         "Dana flies to Busan in May."
     );
     let errors: Vec<String> = mem
-        .shared()
+        .runtime()
         .records
         .usage_totals(None)
         .await
@@ -617,7 +617,7 @@ async fn remote_embeddings_check_dimensions_and_switching_models_needs_reindex()
     // dimension learned from the server: promotion embeds remotely, in batches
     cfg.embedding.dimensions = 0;
     let mem = Memory::open(cfg.clone()).await.unwrap();
-    assert_eq!(mem.shared().embedder.dim(), 8);
+    assert_eq!(mem.runtime().embedder.dim(), 8);
     session(&mem, "trip", TRIP).await;
     mem.wait_idle().await.unwrap();
     assert_eq!(
@@ -671,7 +671,7 @@ async fn remote_embeddings_check_dimensions_and_switching_models_needs_reindex()
         "summary + turn units: {report:?}"
     );
     let mem = common::open(local).await;
-    assert_eq!(mem.shared().vectors.dim(), 384);
+    assert_eq!(mem.runtime().vectors.dim(), 384);
     let hits = mem
         .memory_search(&scope(), "Pickle beagle", 5)
         .await
@@ -712,7 +712,7 @@ async fn embeddings_that_change_dimension_at_run_time_park_the_job() {
         parked[0].last_error
     );
     assert_eq!(
-        mem.shared().vectors.count(&scope()).await.unwrap(),
+        mem.runtime().vectors.count(&scope()).await.unwrap(),
         0,
         "nothing of the wrong size was written"
     );
@@ -782,7 +782,7 @@ async fn a_crash_between_the_answer_and_the_commit_reruns_the_job_once() {
                 .unwrap();
             assert_eq!(s.text, "Dana flies to Busan in May.");
             assert_eq!(
-                mem.shared().records.count_episodes(&scope()).await.unwrap(),
+                mem.runtime().records.count_episodes(&scope()).await.unwrap(),
                 0,
                 "nothing committed yet"
             );
@@ -801,7 +801,7 @@ async fn a_crash_between_the_answer_and_the_commit_reruns_the_job_once() {
         "the job ran again on reopen"
     );
     assert_eq!(
-        mem.shared().records.count_episodes(&scope()).await.unwrap(),
+        mem.runtime().records.count_episodes(&scope()).await.unwrap(),
         1,
         "stored once"
     );
@@ -1037,7 +1037,7 @@ async fn the_llm_confirms_ambiguous_dedup_candidates() {
         merges[0].reason
     );
     let keys: Vec<String> = mem
-        .shared()
+        .runtime()
         .graph
         .entities_of_type(&scope(), None, 100)
         .await
@@ -1109,7 +1109,7 @@ async fn shutdown_does_not_wait_out_a_failing_jobs_backoff() {
         "shutdown returned before the job ran out of attempts"
     );
     let pending = mem
-        .shared()
+        .runtime()
         .records
         .count_pending(&[strata::store::EventKind::EpisodeCreated])
         .await

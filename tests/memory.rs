@@ -244,7 +244,7 @@ async fn concurrent_records_lose_nothing() {
         let sess = mem.session(&scope, &sid).await.unwrap();
         assert_eq!(sess.message_count, 25);
         let msgs: Vec<String> = mem
-            .shared()
+            .runtime()
             .records
             .messages(&scope, &sid)
             .await
@@ -325,7 +325,7 @@ async fn pruner_expires_episodes_but_keeps_raw_sessions() {
     );
     let report = mem.prune_at(Utc::now() + Duration::days(2)).await.unwrap();
     assert_eq!(report.episodes_removed, 1);
-    let s = mem.shared();
+    let s = mem.runtime();
     assert_eq!(s.keyword.count(&scope).await.unwrap(), 0);
     assert_eq!(s.vectors.count(&scope).await.unwrap(), 0);
     assert_eq!(s.records.count_episodes(&scope).await.unwrap(), 0);
@@ -400,7 +400,7 @@ async fn cron_pruner_fires_on_schedule() {
         .unwrap();
     assert_eq!(hits.len(), 1);
     // age the episode: rewrite its row with an expiry in the past (ttl is counted in days)
-    let s = mem.shared();
+    let s = mem.runtime();
     let mut ep = s
         .records
         .episode(&scope, &hits[0].id, Utc::now())
@@ -614,7 +614,7 @@ async fn only_user_turns_become_vector_units_unless_asked() {
         mem.wait_idle().await.unwrap();
         // unit 0 is the summary; then the turns
         assert_eq!(
-            mem.shared().vectors.count(&scope).await.unwrap(),
+            mem.runtime().vectors.count(&scope).await.unwrap(),
             units,
             "embed_assistant_turns = {assistants}"
         );
@@ -634,7 +634,7 @@ async fn deferred_vectors_follow_promotion_and_skip_what_is_gone() {
     let (cfg, _dir) = common::config();
     assert!(cfg.episodes.defer_vectors, "the default");
     let mem = common::open_without_workers(cfg).await;
-    let s = mem.shared().clone();
+    let s = mem.runtime().clone();
     let kept = Scope::new("kept", "a").unwrap();
     let gone = Scope::new("gone", "a").unwrap();
     let aged = Scope::new("aged", "a").unwrap();
@@ -740,12 +740,12 @@ fn check_quoted(section: &str) {
 /// it from the system of record, after which search works again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_finds_and_repairs_index_drift() {
-    use strata::check::{CheckedStore, ProblemKind};
+    use strata::admin::check::{CheckedStore, ProblemKind};
     use strata::model::typed::{MemoryInput, NewMemory};
     use strata::store::KeywordDoc;
     let (cfg, _dir) = common::config();
     let mem = common::open(cfg).await;
-    let s = mem.shared().clone();
+    let s = mem.runtime().clone();
     let alice = Scope::new("alice", "bot").unwrap();
     let bob = Scope::new("bob", "bot").unwrap();
     session(&mem, &alice, "s1", 2, &["I started learning the cello in January.", "Nice!"]).await;
@@ -778,13 +778,13 @@ async fn check_finds_and_repairs_index_drift() {
         }])
         .await
         .unwrap();
-    s.typed.index().vectors.delete(&alice, &[fact.clone()]).await.unwrap();
+    mem.typed().index().vectors.delete(&alice, &[fact.clone()]).await.unwrap();
     // graph rows whose user has no episode or memory left: an erasure cut short
     let carol = Scope::new("carol", "bot").unwrap();
     let entity: MemoryInput = serde_json::from_value(serde_json::json!({"type": "entity", "content": "Carol",
         "metadata": {"identity_key": "person:carol", "entity_type": "person"}})).unwrap();
     let entity = mem.remember(&carol, NewMemory::try_from(entity).unwrap()).await.unwrap().id;
-    s.typed.records().delete_memory(&carol, &entity).await.unwrap();
+    mem.typed().records().delete_memory(&carol, &entity).await.unwrap();
 
     let r = mem.check(false).await.unwrap();
     let found: Vec<(CheckedStore, ProblemKind, String)> =
@@ -882,7 +882,7 @@ async fn thirty_two_writers_beside_readers_prune_and_repair_lose_nothing() {
         assert!(o.await.unwrap() > 0, "every reader ran");
     }
     mem.wait_idle().await.unwrap();
-    let shared = mem.shared().records.messages(&scope, &SessionId::new("shared").unwrap()).await.unwrap();
+    let shared = mem.runtime().records.messages(&scope, &SessionId::new("shared").unwrap()).await.unwrap();
     assert_eq!(shared.len(), 16 * PER_TASK, "nothing lost on the shared session");
     for w in 0..16 {
         let mine: Vec<String> = shared

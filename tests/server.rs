@@ -311,7 +311,7 @@ async fn keys_bind_scopes_and_nothing_leaks() {
     let (_, bob) = m.create_api_key(agent("bob", "bot"), "").await.unwrap();
     let (_, admin) = m.create_api_key(KeyGrant::Admin, "ops").await.unwrap();
     let (revoked_key, revoked) = m.create_api_key(agent("alice", "bot"), "").await.unwrap();
-    strata::keys::revoke(m.shared().records.as_ref(), &revoked_key.id)
+    strata::keys::revoke(m.runtime().records.as_ref(), &revoked_key.id)
         .await
         .unwrap();
     seed(&s, Some(&alice_bot)).await;
@@ -424,7 +424,7 @@ async fn keys_bind_scopes_and_nothing_leaks() {
     .await;
     assert_eq!((r.status, code(&r)), (404, "not_found"));
     // the secret is in no log line and no table
-    let rows = m.shared().records.api_keys().await.unwrap();
+    let rows = m.runtime().records.api_keys().await.unwrap();
     assert_eq!(rows.len(), 5);
     assert!(!serde_json::to_string(&rows)
         .unwrap()
@@ -715,7 +715,7 @@ async fn bad_input_gets_clear_errors_and_the_server_stays_up() {
     let scope = strata::Scope::new("alice", "bot").unwrap();
     let msgs = s
         .memory
-        .shared()
+        .runtime()
         .records
         .messages(&scope, &strata::SessionId::new("s1").unwrap())
         .await
@@ -1448,7 +1448,7 @@ async fn shutdown_answers_the_requests_in_flight() {
     // acknowledged means stored: count it in a fresh open of the same store
     let scope = strata::Scope::new("alice", "bot").unwrap();
     let n = memory
-        .shared()
+        .runtime()
         .records
         .messages(&scope, &strata::SessionId::new("b99").unwrap())
         .await
@@ -1834,13 +1834,13 @@ mod http_isolation {
                     } else {
                         // no merge to undo: merge two of the scope's own entities (as the
                         // dedup worker would), for later reads and a later undo
-                        let own = s.memory.shared().graph.entities_of_type(&sc(scope), None, 10).await.unwrap();
+                        let own = s.memory.runtime().graph.entities_of_type(&sc(scope), None, 10).await.unwrap();
                         for e in &own {
                             let owner = *entities.entry(e.id.as_str().to_string()).or_insert(scope);
                             assert_eq!(owner, scope, "entity {} listed in two scopes", e.id.as_str());
                         }
                         if let [a, b, ..] = own.as_slice() {
-                            s.memory.shared().graph.merge(&sc(scope), &a.id, &b.id, "isolation test").await.unwrap();
+                            s.memory.runtime().graph.merge(&sc(scope), &a.id, &b.id, "isolation test").await.unwrap();
                             eprintln!("isolation: merged in scope {scope}");
                         }
                     }
@@ -1849,7 +1849,7 @@ mod http_isolation {
                     let theirs = entities.iter().find(|(_, o)| **o == other && other != scope).map(|(id, _)| id.clone());
                     if let (Some(a), Some(b)) = (mine, theirs) {
                         let (a, b) = (strata::graph::EntityId::parse(&a).unwrap(), strata::graph::EntityId::parse(&b).unwrap());
-                        assert!(s.memory.shared().graph.merge(&sc(scope), &a, &b, "isolation test").await.is_err(), "a merge crossed scopes");
+                        assert!(s.memory.runtime().graph.merge(&sc(scope), &a, &b, "isolation test").await.is_err(), "a merge crossed scopes");
                     }
                 }
                 Op::Forget { user } => {

@@ -196,7 +196,7 @@ async fn routing_supersede_merge_and_forget() {
     let (cfg, _dir) = common::config();
     let m = common::open(cfg).await;
     let s = Scope::new("mina", "assistant").unwrap();
-    let idx = m.shared().typed.index().clone();
+    let idx = m.typed().index().clone();
     let counts = || async { (idx.keyword.count(&s).await.unwrap(), idx.vectors.count(&s).await.unwrap()) };
 
     // an event leaves no keyword document and no vector

@@ -139,7 +139,7 @@ pub async fn populate(mem: &Memory, scope: &Scope, n: usize, base: &[(String, Ve
 /// chunks of 1,000 episodes that span scopes (one index commit per chunk);
 /// episode `i` of a scope gets the same text in every scope.
 pub async fn populate_scopes(mem: &Memory, scopes: &[Scope], per_scope: usize, base: &[(String, Vec<f32>)]) {
-    let s = mem.shared();
+    let s = mem.runtime();
     let now = Utc::now();
     let all: Vec<(usize, usize)> = (0..scopes.len()).flat_map(|k| (0..per_scope).map(move |i| (k, i))).collect();
     for chunk in all.chunks(1000) {

@@ -1,4 +1,4 @@
-//! `strata migrate --to FILE`: the command around [`crate::migrate::migrate`]
+//! `strata migrate --to FILE`: the command around [`crate::admin::migrate::migrate`]
 //! (a progress bar per phase on a terminal, a summary or JSON at the end).
 
 use std::path::Path;
@@ -7,13 +7,13 @@ use std::process::ExitCode;
 use crate::config::Config;
 use crate::error::Result;
 use crate::memory::Components;
-use crate::migrate::{migrate, MigrateEvent, MigrateOptions, MigrateReport};
+use crate::admin::migrate::{migrate, MigrateEvent, MigrateOptions, MigrateReport};
 
 /// Migrates the deployment `source` describes into the one the config file
 /// `to` describes; exit status 1 when a count differs at the end.
 ///
 /// # Errors
-/// As [`crate::migrate::migrate`]; [`crate::Error::Config`] for a bad `to` file.
+/// As [`crate::admin::migrate::migrate`]; [`crate::Error::Config`] for a bad `to` file.
 pub(crate) async fn run(source: Config, to: &Path, batch: usize, reindex: bool, json: bool) -> Result<ExitCode> {
     let target = Config::load(Some(to), &[])?;
     // a bar on a terminal only: indicatif draws nothing when stderr is not one

@@ -538,7 +538,7 @@ async fn keys_command(config: Config, action: KeysCommand) -> Result<ExitCode> {
     use crate::model::KeyGrant;
     // the system of record alone: works beside a running server
     config.validate()?;
-    let db = crate::memory::open_stores(&config, false).await?.records;
+    let db = crate::store::factory::open_stores(&config, false).await?.records;
     match action {
         KeysCommand::Create {
             user,
@@ -1104,7 +1104,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(if r.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Backup { dir, json } => {
-            let m = crate::backup::backup(&config, &dir).await?;
+            let m = crate::admin::backup::backup(&config, &dir).await?;
             if json {
                 print_json(&m)?;
             } else {
@@ -1114,7 +1114,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Restore { dir, json } => {
-            let r = crate::backup::restore(config, &dir).await?;
+            let r = crate::admin::backup::restore(config, &dir).await?;
             if json {
                 print_json(&r)?;
             } else {

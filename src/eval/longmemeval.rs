@@ -38,7 +38,7 @@ use std::time::Instant;
 use super::bm25::Bm25Index;
 use super::metrics::{all_at_k, recall_at_k, MeanByKey};
 use super::report::{fmt3, md_table, Curve, Report, MAX_K};
-use super::runner::CONFIGS;
+use super::systems::{candidate_features, CONFIGS};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::memory::{Components, SearchOptions};
@@ -68,7 +68,7 @@ pub struct LongMemEvalArgs {
     #[arg(long)]
     pub report: Option<PathBuf>,
     /// Write every question's candidates with their raw retriever scores
-    /// (JSON lines, see [`super::runner::candidate_features`]) to this file.
+    /// (JSON lines, see [`super::systems::candidate_features`]) to this file.
     #[arg(long)]
     pub features: Option<PathBuf>,
 }
@@ -290,7 +290,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         let as_of = q.question_date.as_deref().map(parse_date).transpose()?;
         if let Some(f) = features.as_mut() {
             let mut row =
-                super::runner::candidate_features(&mem, &scope, &q.question, as_of).await?;
+                candidate_features(&mem, &scope, &q.question, as_of).await?;
             row["bench"] = json!("longmemeval");
             row["question_id"] = json!(q.question_id);
             row["question_type"] = json!(group);

@@ -7,3 +7,4 @@ pub mod longmemeval;
 pub mod metrics;
 pub mod report;
 pub mod runner;
+pub mod systems;

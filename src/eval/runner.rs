@@ -28,14 +28,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::bm25::Bm25Index;
+use super::systems::{candidate_features, CONFIGS};
 use super::locomo::{load_locomo, LocomoConversation};
 use super::metrics::{percentile, recall_at_k};
 use super::report::{fmt3, md_table, Curve, Report, MAX_K};
-use crate::config::{Calibration, Config, Fusion};
+use crate::config::{Calibration, Config};
 use crate::error::{Error, Result};
 use crate::memory::{Components, SearchOptions};
 use crate::model::{NewMessage, Role, Scope, SessionId};
-use crate::recall::fusion::Retrievers;
 use crate::Memory;
 
 /// Arguments of `strata eval locomo`.
@@ -89,14 +89,6 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 100)]
     pub questions: usize,
 }
-
-/// The configurations compared in one run.
-pub const CONFIGS: &[(&str, Retrievers, Option<Fusion>)] = &[
-    ("strata", Retrievers::Hybrid, Some(Fusion::Weighted)),
-    ("keyword_only", Retrievers::KeywordOnly, None),
-    ("vector_only", Retrievers::VectorOnly, None),
-    ("rrf", Retrievers::Hybrid, Some(Fusion::Rrf)),
-];
 
 const KS: [usize; 3] = [1, 5, 10];
 
@@ -270,7 +262,7 @@ async fn graph_sample(
     top: usize,
     max_lines: usize,
 ) -> Result<Vec<String>> {
-    let g = &mem.shared().graph;
+    let g = &mem.runtime().graph;
     let all = g.entities_of_type(scope, None, 100_000).await?;
     let walk = crate::graph::Walk {
         seeds: all.iter().map(|e| e.id.clone()).collect(),
@@ -330,77 +322,6 @@ async fn graph_sample(
         ));
     }
     Ok(lines)
-}
-
-/// The raw retriever scores of every episode of `scope` for `query`, as one
-/// JSON object (a line of `--features FILE`), for fitting calibration and
-/// fusion offline against labelled questions:
-/// `{"reference": f32, "terms": n, "candidates": {session_id: [bm25 | null, cosine | null]}}`.
-/// BM25 is the keyword index's score with the same query (relative dates
-/// resolved against `as_of`, now when `None`) as `memory_search`; cosine is the
-/// best unit of the episode for the query's embedding. `null` means the
-/// retriever does not return the episode at all (no query term in it).
-///
-/// # Errors
-/// Store or embedder failures.
-pub async fn candidate_features(
-    mem: &Memory,
-    scope: &Scope,
-    query: &str,
-    as_of: Option<chrono::DateTime<chrono::Utc>>,
-) -> Result<serde_json::Value> {
-    let s = mem.shared();
-    let date_tokens = if s.config.recall.relative_date_boost > 0.0 {
-        crate::recall::dates::resolve_relative(query, as_of.unwrap_or_else(chrono::Utc::now))
-    } else {
-        String::new()
-    };
-    let all = s.vectors.count(scope).await?.max(1);
-    let kw = s
-        .keyword
-        .search(
-            scope,
-            &crate::store::KeywordQuery {
-                text: query,
-                date_tokens: &date_tokens,
-            },
-            all,
-        )
-        .await?;
-    let mut v = s.embedder.embed(&[query.to_string()]).await?.remove(0);
-    let norm = v
-        .iter()
-        .map(|x| x * x)
-        .sum::<f32>()
-        .sqrt()
-        .max(f32::MIN_POSITIVE);
-    v.iter_mut().for_each(|x| *x /= norm);
-    let vec = s.vectors.search(scope, &v, all).await?;
-    let mut cands: BTreeMap<String, (Option<f32>, Option<f32>)> = BTreeMap::new();
-    let ids: Vec<crate::model::EpisodeId> = kw
-        .hits
-        .iter()
-        .chain(&vec)
-        .map(|h| h.episode_id.clone())
-        .collect();
-    let names: BTreeMap<String, String> = s
-        .records
-        .episodes(scope, &ids, chrono::Utc::now())
-        .await?
-        .into_iter()
-        .map(|e| (e.id.to_string(), e.session_id.to_string()))
-        .collect();
-    for h in &kw.hits {
-        if let Some(n) = names.get(h.episode_id.as_str()) {
-            cands.entry(n.clone()).or_default().0 = Some(h.score);
-        }
-    }
-    for h in &vec {
-        if let Some(n) = names.get(h.episode_id.as_str()) {
-            cands.entry(n.clone()).or_default().1 = Some(h.score);
-        }
-    }
-    Ok(json!({"reference": kw.reference_score, "terms": kw.query_terms, "candidates": cands}))
 }
 
 /// Runs `strata eval locomo`.
@@ -583,7 +504,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     let p99 = percentile(&latencies, 99.0).unwrap_or(f64::NAN);
     println!("\ninject latency over {} turns: p50 {p50:.2} ms, p99 {p99:.2} ms (debug/release as built; benches are authoritative)", latencies.len());
     let usage = mem.llm_usage(None).await?;
-    let usage_model = mem.shared().chat.id().to_string();
+    let usage_model = mem.runtime().chat.id().to_string();
     let sessions: usize = convs.iter().map(|c| c.sessions.len()).sum();
     let per = |x: u64| {
         if sessions == 0 {
@@ -594,7 +515,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     };
     println!(
         "LLM ({}): {} calls ({} failed) for {sessions} sessions = {:.2} calls/session; tokens/session {:.0} in + {:.0} out",
-        mem.shared().chat.id(),
+        mem.runtime().chat.id(),
         usage.calls,
         usage.failed_calls,
         per(usage.calls),
@@ -724,7 +645,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         root.insert("turn_level".into(), serde_json::Value::Object(turns));
         root.insert(
             "llm".into(),
-            json!({"model": mem.shared().chat.id(), "sessions": sessions, "calls": usage.calls, "failed_calls": usage.failed_calls,
+            json!({"model": mem.runtime().chat.id(), "sessions": sessions, "calls": usage.calls, "failed_calls": usage.failed_calls,
                    "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
                    "calls_per_session": per(usage.calls), "input_tokens_per_session": per(usage.input_tokens),
                    "output_tokens_per_session": per(usage.output_tokens), "parked_sessions": parked.len()}),
@@ -1077,8 +998,8 @@ async fn label_knowledge(
     l: &mut Labelled,
     pool: &mut Vec<KnowledgeCandidate>,
 ) -> Result<()> {
-    let s = mem.shared();
-    let index = s.typed.index();
+    let s = mem.runtime();
+    let index = mem.typed().index();
     let kw = index
         .keyword
         .search(scope, &crate::store::KeywordQuery::text(question), CALIBRATION_POOL)
@@ -1279,7 +1200,7 @@ async fn calibrate_knowledge(config: Config, args: &CalibrateArgs) -> Result<()>
         }
         sources.push((format!("{} ({used} questions, {n} facts)", path.display()), l, pool));
     }
-    let recall = mem.shared().config.recall.clone();
+    let recall = mem.runtime().config.recall.clone();
     mem.shutdown().await?;
     for (name, l, _) in &sources {
         let relevant = |ys: &mut dyn Iterator<Item = bool>| ys.filter(|&y| y).count();

@@ -7,9 +7,11 @@
 //!   it speaks in entities, relations and walks, never in SQL.
 //! - [`extract`]: the offline extractor (no LLM).
 //! - [`dedup`]: candidate scoring and the merge guards.
+//! - [`search`]: L2 `knowledge_graph_search` (resolve the start entities, walk).
 
 pub mod dedup;
 pub mod extract;
+pub mod search;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

@@ -13,6 +13,7 @@
 
 pub mod batch;
 pub mod fetch;
+pub mod load;
 pub mod local;
 pub mod offline;
 pub mod onnx;

@@ -33,6 +33,30 @@ pub fn is_blank(s: &str) -> bool {
     })
 }
 
+/// Longest accepted free-text query, in bytes (64 KiB); longer queries are an error.
+pub const MAX_QUERY_BYTES: usize = 64 * 1024;
+
+/// Checks a free-text query (recall, graph search, typed retrieve): not
+/// empty, whitespace or only invisible characters ([`is_blank`]), at most
+/// [`MAX_QUERY_BYTES`] bytes.
+///
+/// # Errors
+/// [`Error::InvalidInput`] saying which rule failed.
+pub fn check_query(q: &str) -> Result<()> {
+    if is_blank(q) {
+        return Err(Error::InvalidInput(
+            "query must not be empty, whitespace or only invisible characters".into(),
+        ));
+    }
+    if q.len() > MAX_QUERY_BYTES {
+        return Err(Error::InvalidInput(format!(
+            "query is {} bytes, longer than the {MAX_QUERY_BYTES}-byte limit",
+            q.len()
+        )));
+    }
+    Ok(())
+}
+
 fn validate_id(kind: &'static str, value: &str) -> Result<()> {
     if is_blank(value) {
         return Err(Error::InvalidInput(format!("{kind} must not be empty")));

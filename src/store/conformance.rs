@@ -885,7 +885,7 @@ mod backends {
             "STRATA_TEST_BOLT_URI is not set: run the tests through scripts/test.sh, which starts a Bolt graph server",
         );
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let g = cypher_graph::CypherGraph::connect(
+        let g = cypher::CypherGraph::connect(
             &uri,
             &var("STRATA_TEST_BOLT_USER").unwrap_or_else(|| "neo4j".into()),
             var("STRATA_TEST_BOLT_PASSWORD").as_deref(),
@@ -906,7 +906,7 @@ mod backends {
     #[tokio::test]
     async fn sqlite_shared_stores() {
         let dir = tempfile::tempdir().unwrap();
-        shared_stores_contract(&shared::SqliteSharedStores::new(dir.path().to_path_buf())).await;
+        shared_stores_contract(&sqlite::shared::SqliteSharedStores::new(dir.path().to_path_buf())).await;
     }
 
     async fn pg(pool_size: usize) -> postgres::PgStore {

@@ -1,15 +1,20 @@
-//! Store traits, one per role, and their embedded backends.
+//! Store traits, one per role; one folder or file per backend; one factory.
 //!
-//! | role | trait | embedded default |
-//! |---|---|---|
-//! | system of record | [`RecordStore`] | [`sqlite::SqliteStore`] |
-//! | keyword (BM25) | [`KeywordIndex`] | [`tantivy_index::TantivyIndex`] |
-//! | vectors | [`VectorIndex`] | [`qdrant_edge::EdgeVectorIndex`] |
+//! | role | trait | embedded default | at scale |
+//! |---|---|---|---|
+//! | system of record | [`RecordStore`] | `sqlite::SqliteStore` | `postgres::PgStore` |
+//! | typed memories | [`TypedStore`] | `sqlite::SqliteStore` | `postgres::PgStore` |
+//! | team and public tiers | [`shared::SharedStores`] | `sqlite::shared::SqliteSharedStores` | `postgres::PgStore` |
+//! | keyword (BM25) | [`KeywordIndex`] | `tantivy_index::TantivyIndex` | `qdrant::QdrantKeywordIndex` |
+//! | vectors | [`VectorIndex`] | `qdrant_edge::EdgeVectorIndex` | `qdrant::QdrantVectorIndex` |
+//! | graph | [`crate::graph::GraphStore`] | `sqlite::SqliteStore` | `cypher::CypherGraph` (Bolt) |
+//! | migration target | [`copy::CopyTarget`] | — | `postgres::PgStore` |
 //!
-//! Scale-out backends of the same traits: [`postgres::PgStore`] (records,
-//! typed memories, shared tiers), [`qdrant::QdrantVectorIndex`] and
-//! [`qdrant::QdrantKeywordIndex`] (one Qdrant collection),
-//! [`cypher_graph::CypherGraph`] (a Bolt server).
+//! [`factory`] turns the `[stores]` config into these trait objects.
+//!
+//! Architecture Invariant: [`factory`] is the only module outside the
+//! backends that names a backend type; everything else holds trait objects
+//! (`tests/architecture.rs` checks it).
 //!
 //! Architecture Invariant: every method that reads or writes user data takes
 //! a [`Scope`] (or items that carry one); a store never returns another
@@ -18,16 +23,21 @@
 //! paired with their scope, never content, and are called only by workers.
 //! Stores never call the LLM. All write operations are idempotent.
 
-pub mod analyzer;
+// the traits beside this file's
 pub mod copy;
-pub mod cypher_graph;
-pub mod qdrant_edge;
+pub mod shared;
+// the factory: the only place that names a backend
+pub mod factory;
+// helpers shared by backends
+pub mod analyzer;
+pub(crate) mod typed_sql;
+// the backends
+pub mod cypher;
 pub mod postgres;
 pub mod qdrant;
-pub mod shared;
+pub mod qdrant_edge;
 pub mod sqlite;
 pub mod tantivy_index;
-pub(crate) mod typed_sql;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

@@ -20,8 +20,9 @@ use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
 use crate::model::filter::{Direction, Field, Filter, Scalar};
+use crate::model::Scope;
 use crate::model::typed::{
-    Category, EntityMetadata, MemoryId, MemoryKind, MemoryType, NewMemory, StoredMemory, Visibility,
+    Category, EntityMetadata, MemoryId, MemoryKind, MemoryType, NewMemory, Shareable, StoredMemory, Visibility,
 };
 use crate::store::{MemoryQuery, PutOutcome};
 
@@ -911,6 +912,32 @@ pub(crate) fn finish_page(
 /// The id list of a [`Param::Texts`] as SQLite's `json_each` reads it.
 pub(crate) fn json_list(items: &[String]) -> String {
     Value::Array(items.iter().map(|s| Value::String(s.clone())).collect()).to_string()
+}
+
+/// The memory, its fresh id and the origin JSON of a shared write.
+pub(crate) fn shared_write(
+    member: &Scope,
+    content: &str,
+    memory: Shareable,
+    indexed: bool,
+    origin: &MemoryId,
+) -> (NewMemory, MemoryId, String) {
+    let m = NewMemory {
+        content: content.to_string(),
+        kind: memory.into_kind(),
+        indexed: Some(indexed),
+    };
+    let origin = serde_json::json!({"user_id": member.user_id(), "memory_id": origin.as_str()}).to_string();
+    (m, MemoryId::new(), origin)
+}
+
+/// The pool of a member's agent in a shared tier labelled `tier`.
+pub(crate) fn pool<'a>(tier: &'a str, member: &'a Scope) -> Pool<'a> {
+    Pool {
+        tier,
+        user_id: "",
+        agent_id: member.agent_id(),
+    }
 }
 
 #[cfg(test)]

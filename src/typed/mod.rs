@@ -13,11 +13,12 @@
 //! A filter-only [`TypedMemories::retrieve`] never touches the embedder;
 //! `strata_retrieve_total{embedder="none"|"used"}` counts both kinds.
 
+pub mod sharing;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
@@ -26,14 +27,14 @@ use crate::llm::Embedder;
 use crate::model::filter::{Direction, Field, Filter};
 use crate::model::typed::*;
 use crate::model::{DeleteCounts, Scope};
-use crate::store::qdrant::QdrantServer;
-use crate::store::DocKey;
-use crate::store::qdrant_edge::EdgeVectorIndex;
-use crate::store::shared::{SharedStore, SharedStores};
-use crate::store::tantivy_index::{Bm25Params, TantivyIndex};
+use crate::store::factory::IndexPlaces;
+use crate::store::shared::SharedStores;
 use crate::store::{
     KeywordDoc, KeywordIndex, MemoryQuery, PutOutcome, TypedStore, VectorIndex, VectorPoint,
 };
+
+pub use sharing::{Shared, SharedErasure};
+use sharing::SharedTier;
 
 /// Default `top_k` of [`TypedMemories::retrieve`].
 pub const DEFAULT_RETRIEVE_TOP_K: usize = 10;
@@ -53,51 +54,6 @@ const SEMANTIC_OVERFETCH: usize = 4;
 /// The user id under which a shared tier's own indexes file their documents
 /// (a tier's index holds only that tier's memories; the agent still scopes).
 const SHARED_INDEX_USER: &str = "shared";
-
-/// Where the knowledge indexes of the private store and of each shared
-/// tier are opened: this node's disk (tantivy, qdrant-edge), or the Qdrant
-/// collection, role by role (`[stores] keyword`, `vectors`).
-#[derive(Debug, Clone)]
-pub struct IndexPlaces {
-    /// The shared tiers' index directories on disk: `public/`, `teams/<id>/`.
-    pub shared_dir: PathBuf,
-    /// The Qdrant collection when `stores.keyword = "qdrant"`.
-    pub keyword: Option<QdrantServer>,
-    /// The Qdrant collection when `stores.vectors = "qdrant"`.
-    pub vectors: Option<QdrantServer>,
-    /// Embedding dimension.
-    pub dim: usize,
-    /// BM25 scoring.
-    pub bm25: Bm25Params,
-}
-
-impl IndexPlaces {
-    /// The keyword index named `name` (`episodes`, `knowledge`, ...): in the
-    /// Qdrant collection, else tantivy under `dir/keyword` (in memory when
-    /// `ram`). Blocking (opens files).
-    ///
-    /// # Errors
-    /// tantivy errors (another process holds the directory, schema mismatch).
-    pub fn keyword_index<K: DocKey>(&self, name: &str, dir: &std::path::Path, ram: bool) -> Result<Arc<dyn KeywordIndex<K>>> {
-        Ok(match &self.keyword {
-            Some(q) => Arc::new(q.keyword::<K>(name, self.bm25)),
-            None if ram => Arc::new(TantivyIndex::<K>::in_ram(self.bm25)?),
-            None => Arc::new(TantivyIndex::<K>::open(&dir.join("keyword"), self.bm25)?),
-        })
-    }
-
-    /// The vector index named `name`: in the Qdrant collection, else
-    /// qdrant-edge under `dir/vectors`. Blocking (opens files).
-    ///
-    /// # Errors
-    /// qdrant-edge errors (a shard built for another dimension).
-    pub fn vector_index<K: DocKey>(&self, name: &str, dir: &std::path::Path) -> Result<Arc<dyn VectorIndex<K>>> {
-        Ok(match &self.vectors {
-            Some(q) => Arc::new(q.vectors::<K>(name)),
-            None => Arc::new(EdgeVectorIndex::<K>::open(&dir.join("vectors"), self.dim)?),
-        })
-    }
-}
 
 /// The keyword and vector indexes of one store's knowledge.
 #[derive(Clone)]
@@ -179,12 +135,6 @@ impl KnowledgeIndex {
         let (k1, v1) = (self.keyword.count(scope).await?, self.vectors.count(scope).await?);
         Ok((k0.saturating_sub(k1), v0.saturating_sub(v1)))
     }
-}
-
-/// A team or public store with its own indexes.
-struct SharedTier {
-    store: Arc<dyn SharedStore>,
-    index: KnowledgeIndex,
 }
 
 /// Result of [`TypedMemories::remember`].
@@ -271,22 +221,6 @@ pub struct ForgottenMemory {
     pub graph: DeleteCounts,
 }
 
-/// Result of [`TypedMemories::share`].
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Shared {
-    /// The private memory that was shared (unchanged).
-    pub memory_id: MemoryId,
-    /// Its id in the shared store (a fact's copy, the canonical entity, the relation).
-    pub shared_id: MemoryId,
-    /// Where it went.
-    #[schema(value_type = String)]
-    #[serde(serialize_with = "serialize_label")]
-    pub visibility: Visibility,
-    /// What the write did in the shared store.
-    #[serde(flatten)]
-    pub outcome: PutOutcome,
-}
-
 /// The typed-memory capability: its stores, indexes and tiers.
 pub struct TypedMemories {
     records: Arc<dyn TypedStore>,
@@ -302,6 +236,54 @@ pub struct TypedMemories {
 }
 
 impl TypedMemories {
+    /// The capability over the runtime's graph and embedder and the typed
+    /// stores [`crate::runtime::Runtime::open`] returned, with the teams of
+    /// `[teams]`.
+    pub fn open(rt: &crate::runtime::Runtime, parts: crate::runtime::TypedParts) -> Arc<Self> {
+        let index = KnowledgeIndex {
+            keyword: parts.knowledge_keyword,
+            vectors: parts.knowledge_vectors,
+        };
+        Arc::new(Self::new(
+            parts.typed,
+            index,
+            rt.graph.clone(),
+            rt.embedder.clone(),
+            rt.config.teams.clone(),
+            parts.shared,
+            parts.places,
+        ))
+    }
+
+    /// Starts the background task that writes collected recall counts every
+    /// [`RECALL_FLUSH_MS`] and refreshes planner statistics every
+    /// [`OPTIMIZE_EVERY_FLUSHES`] flushes (and once at start), so reads stay
+    /// read-only. It holds a weak handle: dropping the capability without a
+    /// shutdown (a simulated crash) releases its stores at once. Ends when
+    /// `stop` turns true.
+    pub fn spawn_flusher(self: &Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+        let handle = Arc::downgrade(self);
+        let every = std::time::Duration::from_millis(RECALL_FLUSH_MS);
+        tokio::spawn(async move {
+            for tick in 0u64.. {
+                if tick % OPTIMIZE_EVERY_FLUSHES == 0 {
+                    let Some(typed) = handle.upgrade() else { return };
+                    if let Err(e) = typed.optimize().await {
+                        tracing::warn!(error = %e, "refreshing planner statistics failed");
+                    }
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = stop.changed() => return,
+                }
+                let Some(typed) = handle.upgrade() else { return };
+                if let Err(e) = typed.flush_recalls().await {
+                    tracing::warn!(error = %e, "writing recall counts failed; kept for the next flush");
+                }
+            }
+        })
+    }
+
     /// Wires the capability. `shared` stores the team and public tiers;
     /// `places` says where their knowledge indexes are.
     #[allow(clippy::too_many_arguments)]
@@ -410,87 +392,6 @@ impl TypedMemories {
     /// The private knowledge index (tests count its documents).
     pub fn index(&self) -> &KnowledgeIndex {
         &self.index
-    }
-
-    /// The teams `user_id` belongs to, by `[teams]`.
-    pub fn teams_of(&self, user_id: &str) -> Vec<String> {
-        self.teams
-            .iter()
-            .filter(|(_, m)| m.iter().any(|u| u == user_id))
-            .map(|(t, _)| t.clone())
-            .collect()
-    }
-
-    /// The tiers a user may read and write: their teams and public.
-    fn readable(&self, scope: &Scope) -> Vec<Visibility> {
-        let mut v: Vec<Visibility> = self
-            .teams_of(scope.user_id())
-            .into_iter()
-            .map(Visibility::Team)
-            .collect();
-        v.push(Visibility::Public);
-        v
-    }
-
-    /// Opens a shared tier after checking that `scope`'s user may use it.
-    ///
-    /// # Errors
-    /// [`Error::Forbidden`] for a team the user is not a member of (an
-    /// unknown team reads the same, so team names do not leak);
-    /// [`Error::InvalidInput`] for `Private`.
-    fn tier(&self, scope: &Scope, v: &Visibility) -> Result<Arc<SharedTier>> {
-        if let Visibility::Team(t) = v {
-            if !self.teams.get(t).is_some_and(|m| m.iter().any(|u| u == scope.user_id())) {
-                return Err(Error::Forbidden(format!(
-                    "user {:?} is not a member of team {t:?} (or no such team is configured)",
-                    scope.user_id()
-                )));
-            }
-        }
-        self.open_tier(v)
-    }
-
-    /// Opens (once; later calls share it) the store and indexes of a shared
-    /// tier, without a membership check (erasure and reindex).
-    fn open_tier(&self, v: &Visibility) -> Result<Arc<SharedTier>> {
-        let (dir, name) = match v {
-            Visibility::Private => {
-                return Err(Error::InvalidInput("the private store is not a shared tier".into()))
-            }
-            Visibility::Team(t) => (self.places.shared_dir.join("teams").join(t), format!("knowledge/team/{t}")),
-            Visibility::Public => (self.places.shared_dir.join("public"), "knowledge/public".to_string()),
-        };
-        let mut tiers = self.tiers.lock().map_err(|_| Error::Task("tier map poisoned".into()))?;
-        if let Some(t) = tiers.get(v) {
-            return Ok(t.clone());
-        }
-        let store = self.shared.open(v)?;
-        let index = KnowledgeIndex::open(&self.places, &name, &dir, false)?;
-        let t = Arc::new(SharedTier { store, index });
-        tiers.insert(v.clone(), t.clone());
-        Ok(t)
-    }
-
-    /// The knowledge indexes a read of `scope` with `visibility` covers,
-    /// each with the scope its documents are filed under: the private index
-    /// first, then (for `all`) each team of the user and public.
-    ///
-    /// # Errors
-    /// Store or index errors opening a tier.
-    pub fn knowledge_indexes(
-        &self,
-        scope: &Scope,
-        visibility: ReadVisibility,
-    ) -> Result<Vec<(Visibility, KnowledgeIndex, Scope)>> {
-        let mut out = vec![(Visibility::Private, self.index.clone(), scope.clone())];
-        if visibility == ReadVisibility::All {
-            let iscope = Scope::new(SHARED_INDEX_USER, scope.agent_id())?;
-            for v in self.readable(scope) {
-                let t = self.tier(scope, &v)?;
-                out.push((v, t.index.clone(), iscope.clone()));
-            }
-        }
-        Ok(out)
     }
 
     /// The live (not superseded) memories among `ids` in the store of `v`
@@ -642,7 +543,7 @@ impl TypedMemories {
         };
         let query = match req.query.as_deref() {
             Some(q) => {
-                crate::memory::check_query(q)?;
+                crate::model::check_query(q)?;
                 if sort.is_some() {
                     return Err(Error::InvalidInput(
                         "give either query (rank by similarity) or sort_by, not both".into(),
@@ -856,92 +757,6 @@ impl TypedMemories {
         Err(Error::NotFound(format!("memory {id}")))
     }
 
-    /// Shares a private memory with a team or the public tier. Facts are
-    /// copied (the private one stays, each copy counts its own recalls);
-    /// entities federate into the tier's canonical entity of the same
-    /// `identity_key`, attribute by attribute with their private observation
-    /// times (newest wins; provenance names the member); relations upsert.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] for an event (events are structurally
-    /// private) or `Private`; [`Error::Forbidden`] for a team the user is not
-    /// in; [`Error::NotFound`] for an unknown id.
-    pub async fn share(&self, scope: &Scope, id: &MemoryId, to: &Visibility) -> Result<Shared> {
-        let m = self.records.memory(scope, id).await?;
-        if m.memory_type == MemoryType::Event {
-            return Err(Error::InvalidInput(
-                "events cannot be shared: they stay in the owner's private store".into(),
-            ));
-        }
-        if *to == Visibility::Private {
-            return Err(Error::InvalidInput(
-                "share to a team (visibility team, team_id) or public".into(),
-            ));
-        }
-        let tier = self.tier(scope, to)?;
-        let now = Utc::now();
-        let kind = stored_kind(&m)?;
-        let (shared_id, outcome) = match kind {
-            MemoryKind::Entity(e) => {
-                // federate attribute by attribute, each with its own observation time
-                let prov = m.metadata.get("provenance").and_then(|p| p.as_object()).cloned().unwrap_or_default();
-                let mut groups: BTreeMap<DateTime<Utc>, EntityMetadata> = BTreeMap::new();
-                let base = e.observed_at.unwrap_or(now);
-                for (k, v) in &e.attributes {
-                    let at = prov
-                        .get(k)
-                        .and_then(|p| p.get("observed_at"))
-                        .and_then(|t| t.as_str())
-                        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-                        .map(|t| t.with_timezone(&Utc))
-                        .unwrap_or(base);
-                    groups
-                        .entry(at)
-                        .or_insert_with(|| EntityMetadata {
-                            attributes: Default::default(),
-                            relations: Default::default(),
-                            observed_at: Some(at),
-                            ..e.clone()
-                        })
-                        .attributes
-                        .insert(k.clone(), v.clone());
-                }
-                let whole = EntityMetadata {
-                    attributes: Default::default(),
-                    observed_at: Some(base),
-                    ..e.clone()
-                };
-                // the first write says whether the tier held the entity already
-                let (shared_id, first) = tier.store.put(scope, &m.content, Shareable::Entity(whole), false, id, now).await?;
-                for part in groups.into_values() {
-                    tier.store.put(scope, &m.content, Shareable::Entity(part), false, id, now).await?;
-                }
-                (shared_id, first)
-            }
-            other => {
-                let shareable = Shareable::try_from(other)?;
-                let indexed = m.indexed;
-                let got = tier.store.put(scope, &m.content, shareable, indexed, id, now).await?;
-                let iscope = Scope::new(SHARED_INDEX_USER, scope.agent_id())?;
-                if let PutOutcome::Superseded(old) = &got.1 {
-                    tier.index.remove(&iscope, std::slice::from_ref(old)).await?;
-                }
-                if indexed {
-                    tier.index.add(&iscope, &[(got.0.clone(), m.content.clone())], self.embedder.as_ref()).await?;
-                } else if got.1 == PutOutcome::Updated {
-                    tier.index.remove(&iscope, std::slice::from_ref(&got.0)).await?;
-                }
-                got
-            }
-        };
-        Ok(Shared {
-            memory_id: id.clone(),
-            shared_id,
-            visibility: to.clone(),
-            outcome,
-        })
-    }
-
     /// Erases a user's private memories from the knowledge indexes (the
     /// rows go with the user's records). Returns (keyword docs, vector points).
     pub async fn forget_user_indexes(&self, user_id: &str) -> Result<(usize, usize)> {
@@ -956,42 +771,6 @@ impl TypedMemories {
             v += b;
         }
         Ok((k, v))
-    }
-
-    /// Erases what a user contributed to every team and public store on
-    /// disk (membership now or in the past): their fact copies and
-    /// relations, with their index entries, and their attributes of
-    /// federated entities (the rule: [`SharedStore::erase_contributor`]).
-    ///
-    /// # Errors
-    /// Store and index errors.
-    pub async fn forget_user_shared(&self, user_id: &str) -> Result<SharedErasure> {
-        let mut out = SharedErasure::default();
-        for v in self.shared.tiers().await? {
-            let tier = self.open_tier(&v)?;
-            let (deleted, rewritten) = tier.store.erase_contributor(user_id).await?;
-            out.rewritten += rewritten;
-            out.memories += deleted.len();
-            let mut by_agent: BTreeMap<String, Vec<MemoryId>> = BTreeMap::new();
-            for (agent, id) in deleted {
-                by_agent.entry(agent).or_default().push(id);
-            }
-            let mut removed_here = 0;
-            for (agent, ids) in by_agent {
-                let iscope = Scope::new(SHARED_INDEX_USER, &agent)?;
-                let (k, p) = tier.index.remove_counted(&iscope, &ids).await?;
-                removed_here += k;
-                out.keyword_docs += k;
-                out.vector_points += p;
-            }
-            if removed_here > 0 {
-                // deleted documents and points must leave the disk too, not only
-                // the results (the points are embeddings of the user's words)
-                tier.index.keyword.compact().await?;
-                tier.index.vectors.compact().await?;
-            }
-        }
-        Ok(out)
     }
 
     /// Rebuilds the knowledge indexes of the private store and of every
@@ -1039,20 +818,6 @@ impl TypedMemories {
     }
 }
 
-/// What [`TypedMemories::forget_user_shared`] removed from the shared tiers.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct SharedErasure {
-    /// Shared memories deleted (fact copies, relations, entities only they held).
-    pub memories: usize,
-    /// Federated entities that lost the user's attributes but keep other members'.
-    pub rewritten: usize,
-    /// Keyword documents removed from the tiers' indexes.
-    pub keyword_docs: usize,
-    /// Vector points removed from the tiers' indexes.
-    pub vector_points: usize,
-}
-
-/// Rebuilds the typed metadata of a stored memory (for sharing).
 fn stored_kind(m: &StoredMemory) -> Result<MemoryKind> {
     let mut md = m.metadata.clone();
     if let Some(o) = md.as_object_mut() {

@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::graph::dedup::{decide, name_similarity, Decision, LoggedDecision};
 use crate::graph::{Entity, UNKNOWN_TYPE};
 use crate::llm::CallLog;
-use crate::memory::Shared;
+use crate::runtime::Runtime;
 use crate::store::{Event, EventKind, OutboxEvent};
 
 /// Most candidates compared by name embedding per upserted entity.
@@ -24,7 +24,7 @@ pub const MAX_SCANNED: usize = 50_000;
 
 /// Runs until stopped.
 pub async fn run(
-    shared: Arc<Shared>,
+    shared: Arc<Runtime>,
     wake: flume::Receiver<()>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -39,7 +39,7 @@ pub async fn run(
 }
 
 /// Processes one batch; returns how many events it took.
-pub async fn drain(shared: &Shared) -> Result<usize> {
+pub async fn drain(shared: &Runtime) -> Result<usize> {
     super::drain_each(shared, EventKind::EntityUpserted, "dedup", |s, e| {
         Box::pin(process(s, e))
     })
@@ -53,7 +53,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
         .sum()
 }
 
-async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
+async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
     let Event::EntityUpserted { scope, entity_id } = &ev.event else {
         return shared.records.finish_event(ev.id, vec![]).await;
     };

@@ -17,12 +17,10 @@
 //! and then parked in the dead-letter table; jobs behind it go ahead.
 
 use chrono::{Duration, Utc};
-use std::sync::Arc;
-use tokio::sync::watch;
 
 use crate::error::Result;
 use crate::llm::{CallLog, TranscriptTurn};
-use crate::memory::Shared;
+use crate::runtime::Runtime;
 use crate::model::{Episode, EpisodeId, Message, Role, Scope};
 use crate::recall::abstracts::make_abstract;
 use crate::store::{Event, EventKind, KeywordDoc, OutboxEvent, VectorPoint};
@@ -58,7 +56,7 @@ pub(super) struct SessionTexts {
 impl SessionTexts {
     /// The texts of `episode`'s session, read from the records (a session
     /// erased meanwhile gives empty texts; the episode still indexes its summary).
-    pub(super) async fn load(shared: &Shared, scope: &Scope, episode: &Episode) -> Result<Self> {
+    pub(super) async fn load(shared: &Runtime, scope: &Scope, episode: &Episode) -> Result<Self> {
         let messages = match shared.records.messages(scope, &episode.session_id).await {
             Ok(m) => m,
             Err(crate::Error::NotFound(_)) => Vec::new(),
@@ -67,7 +65,7 @@ impl SessionTexts {
         Ok(Self::of(shared, &messages))
     }
 
-    fn of(shared: &Shared, messages: &[Message]) -> Self {
+    fn of(shared: &Runtime, messages: &[Message]) -> Self {
         Self {
             user_text: role_transcript(messages, true),
             assistant_text: role_transcript(messages, false),
@@ -82,35 +80,8 @@ struct Prepared {
     texts: SessionTexts,
 }
 
-/// Runs until stopped (see [`super::serve`]), taking the deferred embeddings
-/// ([`super::vectors`]) whenever no promotion is ready; whenever the outbox
-/// runs dry it lets the vector index optimise (a no-op until `OPTIMIZE_AFTER_POINTS`, 5,000,
-/// unindexed points; at start that includes the points a restart found unindexed).
-pub async fn run(shared: Arc<Shared>, wake: flume::Receiver<()>, stop: watch::Receiver<bool>) {
-    super::serve(
-        shared,
-        &[EventKind::SessionCompleted, EventKind::EpisodeVectors],
-        wake,
-        stop,
-        |s| async move {
-            let mut n = drain(&s).await;
-            if matches!(n, Ok(0)) {
-                // deferred embeddings only when no promotion is ready
-                n = super::vectors::drain(&s).await;
-            }
-            if !matches!(n, Ok(k) if k > 0) {
-                if let Err(e) = s.vectors.optimize().await {
-                    tracing::warn!(error = %e, "vector index optimisation failed");
-                }
-            }
-            n
-        },
-    )
-    .await
-}
-
 /// Processes one batch; returns how many events it took.
-pub async fn drain(shared: &Shared) -> Result<usize> {
+pub async fn drain(shared: &Runtime) -> Result<usize> {
     let events = shared
         .records
         .pending_events(
@@ -172,7 +143,7 @@ pub async fn drain(shared: &Shared) -> Result<usize> {
     Ok(n)
 }
 
-async fn prepare(shared: &Shared, ev: &OutboxEvent) -> Result<Option<Prepared>> {
+async fn prepare(shared: &Runtime, ev: &OutboxEvent) -> Result<Option<Prepared>> {
     let Event::SessionCompleted { scope, session_id } = &ev.event else {
         return Ok(None);
     };
@@ -253,13 +224,13 @@ pub(super) struct IndexItem<'a> {
 
 /// Embeds and upserts a batch into both indexes (one embedding call, one
 /// commit per index). Returns the number of vector points written.
-async fn index(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
+async fn index(shared: &Runtime, batch: &[IndexItem<'_>]) -> Result<usize> {
     index_keywords(shared, batch).await?;
     index_vectors(shared, batch).await
 }
 
 /// Upserts the batch's keyword documents (one commit).
-async fn index_keywords(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<()> {
+async fn index_keywords(shared: &Runtime, batch: &[IndexItem<'_>]) -> Result<()> {
     if batch.is_empty() {
         return Ok(());
     }
@@ -288,7 +259,7 @@ async fn index_keywords(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<()> 
 /// Embeds the batch's vector units (unit 0 = summary or the mean of the
 /// turns, units 1.. = turns; one embedding call) and upserts them (one
 /// commit). Returns the number of vector points written.
-pub(super) async fn index_vectors(shared: &Shared, batch: &[IndexItem<'_>]) -> Result<usize> {
+pub(super) async fn index_vectors(shared: &Runtime, batch: &[IndexItem<'_>]) -> Result<usize> {
     if batch.is_empty() {
         return Ok(0);
     }
@@ -339,7 +310,7 @@ pub(super) async fn index_vectors(shared: &Shared, batch: &[IndexItem<'_>]) -> R
     Ok(n)
 }
 
-async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
+async fn commit(shared: &Runtime, batch: &[Prepared]) -> Result<()> {
     if batch.is_empty() {
         return Ok(());
     }
@@ -385,7 +356,7 @@ async fn commit(shared: &Shared, batch: &[Prepared]) -> Result<()> {
 /// Re-indexes stored episodes (for `strata reindex`): rebuilds the keyword
 /// document and every vector unit of each from the system of record, exactly
 /// as promotion built them. Returns the number of vector points written.
-pub async fn reindex_batch(shared: &Shared, batch: &[(Scope, Episode)]) -> Result<usize> {
+pub async fn reindex_batch(shared: &Runtime, batch: &[(Scope, Episode)]) -> Result<usize> {
     let mut texts = Vec::with_capacity(batch.len());
     for (scope, ep) in batch {
         texts.push(SessionTexts::load(shared, scope, ep).await?);
@@ -404,7 +375,7 @@ pub async fn reindex_batch(shared: &Shared, batch: &[(Scope, Episode)]) -> Resul
 
 /// Texts of the turn vector units (non-trivial user turns, and assistant
 /// turns with `episodes.embed_assistant_turns`), when `episodes.embed_turns`.
-fn turn_units(shared: &Shared, messages: &[Message]) -> Vec<String> {
+fn turn_units(shared: &Runtime, messages: &[Message]) -> Vec<String> {
     if !shared.config.episodes.embed_turns {
         return Vec::new();
     }

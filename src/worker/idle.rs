@@ -8,11 +8,11 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::error::Result;
-use crate::memory::Shared;
+use crate::runtime::Runtime;
 use crate::store::EventKind;
 
 /// Ends every session idle at `now`; returns how many were ended.
-pub async fn sweep(shared: &Shared, now: chrono::DateTime<Utc>) -> Result<usize> {
+pub async fn sweep(shared: &Runtime, now: chrono::DateTime<Utc>) -> Result<usize> {
     // one node of a cluster sweeps at a time; the others skip this round
     let Some(_lock) = shared.records.maintenance_lock("idle_sweep").await? else {
         tracing::debug!("another node is sweeping idle sessions");
@@ -39,7 +39,7 @@ pub async fn sweep(shared: &Shared, now: chrono::DateTime<Utc>) -> Result<usize>
 }
 
 /// Sweeps every `min(idle_timeout / 4, 60 s)` until `stop` turns true.
-pub async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+pub async fn run(shared: Arc<Runtime>, mut stop: watch::Receiver<bool>) {
     let period =
         std::time::Duration::from_secs((shared.config.sessions.idle_timeout_secs / 4).clamp(1, 60));
     loop {

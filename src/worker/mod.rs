@@ -22,9 +22,86 @@ use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::watch;
 
+use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::memory::Shared;
+use crate::runtime::Runtime;
 use crate::store::EventKind;
+
+/// The event kinds the workers consume under `config`: promotion and the
+/// deferred vectors always, extraction and dedup with `graph.enabled`.
+pub fn kinds(config: &Config) -> Vec<EventKind> {
+    let mut k = vec![EventKind::SessionCompleted, EventKind::EpisodeVectors];
+    if config.graph.enabled {
+        k.extend([EventKind::EpisodeCreated, EventKind::EntityUpserted]);
+    }
+    k
+}
+
+/// Starts every worker's loop on the runtime (extraction and dedup only
+/// with `graph.enabled`) and wakes each one once, so whatever a previous
+/// process left pending is replayed. The loops end when `stop` turns true.
+pub fn start(rt: &Arc<Runtime>, stop: &watch::Receiver<bool>) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = vec![
+        tokio::spawn(run_promotion(rt.clone(), rt.bus.subscribe(EventKind::SessionCompleted), stop.clone())),
+        tokio::spawn(idle::run(rt.clone(), stop.clone())),
+    ];
+    if rt.config.graph.enabled {
+        tasks.push(tokio::spawn(semantic::run(rt.clone(), rt.bus.subscribe(EventKind::EpisodeCreated), stop.clone())));
+        tasks.push(tokio::spawn(dedup::run(rt.clone(), rt.bus.subscribe(EventKind::EntityUpserted), stop.clone())));
+    }
+    for kind in [EventKind::SessionCompleted, EventKind::EpisodeCreated, EventKind::EntityUpserted] {
+        rt.bus.publish(kind);
+    }
+    tasks
+}
+
+/// Runs until stopped (see [`serve`]): episodic promotion,, taking the deferred embeddings
+/// ([`vectors`]) whenever no promotion is ready; whenever the outbox
+/// runs dry it lets the vector index optimise (a no-op until `OPTIMIZE_AFTER_POINTS`, 5,000,
+/// unindexed points; at start that includes the points a restart found unindexed).
+pub async fn run_promotion(shared: Arc<Runtime>, wake: flume::Receiver<()>, stop: watch::Receiver<bool>) {
+    serve(
+        shared,
+        &[EventKind::SessionCompleted, EventKind::EpisodeVectors],
+        wake,
+        stop,
+        |s| async move {
+            let mut n = episodic::drain(&s).await;
+            if matches!(n, Ok(0)) {
+                // deferred embeddings only when no promotion is ready
+                n = vectors::drain(&s).await;
+            }
+            if !matches!(n, Ok(k) if k > 0) {
+                if let Err(e) = s.vectors.optimize().await {
+                    tracing::warn!(error = %e, "vector index optimisation failed");
+                }
+            }
+            n
+        },
+    )
+    .await
+}
+
+/// Runs every worker's job inline until no event is pending (or only events
+/// in backoff remain). Returns how many events were taken.
+///
+/// # Errors
+/// Store errors (a failing job is retried and parked, not an error).
+pub async fn run_pending(rt: &Runtime) -> Result<usize> {
+    let mut total = 0;
+    loop {
+        let mut n = episodic::drain(rt).await?;
+        n += vectors::drain(rt).await?;
+        if rt.config.graph.enabled {
+            n += semantic::drain(rt).await?;
+            n += dedup::drain(rt).await?;
+        }
+        if n == 0 {
+            return Ok(total);
+        }
+        total += n;
+    }
+}
 
 /// After how many failed attempts a job that failed with `e` is parked:
 /// never when a server it needs cannot be reached ([`Error::Unavailable`]:
@@ -43,11 +120,11 @@ pub(crate) fn park_after(e: &Error, max_attempts: u32) -> u32 {
 /// is retried with backoff and parked after `workers.max_attempts`. Returns
 /// how many events it took.
 pub(crate) async fn drain_each(
-    shared: &Shared,
+    shared: &Runtime,
     kind: EventKind,
     what: &'static str,
     process: for<'a> fn(
-        &'a Shared,
+        &'a Runtime,
         &'a crate::store::OutboxEvent,
     ) -> futures::future::BoxFuture<'a, Result<()>>,
 ) -> Result<usize> {
@@ -75,13 +152,13 @@ pub(crate) async fn drain_each(
 /// waiting out a backoff stay in the outbox and run on the next open, so a
 /// failing endpoint never holds up a shutdown.
 pub(crate) async fn serve<F, Fut>(
-    shared: Arc<Shared>,
+    shared: Arc<Runtime>,
     kinds: &'static [EventKind],
     wake: flume::Receiver<()>,
     mut stop: watch::Receiver<bool>,
     drain: F,
 ) where
-    F: Fn(Arc<Shared>) -> Fut,
+    F: Fn(Arc<Runtime>) -> Fut,
     Fut: Future<Output = Result<usize>>,
 {
     loop {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio_cron_scheduler::{Job, JobScheduler};
 
 use crate::error::{Error, Result};
-use crate::memory::Shared;
+use crate::runtime::Runtime;
 use crate::model::{EpisodeId, Scope};
 
 /// What a prune run removed.
@@ -24,7 +24,7 @@ pub struct PruneReport {
 }
 
 /// Removes every episode expired at `now`.
-pub async fn prune(shared: &Shared, now: DateTime<Utc>) -> Result<PruneReport> {
+pub async fn prune(shared: &Runtime, now: DateTime<Utc>) -> Result<PruneReport> {
     let mut report = PruneReport::default();
     // one node of a cluster prunes at a time; the others skip this run
     let Some(_lock) = shared.records.maintenance_lock("prune").await? else {
@@ -59,7 +59,7 @@ pub async fn prune(shared: &Shared, now: DateTime<Utc>) -> Result<PruneReport> {
 ///
 /// # Errors
 /// [`Error::Config`] when `pruner.cron` does not parse.
-pub async fn schedule(shared: Arc<Shared>) -> Result<JobScheduler> {
+pub async fn schedule(shared: Arc<Runtime>) -> Result<JobScheduler> {
     let cron = shared.config.pruner.cron.clone();
     let sched = JobScheduler::new()
         .await

@@ -15,12 +15,12 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::graph::extract::extract;
 use crate::llm::{CallLog, TranscriptTurn};
-use crate::memory::Shared;
+use crate::runtime::Runtime;
 use crate::store::{Event, EventKind, OutboxEvent};
 
 /// Runs until stopped.
 pub async fn run(
-    shared: Arc<Shared>,
+    shared: Arc<Runtime>,
     wake: flume::Receiver<()>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -35,7 +35,7 @@ pub async fn run(
 }
 
 /// Processes one batch; returns how many events it took.
-pub async fn drain(shared: &Shared) -> Result<usize> {
+pub async fn drain(shared: &Runtime) -> Result<usize> {
     super::drain_each(
         shared,
         EventKind::EpisodeCreated,
@@ -45,7 +45,7 @@ pub async fn drain(shared: &Shared) -> Result<usize> {
     .await
 }
 
-async fn process(shared: &Shared, ev: &OutboxEvent) -> Result<()> {
+async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
     let Event::EpisodeCreated { scope, episode_id } = &ev.event else {
         return shared.records.finish_event(ev.id, vec![]).await;
     };

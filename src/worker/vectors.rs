@@ -2,7 +2,7 @@
 //! promotion deferred them (`episodes.defer_vectors`).
 //!
 //! It runs inside the episodic worker's loop, only when no promotion job is
-//! ready ([`super::episodic::run`]): a back-fill of many sessions is first
+//! ready ([`super::run_promotion`]): a back-fill of many sessions is first
 //! promoted (episode row, abstract, keyword document: searchable by keyword)
 //! at the promotion rate, and then embedded, which on CPU is most of the cost
 //! (ARCHITECTURE.md "Promotion throughput"). A session ended during a
@@ -22,7 +22,7 @@ use chrono::Utc;
 
 use super::episodic::{index_vectors, IndexItem, SessionTexts};
 use crate::error::Result;
-use crate::memory::Shared;
+use crate::runtime::Runtime;
 use crate::model::{Episode, Scope};
 use crate::store::{Event, EventKind};
 
@@ -36,7 +36,7 @@ use crate::store::{Event, EventKind};
 pub const BATCH: usize = 32;
 
 /// Processes one batch; returns how many events it took.
-pub async fn drain(shared: &Shared) -> Result<usize> {
+pub async fn drain(shared: &Runtime) -> Result<usize> {
     let events = shared
         .records
         .pending_events(&[EventKind::EpisodeVectors], BATCH)
@@ -114,7 +114,7 @@ pub async fn drain(shared: &Shared) -> Result<usize> {
     Ok(n)
 }
 
-async fn fail(shared: &Shared, ev: &crate::store::OutboxEvent, e: &crate::Error) -> Result<()> {
+async fn fail(shared: &Runtime, ev: &crate::store::OutboxEvent, e: &crate::Error) -> Result<()> {
     shared
         .records
         .fail_event(

@@ -114,7 +114,7 @@ pub const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
-#[path = "postgres_typed.rs"]
+mod copy;
 mod typed;
 pub use typed::{PgSharedStore, WRITE_ATTEMPTS};
 

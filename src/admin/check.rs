@@ -27,7 +27,8 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::error::Result;
-use crate::memory::Shared;
+use crate::runtime::Runtime;
+use crate::typed::TypedMemories;
 use crate::model::typed::MemoryId;
 use crate::model::{Episode, EpisodeId, Scope};
 use crate::store::{Event, EventKind};
@@ -137,14 +138,14 @@ impl CheckReport {
 ///
 /// # Errors
 /// Store and index errors; the embedder's when repairing.
-pub async fn check(shared: &Shared, repair: bool) -> Result<CheckReport> {
-    let found = scan(shared).await?;
+pub async fn check(shared: &Runtime, typed: &TypedMemories, repair: bool) -> Result<CheckReport> {
+    let found = scan(shared, typed).await?;
     if !repair || found.report.problems.is_empty() {
         return Ok(found.report);
     }
     let before = found.report.problems.len();
-    fix(shared, &found).await?;
-    let mut after = scan(shared).await?.report;
+    fix(shared, typed, &found).await?;
+    let mut after = scan(shared, typed).await?.report;
     after.repaired = before.saturating_sub(after.problems.len());
     Ok(after)
 }
@@ -185,7 +186,7 @@ fn diff<K: crate::store::DocKey>(
     }
 }
 
-async fn scan(shared: &Shared) -> Result<Scan> {
+async fn scan(shared: &Runtime, typed: &TypedMemories) -> Result<Scan> {
     let now = Utc::now();
     let sizes = shared.records.store_sizes().await?;
     let graph = shared.graph.total_counts().await?;
@@ -227,7 +228,6 @@ async fn scan(shared: &Shared) -> Result<Scan> {
     diff(CheckedStore::Keyword, &live, &keyword, &none, &expired, &mut problems);
     diff(CheckedStore::Vectors, &live, &vectors, &pending, &expired, &mut problems);
 
-    let typed = &shared.typed;
     let mut facts = HashMap::new();
     let mut after = 0i64;
     loop {
@@ -298,7 +298,7 @@ async fn scan(shared: &Shared) -> Result<Scan> {
 
 /// Repairs what `found` lists: rebuild missing entries from the records,
 /// delete extra ones, prune stale ones, erase orphaned graph users.
-async fn fix(shared: &Shared, found: &Scan) -> Result<()> {
+async fn fix(shared: &Runtime, typed: &TypedMemories, found: &Scan) -> Result<()> {
     let mut rebuild: Vec<(Scope, Episode)> = Vec::new();
     let mut seen = HashSet::new();
     let mut seen_facts = HashSet::new();
@@ -333,7 +333,7 @@ async fn fix(shared: &Shared, found: &Scan) -> Result<()> {
         crate::worker::episodic::reindex_batch(shared, chunk).await?;
     }
     for (scope, items) in &facts {
-        shared.typed.index().add(scope, items, shared.embedder.as_ref()).await?;
+        typed.index().add(scope, items, shared.embedder.as_ref()).await?;
     }
     let mut keyword_deleted = false;
     for ((store, scope), ids) in &extra {
@@ -349,11 +349,11 @@ async fn fix(shared: &Shared, found: &Scan) -> Result<()> {
             }
             CheckedStore::KnowledgeKeyword => {
                 let ids = ids.iter().map(|i| MemoryId::parse(i)).collect::<Result<Vec<_>>>()?;
-                shared.typed.index().keyword.delete(scope, &ids).await?;
+                typed.index().keyword.delete(scope, &ids).await?;
             }
             CheckedStore::KnowledgeVectors => {
                 let ids = ids.iter().map(|i| MemoryId::parse(i)).collect::<Result<Vec<_>>>()?;
-                shared.typed.index().vectors.delete(scope, &ids).await?;
+                typed.index().vectors.delete(scope, &ids).await?;
             }
             CheckedStore::Graph => {}
         }

@@ -22,7 +22,8 @@ use super::{pe, PgStore};
 use crate::error::{Error, Result};
 use crate::model::typed::{MemoryId, MemoryKind, MemoryType, NewMemory, Shareable, StoredMemory, Visibility};
 use crate::model::Scope;
-use crate::store::shared::{pool as shared_pool, shared_write, SharedStore, SharedStores};
+use crate::store::shared::{SharedStore, SharedStores};
+use crate::store::typed_sql::{pool as shared_pool, shared_write};
 use crate::store::typed_sql::{self as ts, Dialect, Param, Pool as MemPool};
 use crate::store::{MemoryQuery, PutOutcome, TypedStore};
 

@@ -8,7 +8,7 @@
 //! batches, each committed with its checkpoint), then the graph scope by
 //! scope ([`GraphStore::export_graph`] → [`GraphStore::import_graph`],
 //! idempotent), then every index rebuilt from the copied records
-//! ([`Memory::reindex`] on the target config: the indexes are derived
+//! ([`super::reindex::reindex`] on the target config: the indexes are derived
 //! data, so they are made, not copied), then counts compared. Each phase
 //! leaves a mark in the target's `meta` (`migrate.graph.scopes`,
 //! `migrate.indexes`), so a copy killed anywhere and run again goes on
@@ -22,16 +22,14 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::{Config, GraphBackend, RecordsBackend};
+use crate::config::{Config, RecordsBackend};
 use crate::error::{Error, Result};
 use crate::graph::{GraphCounts, GraphStore};
-use crate::memory::{Components, Memory, ReindexReport};
 use crate::model::Scope;
-use crate::store::copy::{self, CopySource, TableCount};
-use crate::store::postgres::PgStore;
-use crate::store::shared::SharedStores;
-use crate::store::sqlite::SqliteStore;
-use crate::store::RecordStore;
+use crate::runtime::Components;
+use crate::store::copy::{CopySource, CopyTarget, TableCount};
+use crate::store::factory;
+use super::reindex::{reindex, ReindexReport};
 
 /// `meta` key: how many graph scopes (in [`GraphStore::graph_scopes`] order) are copied.
 const META_GRAPH: &str = "migrate.graph.scopes";
@@ -110,25 +108,14 @@ fn absolute(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
 }
 
-/// The source's files: `data_dir/strata.db`, then each shared tier's file,
-/// each opened once by its store so that its schema is current.
-async fn sources(source: &Config) -> Result<(Arc<SqliteStore>, Vec<CopySource>)> {
-    let main = source.data_dir.join("strata.db");
-    if !main.is_file() {
-        return Err(Error::Config(format!(
-            "no embedded deployment to migrate: {} does not exist (set --data-dir or --config to the source)",
-            main.display()
-        )));
+/// The source's graph and files (see [`factory::migration_source`]), the
+/// files' paths absolute.
+async fn sources(source: &Config) -> Result<(Arc<dyn GraphStore>, Vec<CopySource>)> {
+    let (graph, mut files) = factory::migration_source(source).await?;
+    for f in &mut files {
+        f.path = absolute(&f.path);
     }
-    let path = main.clone();
-    let db = Arc::new(tokio::task::spawn_blocking(move || SqliteStore::open(&path)).await??);
-    let mut out = vec![CopySource { path: absolute(&main), tier: "private".into() }];
-    let shared = crate::store::shared::SqliteSharedStores::new(source.data_dir.join("shared"));
-    for tier in shared.tiers().await? {
-        drop(shared.open(&tier)?);
-        out.push(CopySource { path: absolute(&shared.file(&tier)?), tier: tier.label() });
-    }
-    Ok((db, out))
+    Ok((graph, files))
 }
 
 /// Copies the deployment `source` describes (embedded records) into the
@@ -172,31 +159,30 @@ pub async fn migrate(
         return Err(Error::InvalidInput("--batch must be at least 1 row".into()));
     }
     target.validate()?;
-    let (source_db, files) = sources(source).await?;
-    let pg = &target.postgres;
-    let pg = PgStore::connect(&pg.url, pg.password().as_deref(), &pg.schema, pg.pool_size.max(2)).await?;
+    let (source_graph, files) = sources(source).await?;
+    let pg = factory::copy_target(&target).await?;
     // every target server is reached before anything is copied
-    let graph_target = target_graph(&target).await?;
+    let graph_target = factory::graph_store(&target).await?;
 
     // 1. records
-    let plan = copy::plan(&pg, files, options.batch).await?;
+    let plan = pg.plan(files, options.batch).await?;
     let total: u64 = plan.steps.iter().map(|s| s.rows).sum();
     progress(MigrateEvent::Phase { name: "records", total, done: 0 });
     let mut copied_rows = 0;
     for i in 0..plan.steps.len() {
-        let n = copy::copy_step(&pg, &plan, i, &mut |n| progress(MigrateEvent::Advance(n))).await?;
+        let n = pg.copy_step(&plan, i, &mut |n| progress(MigrateEvent::Advance(n))).await?;
         copied_rows += n;
         tracing::info!(tier = %plan.steps[i].tier, table = %plan.steps[i].table, rows = n, "copied");
     }
-    copy::finish(&pg, &plan).await?;
+    pg.finish(&plan).await?;
 
     // 2. graph
-    let graph = copy_graph(graph_target, &source_db, &pg, progress).await?;
+    let graph = copy_graph(graph_target, source_graph.as_ref(), pg.as_ref(), progress).await?;
 
     // 3. indexes, rebuilt from the copied records
     let reindex = if options.reindex || pg.meta_get(META_INDEXES).await?.is_none() {
         progress(MigrateEvent::Phase { name: "indexes", total: 0, done: 0 });
-        let r = Memory::reindex(target.clone(), components).await?;
+        let r = reindex(target.clone(), components).await?;
         pg.meta_set(META_INDEXES, &chrono::Utc::now().to_rfc3339()).await?;
         Some(r)
     } else {
@@ -204,7 +190,7 @@ pub async fn migrate(
     };
 
     // 4. counts
-    let tables = copy::verify(&pg, &plan).await?;
+    let tables = pg.verify(&plan).await?;
     let mut problems: Vec<String> = tables
         .iter()
         .filter(|t| t.source != t.target)
@@ -226,25 +212,12 @@ fn add(a: GraphCounts, b: GraphCounts) -> GraphCounts {
     }
 }
 
-/// The target's graph store: its Bolt server, or its own SQLite file.
-async fn target_graph(target: &Config) -> Result<(Arc<dyn GraphStore>, &'static str)> {
-    Ok(match target.stores.graph {
-        GraphBackend::Neo4j => (Arc::new(crate::memory::cypher_graph(target).await?), "neo4j"),
-        GraphBackend::Sqlite => {
-            let dir = target.data_dir.clone();
-            let db = tokio::task::spawn_blocking(move || crate::memory::open_sqlite(&dir)).await??;
-            (Arc::new(db), "sqlite")
-        }
-    })
-}
-
 async fn copy_graph(
     (to, kind): (Arc<dyn GraphStore>, &'static str),
-    source_db: &Arc<SqliteStore>,
-    pg: &PgStore,
+    from: &dyn GraphStore,
+    pg: &dyn CopyTarget,
     progress: &mut (dyn FnMut(MigrateEvent) + Send),
 ) -> Result<GraphCopyReport> {
-    let from: &dyn GraphStore = source_db.as_ref();
     let scopes: Vec<Scope> = from.graph_scopes().await?;
     // a graph holding scopes the source has not is another deployment's: never mix them
     let foreign = to.graph_scopes().await?.into_iter().filter(|s| !scopes.contains(s)).count();

@@ -122,9 +122,8 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
-#[path = "sqlite_graph.rs"]
 mod graph;
-#[path = "sqlite_typed.rs"]
+pub mod shared;
 pub(crate) mod typed;
 
 /// The connection settings every Strata SQLite file uses (the system of

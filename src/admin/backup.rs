@@ -6,7 +6,7 @@
 //! read transaction, while a server may keep writing (WAL readers do not
 //! block writers), then verified with `PRAGMA integrity_check`. The indexes
 //! are not copied: they are derived data, and a restore rebuilds them from
-//! the records with the embedder configured then (`Memory::reindex`), so a
+//! the records with the embedder configured then ([`super::reindex::reindex`]), so a
 //! backup restores into a deployment with another embedding model too.
 //! `backup.json` (the manifest) names the files, their sizes, the schema
 //! version and the Strata version that wrote it.
@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{Config, RecordsBackend};
 use crate::error::{Error, Result};
-use crate::memory::{Components, ReindexReport};
-use crate::Memory;
+use super::reindex::{reindex, ReindexReport};
+use crate::runtime::Components;
 
 /// Manifest file name inside a backup directory.
 pub const MANIFEST: &str = "backup.json";
@@ -229,7 +229,7 @@ pub async fn restore(config: Config, dir: &Path) -> Result<RestoreReport> {
         Ok(())
     })
     .await??;
-    let reindex = Memory::reindex(config, Components::default()).await?;
+    let reindex = reindex(config, Components::default()).await?;
     tracing::info!(dir = %dir.display(), episodes = reindex.episodes, "backup restored");
     Ok(RestoreReport { manifest, reindex })
 }

@@ -1,0 +1,504 @@
+//! L0 `inject` and L1 `memory_search`: BM25 and vector retrieval of
+//! episodes and typed knowledge, calibrated fusion, the `min_score` cut,
+//! hydration from the system of record.
+
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, HashMap};
+
+use super::context::render_context;
+use super::{
+    Candidate, CandidateOutcome, Episodic, InjectResult, KnowledgeHit, SearchHit, SearchOptions,
+    SearchResult, FACT_ABSTRACT_CHARS, MAX_TOP_K,
+};
+use crate::config::RecallConfig;
+use crate::error::{Error, Result};
+use crate::model::typed::{MemoryId, StoredMemory, Visibility};
+use crate::model::{check_query, Episode, EpisodeId, Scope, SessionId};
+use crate::recall::fusion::{fuse, Calibrations, FusedHit, Retrievers};
+use crate::recall::query::build_query;
+use crate::store::{KeywordQuery, KeywordResult};
+
+/// What one recall found: fused episode and knowledge candidates.
+struct Recalled {
+    episodes: Vec<FusedHit>,
+    reference: f32,
+    /// Knowledge candidates of every store read, each with its store, best first.
+    knowledge: Vec<(Visibility, FusedHit<MemoryId>)>,
+}
+
+impl Episodic {
+    /// L0 auto-injection for one user turn: the section to add to the system
+    /// prompt. Uses the session's last `recall.recent_turns` recorded user
+    /// turns as context: BM25 runs on the joined recall query (see
+    /// [`crate::recall::query`]); the vector half mixes the embeddings of the
+    /// current message (0.6) and the previous turns (0.4, cached), so one
+    /// short text is embedded per turn. Call it before `record`ing the turn.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty or over-long message.
+    pub async fn inject(
+        &self,
+        scope: &Scope,
+        session: &SessionId,
+        user_message: &str,
+    ) -> Result<InjectResult> {
+        self.inject_with(
+            scope,
+            session,
+            user_message,
+            SearchOptions {
+                apply_threshold: true,
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    /// [`Episodic::inject`] with retriever/fusion choices (ablations and
+    /// benches, e.g. a keyword-only inject that never embeds). The threshold
+    /// is always applied.
+    ///
+    /// # Errors
+    /// As [`Episodic::inject`].
+    pub async fn inject_with(
+        &self,
+        scope: &Scope,
+        session: &SessionId,
+        user_message: &str,
+        opts: SearchOptions,
+    ) -> Result<InjectResult> {
+        check_query(user_message)?;
+        let started = std::time::Instant::now();
+        let tunables = self.rt.tunables();
+        let cfg = &tunables.recall;
+        if tunables.trivial.is_trivial(user_message) {
+            metrics::counter!("strata_inject_trivial_total").increment(1);
+            return Ok(InjectResult {
+                section: String::new(),
+                injected: 0,
+                top_score: 0.0,
+                entries: vec![],
+                knowledge: vec![],
+                trivial: true,
+                query: String::new(),
+                explain: opts.explain.then(Vec::new),
+            });
+        }
+        let previous = self
+            .rt
+            .records
+            .recent_user_turns(scope, session, cfg.recent_turns)
+            .await?;
+        let query = build_query(&previous, user_message, cfg.recent_chars);
+        let limit = cfg.max_entries;
+        // vector half: each turn is embedded on its own (previous turns hit the
+        // embedding cache, filled when they were the current message) and the
+        // vectors are mixed 0.6 current / 0.4 previous, so an inject embeds one
+        // short text instead of the whole 300-character query
+        let clip = |t: &str| crate::text::clip_tail(t.trim(), cfg.recent_chars).to_string();
+        let mut parts: Vec<(String, f32)> = Vec::with_capacity(previous.len() + 1);
+        let prev: Vec<&String> = previous.iter().filter(|t| !t.trim().is_empty()).collect();
+        for t in &prev {
+            parts.push((clip(t), 0.4 / prev.len() as f32));
+        }
+        parts.push((clip(user_message), if prev.is_empty() { 1.0 } else { 0.6 }));
+        let Recalled {
+            episodes: fused,
+            reference,
+            knowledge,
+        } = self
+            .retrieve_parts(scope, &query, &parts, limit * cfg.overfetch, opts, cfg)
+            .await?;
+        let top_score = fused
+            .first()
+            .map(|h| h.score)
+            .unwrap_or(0.0)
+            .max(knowledge.first().map(|h| h.1.score).unwrap_or(0.0));
+        let (kept, mut explain) = select(
+            cfg,
+            &fused,
+            reference,
+            Some(cfg.min_score),
+            limit,
+            opts.explain,
+        );
+        let mut entries = self.hydrate(scope, kept).await?;
+        mark_expired(&mut explain, &entries);
+        // facts compete with episodes for the max_entries slots, by calibrated score
+        let mut facts = self
+            .hydrate_knowledge(scope, &knowledge, Some(cfg.knowledge_min_score), limit)
+            .await?;
+        while entries.len() + facts.len() > limit {
+            let last_ep = entries.last().map(|e| e.score).unwrap_or(f64::INFINITY);
+            let last_fact = facts.last().map(|f| f.score).unwrap_or(f64::INFINITY);
+            if last_fact <= last_ep {
+                facts.pop();
+            } else {
+                entries.pop();
+            }
+        }
+        let section = render_context(&entries, &facts);
+        metrics::histogram!("strata_inject_duration_seconds")
+            .record(started.elapsed().as_secs_f64());
+        metrics::histogram!("strata_inject_entries").record(entries.len() as f64);
+        metrics::histogram!("strata_inject_top_score").record(top_score);
+        Ok(InjectResult {
+            injected: entries.len() + facts.len(),
+            section,
+            top_score,
+            entries,
+            knowledge: facts,
+            trivial: false,
+            query,
+            explain,
+        })
+    }
+
+    /// L1 `memory_search`: the `top_k` best episodes for `query` (ids,
+    /// abstracts, calibrated scores, dates), without a threshold.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty query or `top_k` outside 1..=100.
+    pub async fn memory_search(
+        &self,
+        scope: &Scope,
+        query: &str,
+        top_k: usize,
+    ) -> Result<Vec<SearchHit>> {
+        self.memory_search_with(scope, query, top_k, SearchOptions::default())
+            .await
+    }
+
+    /// [`Episodic::memory_search`] with ablation options.
+    pub async fn memory_search_with(
+        &self,
+        scope: &Scope,
+        query: &str,
+        top_k: usize,
+        opts: SearchOptions,
+    ) -> Result<Vec<SearchHit>> {
+        Ok(self
+            .memory_search_explained(scope, query, top_k, opts)
+            .await?
+            .results)
+    }
+
+    /// [`Episodic::memory_search`] that can also return every candidate with
+    /// its scores and outcome (`opts.explain`).
+    ///
+    /// # Errors
+    /// As [`Episodic::memory_search`].
+    pub async fn memory_search_explained(
+        &self,
+        scope: &Scope,
+        query: &str,
+        top_k: usize,
+        opts: SearchOptions,
+    ) -> Result<SearchResult> {
+        check_query(query)?;
+        if top_k == 0 || top_k > MAX_TOP_K {
+            return Err(Error::InvalidInput(format!(
+                "top_k must be within 1..={MAX_TOP_K}, got {top_k}"
+            )));
+        }
+        let tunables = self.rt.tunables();
+        let cfg = &tunables.recall;
+        let parts = [(query.to_string(), 1.0)];
+        let Recalled {
+            episodes: fused,
+            reference,
+            knowledge,
+        } = self
+            .retrieve_parts(scope, query, &parts, top_k * cfg.overfetch, opts, cfg)
+            .await?;
+        let min = opts.apply_threshold.then_some(cfg.min_score);
+        // over-fetch covers episodes dropped in hydration (expired between prunes):
+        // hydrate every candidate above the threshold, then cut to top_k
+        let (kept, mut explain) = select(cfg, &fused, reference, min, fused.len(), opts.explain);
+        let mut hits = self.hydrate(scope, kept).await?;
+        mark_expired(&mut explain, &hits);
+        if let Some(ex) = explain.as_mut() {
+            let mut returned = 0;
+            for c in ex
+                .iter_mut()
+                .filter(|c| c.outcome == CandidateOutcome::Kept)
+            {
+                returned += 1;
+                if returned > top_k {
+                    c.outcome = CandidateOutcome::OverLimit;
+                }
+            }
+        }
+        hits.truncate(top_k);
+        let kmin = opts.apply_threshold.then_some(cfg.knowledge_min_score);
+        let knowledge = self
+            .hydrate_knowledge(scope, &knowledge, kmin, top_k)
+            .await?;
+        Ok(SearchResult {
+            results: hits,
+            knowledge,
+            explain,
+        })
+    }
+
+    /// Keyword search on `query`; vector search on the normalised weighted
+    /// sum of the embeddings of `parts` (text, weight). Returns the fused
+    /// candidates and the keyword query's reference score (for explain).
+    async fn retrieve_parts(
+        &self,
+        scope: &Scope,
+        query: &str,
+        parts: &[(String, f32)],
+        limit: usize,
+        opts: SearchOptions,
+        recall: &RecallConfig,
+    ) -> Result<Recalled> {
+        let s = &self.rt;
+        let knowledge = self.typed.knowledge_indexes(scope, opts.visibility)?;
+        let want_kw = opts.retrievers != Retrievers::VectorOnly;
+        let want_vec = opts.retrievers != Retrievers::KeywordOnly && recall.vector_weight > 0.0
+            || opts.retrievers == Retrievers::VectorOnly;
+        let kw = async {
+            if want_kw {
+                let date_tokens = if s.config.recall.relative_date_boost > 0.0 {
+                    crate::recall::dates::resolve_relative(
+                        query,
+                        opts.as_of.unwrap_or_else(Utc::now),
+                    )
+                } else {
+                    String::new()
+                };
+                let eq = KeywordQuery {
+                    text: query,
+                    date_tokens: &date_tokens,
+                };
+                let fq = KeywordQuery::text(query);
+                let facts = futures::future::try_join_all(
+                    knowledge.iter().map(|(_, k, ks)| k.keyword.search(ks, &fq, limit)),
+                );
+                tokio::try_join!(s.keyword.search(scope, &eq, limit), facts)
+            } else {
+                Ok((KeywordResult::default(), vec![KeywordResult::default(); knowledge.len()]))
+            }
+        };
+        let vec = async {
+            if want_vec {
+                let texts: Vec<String> = parts.iter().map(|p| p.0.clone()).collect();
+                let vecs = s.embedder.embed(&texts).await?;
+                let mut v = vec![0f32; s.embedder.dim()];
+                for (e, (_, w)) in vecs.iter().zip(parts) {
+                    for (acc, x) in v.iter_mut().zip(e) {
+                        *acc += w * x;
+                    }
+                }
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                if norm == 0.0 {
+                    return Err(Error::Embedder("no vector returned".into()));
+                }
+                v.iter_mut().for_each(|x| *x /= norm);
+                let facts = futures::future::try_join_all(
+                    knowledge.iter().map(|(_, k, ks)| k.vectors.search(ks, &v, limit)),
+                );
+                tokio::try_join!(s.vectors.search(scope, &v, limit), facts)
+            } else {
+                Ok((Vec::new(), vec![Vec::new(); knowledge.len()]))
+            }
+        };
+        // the request path never waits long on an embedder (a remote one may be
+        // slow or down): past embedding.query_timeout_ms, or on an error, hybrid
+        // recall goes on with the keyword half alone
+        let budget = std::time::Duration::from_millis(s.config.embedding.query_timeout_ms);
+        let hybrid = opts.retrievers == Retrievers::Hybrid;
+        let none = || (Vec::new(), vec![Vec::new(); knowledge.len()]);
+        let vec = async {
+            match tokio::time::timeout(budget, vec).await {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) if hybrid => {
+                    tracing::warn!(error = %e, "vector half of recall failed; keyword results only");
+                    Ok(none())
+                }
+                Ok(Err(e)) => Err(e),
+                Err(_) if hybrid => {
+                    tracing::warn!(
+                        timeout_ms = budget.as_millis() as u64,
+                        "query embedding too slow; keyword results only"
+                    );
+                    Ok(none())
+                }
+                Err(_) => Err(Error::Embedder(format!(
+                    "query embedding took longer than {} ms",
+                    budget.as_millis()
+                ))),
+            }
+        };
+        let ((kw, kkw), (vec, kvec)) = tokio::try_join!(kw, vec)?;
+        let cfg = match opts.fusion {
+            Some(f) if f != recall.fusion => {
+                let mut cfg = recall.clone();
+                cfg.fusion = f;
+                std::borrow::Cow::Owned(cfg)
+            }
+            _ => std::borrow::Cow::Borrowed(recall),
+        };
+        // each store's facts are fused on their own (BM25 statistics are per
+        // index), then merged by the calibrated score, which means the same
+        // in every store
+        let kcal = Calibrations::knowledge(&cfg);
+        let mut facts: Vec<(Visibility, FusedHit<MemoryId>)> = Vec::new();
+        for (((v, _, _), k), hits) in knowledge.iter().zip(&kkw).zip(&kvec) {
+            facts.extend(
+                fuse(&cfg, kcal, k, hits, opts.retrievers)
+                    .into_iter()
+                    .map(|h| (v.clone(), h)),
+            );
+        }
+        facts.sort_by(|a, b| {
+            b.1.rank_key
+                .total_cmp(&a.1.rank_key)
+                .then_with(|| b.1.score.total_cmp(&a.1.score))
+                .then_with(|| a.1.episode_id.cmp(&b.1.episode_id))
+        });
+        Ok(Recalled {
+            episodes: fuse(&cfg, Calibrations::episodes(&cfg), &kw, &vec, opts.retrievers),
+            reference: kw.reference_score,
+            knowledge: facts,
+        })
+    }
+
+    /// Knowledge hits with a calibrated score of at least `min` (when
+    /// given), at most `limit`, read from the system of record (superseded
+    /// and deleted facts drop out); counts each as recalled.
+    async fn hydrate_knowledge(
+        &self,
+        scope: &Scope,
+        fused: &[(Visibility, FusedHit<MemoryId>)],
+        min: Option<f64>,
+        limit: usize,
+    ) -> Result<Vec<KnowledgeHit>> {
+        let cand: Vec<&(Visibility, FusedHit<MemoryId>)> = fused
+            .iter()
+            .filter(|(_, h)| min.is_none_or(|m| h.score >= m))
+            .collect();
+        if cand.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut wanted: BTreeMap<String, (Visibility, Vec<MemoryId>)> = BTreeMap::new();
+        for (v, h) in &cand {
+            wanted
+                .entry(v.label())
+                .or_insert_with(|| (v.clone(), Vec::new()))
+                .1
+                .push(h.episode_id.clone());
+        }
+        // superseded and deleted facts drop out here, in each fact's own store
+        let mut by_id: HashMap<(String, MemoryId), StoredMemory> = HashMap::new();
+        for (label, (v, ids)) in wanted {
+            for m in self.typed.live(scope, &v, ids).await? {
+                by_id.insert((label.clone(), m.id.clone()), m);
+            }
+        }
+        let mut hits = Vec::new();
+        for (v, h) in cand {
+            if hits.len() == limit {
+                break;
+            }
+            let Some(m) = by_id.get_mut(&(v.label(), h.episode_id.clone())) else {
+                continue;
+            };
+            // only what is returned counts as recalled, each in its own store
+            self.typed.recalled(v, scope, std::slice::from_mut(m));
+            hits.push(KnowledgeHit {
+                id: m.id.clone(),
+                memory_type: m.memory_type,
+                // a fact's abstract is its content, clipped as an episode's abstract is
+                abstract_: crate::text::clip_with_ellipsis(m.content.trim(), FACT_ABSTRACT_CHARS),
+                score: h.score,
+                when: m
+                    .metadata
+                    .get("observed_at")
+                    .and_then(|t| t.as_str())
+                    .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                    .map(|t| t.with_timezone(&Utc))
+                    .unwrap_or(m.created_at),
+                source: v.clone(),
+            });
+        }
+        Ok(hits)
+    }
+
+    async fn hydrate(&self, scope: &Scope, fused: Vec<FusedHit>) -> Result<Vec<SearchHit>> {
+        let ids: Vec<EpisodeId> = fused.iter().map(|h| h.episode_id.clone()).collect();
+        let eps: HashMap<EpisodeId, Episode> = self
+            .rt
+            .records
+            .episodes(scope, &ids, Utc::now())
+            .await?
+            .into_iter()
+            .map(|e| (e.id.clone(), e))
+            .collect();
+        Ok(fused
+            .into_iter()
+            .filter_map(|h| {
+                eps.get(&h.episode_id).map(|e| SearchHit {
+                    id: e.id.clone(),
+                    session_id: e.session_id.clone(),
+                    abstract_: e.abstract_.clone(),
+                    score: h.score,
+                    when: e.started_at,
+                })
+            })
+            .collect())
+    }
+}
+
+/// Cuts fused candidates (best first) at `min` and `limit`; with `explain`,
+/// also describes every candidate (expired ones are marked after hydration).
+fn select(
+    cfg: &RecallConfig,
+    fused: &[FusedHit],
+    reference: f32,
+    min: Option<f64>,
+    limit: usize,
+    explain: bool,
+) -> (Vec<FusedHit>, Option<Vec<Candidate>>) {
+    let mut kept = Vec::new();
+    let mut out = explain.then(|| Vec::with_capacity(fused.len()));
+    for h in fused {
+        let outcome = if min.is_some_and(|m| h.score < m) {
+            CandidateOutcome::BelowMinScore
+        } else if kept.len() >= limit {
+            CandidateOutcome::OverLimit
+        } else {
+            kept.push(h.clone());
+            CandidateOutcome::Kept
+        };
+        if let Some(out) = out.as_mut() {
+            out.push(Candidate {
+                id: h.episode_id.clone(),
+                bm25: h.keyword,
+                keyword_probability: h
+                    .keyword
+                    .map(|k| crate::recall::fusion::keyword_probability(cfg, k, reference)),
+                cosine: h.vector,
+                vector_probability: h
+                    .vector
+                    .map(|v| crate::recall::fusion::vector_probability(cfg, v)),
+                score: h.score,
+                outcome,
+            });
+        }
+    }
+    (kept, out)
+}
+
+/// Marks kept candidates that hydration dropped (expired) as such.
+fn mark_expired(explain: &mut Option<Vec<Candidate>>, hits: &[SearchHit]) {
+    if let Some(ex) = explain.as_mut() {
+        for c in ex.iter_mut() {
+            if c.outcome == CandidateOutcome::Kept && !hits.iter().any(|h| h.id == c.id) {
+                c.outcome = CandidateOutcome::Expired;
+            }
+        }
+    }
+}
+

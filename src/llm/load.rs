@@ -1,0 +1,88 @@
+//! Builds the models the config names: the embedder of `[embedding]`, the
+//! chat model of `[llm]` and the prompt files of `llm.prompts_dir`.
+
+use std::sync::Arc;
+
+use super::local::LocalEmbedder;
+use super::offline::{ExtractiveOptions, OfflineChat};
+use super::openai::{OpenAiChat, OpenAiEmbedder};
+use super::prompts::Prompts;
+use super::{ChatModel, Embedder};
+use crate::config::{Config, EmbeddingProvider, LlmProvider};
+use crate::error::Result;
+
+/// Loads the embedder named in `[embedding]`: the local model (blocking
+/// work on the blocking pool) or a remote endpoint (one probe request
+/// checks its dimension). The ONNX embedder comes behind the batching
+/// layer ([`super::batch`]) so concurrent queries share runs.
+///
+/// # Errors
+/// [`crate::Error::Embedder`] for a missing model folder or an unreachable
+/// endpoint with no `embedding.dimensions`; [`crate::Error::Config`] for a
+/// dimension mismatch or an unset key variable.
+pub async fn embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
+    let e = config.embedding.clone();
+    match e.provider {
+        EmbeddingProvider::Local => {
+            let local = tokio::task::spawn_blocking(move || {
+                LocalEmbedder::load(&e.model_path(), e.batch_size, e.max_tokens)
+            })
+            .await??;
+            Ok(Arc::new(local))
+        }
+        EmbeddingProvider::Openai => Ok(Arc::new(OpenAiEmbedder::connect(&e).await?)),
+        EmbeddingProvider::Onnx => {
+            let files = super::onnx::OnnxFiles {
+                model: e.onnx_model_path(),
+                tokenizer: e.model_path().join("tokenizer.json"),
+                runtime: e.onnx_runtime_path(),
+            };
+            let (workers, max_batch) = (e.onnx_sessions, e.onnx_max_batch);
+            let onnx = tokio::task::spawn_blocking(move || {
+                super::onnx::OnnxEmbedder::load_pool(
+                    &files,
+                    e.batch_size,
+                    e.max_tokens,
+                    e.onnx_threads,
+                    e.onnx_sessions,
+                    e.onnx_quantization,
+                )
+            })
+            .await??;
+            // concurrent queries share ONNX runs (crate::llm::batch)
+            Ok(Arc::new(super::batch::BatchingEmbedder::new(
+                Arc::new(onnx),
+                workers,
+                max_batch,
+            )))
+        }
+    }
+}
+
+/// Builds the chat model named in `[llm]`: the offline extractive
+/// summariser or an OpenAI-compatible endpoint (no request is made).
+///
+/// # Errors
+/// [`crate::Error::Config`] when the API key's environment variable is named but unset.
+pub fn chat(config: &Config, prompts: Arc<Prompts>) -> Result<Arc<dyn ChatModel>> {
+    Ok(match config.llm.provider {
+        LlmProvider::Offline => Arc::new(OfflineChat {
+            options: ExtractiveOptions {
+                max_sentences: config.episodes.summary_max_sentences,
+                max_chars: config.episodes.summary_max_chars,
+            },
+        }),
+        LlmProvider::Openai => Arc::new(OpenAiChat::new(&config.llm, prompts)?),
+    })
+}
+
+/// The prompt files: compiled-in, or those of `llm.prompts_dir` when set.
+///
+/// # Errors
+/// [`crate::Error::Config`] for an unreadable or invalid prompt file.
+pub fn prompts(config: &Config) -> Result<Arc<Prompts>> {
+    let dir = &config.llm.prompts_dir;
+    Ok(Arc::new(Prompts::load(
+        (!dir.as_os_str().is_empty()).then_some(dir.as_path()),
+    )?))
+}
