@@ -22,8 +22,10 @@ if [ -z "${STRATA_TEST_BOLT_URI:-}" ]; then
 fi
 if [ -z "${STRATA_TEST_QDRANT_URL:-}" ]; then
   # the tests' own SKIPPED lines are captured by the test harness when they pass: say it here
-  echo "test.sh: SKIPPED: STRATA_TEST_QDRANT_URL is not set, so the Qdrant-server tests (store::conformance::backends::qdrant_server_*, tests/cluster.rs a_node_on_postgres_and_qdrant_*) pass without running (README, \"Running at scale\")" >&2
+  echo "test.sh: SKIPPED: STRATA_TEST_QDRANT_URL is not set, so the Qdrant-server tests (store::conformance::backends::qdrant_server_*, tests/cluster.rs a_node_on_postgres_and_qdrant_*) pass without running (docs/scale.md, \"Testing against the servers\")" >&2
 fi
 cargo test --features failpoints --lib --bins --tests "$@"
 cargo test --features failpoints --doc "$@"
 cargo test --features failpoints --benches --no-run "$@"
+# the API docs build without a warning (broken or private links, bad HTML)
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps "$@"

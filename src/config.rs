@@ -413,7 +413,7 @@ pub struct RecallConfig {
     /// Keyword boost of the episode's summary field (default 0: the summary is
     /// not searched by BM25, only embedded; the offline extractive summary
     /// repeats transcript sentences the user and assistant fields already
-    /// hold. ARCHITECTURE.md, "The summary field").
+    /// hold. docs/measurements.md, "The summary field").
     pub summary_boost: f32,
     /// Keyword boost of the user turns of the raw transcript relative to the summary.
     pub user_text_boost: f32,
@@ -462,7 +462,7 @@ pub struct EpisodesConfig {
     /// `true` takes the normalised mean of its turn vectors instead (when it
     /// has any), which spares the longest text of each session from the
     /// model: an experiment for back-fill speed (issue 13), measured in
-    /// ARCHITECTURE.md "Promotion throughput".
+    /// docs/measurements.md "Promotion throughput".
     #[serde(default)]
     pub summary_vector_from_turns: bool,
     /// `true` (default): promotion writes the episode, its abstract and its
@@ -473,7 +473,7 @@ pub struct EpisodesConfig {
     /// `false`: promotion embeds in the same batch, as before issue 13.
     /// Embedding is most of a promotion's cost on CPU (about 1,300 word
     /// pieces/s per core with the int8 MiniLM), so deferring it is what lets
-    /// a back-fill be searchable at the rate ARCHITECTURE.md "Promotion
+    /// a back-fill be searchable at the rate docs/measurements.md "Promotion
     /// throughput" measures.
     pub defer_vectors: bool,
 }

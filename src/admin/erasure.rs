@@ -32,7 +32,7 @@ pub struct ForgetReport {
 /// run again. Returns rows removed per store and table.
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for an empty or malformed user id; store errors.
+/// [`crate::Error::InvalidInput`] for an empty or malformed user id; store errors.
 pub async fn forget_user(rt: &Runtime, typed: &TypedMemories, user_id: &str) -> Result<ForgetReport> {
     // validates the id the same way every scope does
     Scope::new(user_id, "_")?;

@@ -42,7 +42,7 @@ pub struct ReloadReport {
 /// value. Nothing is applied when `new` fails validation.
 ///
 /// # Errors
-/// [`Error::Config`] naming the invalid key.
+/// [`crate::Error::Config`] naming the invalid key.
 pub fn reload(rt: &Runtime, new: &Config) -> Result<ReloadReport> {
     new.validate()?;
     let current = rt.active_config();

@@ -71,7 +71,7 @@ pub struct RetrieveArgs {
     /// Rank the filtered facts by similarity to this text.
     #[arg(long)]
     pub query: Option<String>,
-    /// Order by a path (created_at, updated_at, metadata.<key>).
+    /// Order by a path (created_at, updated_at, metadata.KEY).
     #[arg(long)]
     pub sort_by: Option<String>,
     /// Direction of --sort-by.

@@ -139,7 +139,7 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-/// Draws the recall@k chart of `report` into `path` (PNG, [`CHART_PX`]).
+/// Draws the recall@k chart of `report` into `path` (PNG, 960 × 600 pixels).
 ///
 /// # Errors
 /// [`Error::Task`] when drawing fails; I/O errors when the file cannot be written.

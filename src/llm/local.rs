@@ -158,7 +158,7 @@ impl LocalEmbedder {
 /// a pass is cut early when `rows × its longest input` would pass
 /// `batch_size × 64`, so a few long inputs (a session summary of ~300 word
 /// pieces) are not padded together with many short ones (turns of ~30).
-/// 64 is about twice a LoCoMo turn. Measured in ARCHITECTURE.md "Promotion
+/// 64 is about twice a LoCoMo turn. Measured in docs/measurements.md "Promotion
 /// throughput": 195 LoCoMo sessions embedded in promotion 56 s with fixed
 /// passes of `batch_size`, 50–53 s with this cut.
 pub(crate) const PASS_TOKENS_PER_ROW: usize = 64;

@@ -397,7 +397,7 @@ pub struct MemoryInput {
     pub memory_type: String,
     /// The memory's text: not empty, at most 64 KiB.
     pub content: String,
-    /// The type's metadata object (see the README's "Typed memories").
+    /// The type's metadata object (see docs/typed-memories.md).
     #[serde(default)]
     #[schema(value_type = Object)]
     pub metadata: serde_json::Value,

@@ -6,9 +6,9 @@
 //! own serde types.
 //!
 //! Architecture Invariant: every `/v1/users/{user_id}/agents/{agent_id}/...`
-//! route passes one middleware ([`require_scope`]) that checks the path's
+//! route passes one middleware (`require_scope`) that checks the path's
 //! scope against the caller's key before any handler runs; the operator
-//! routes pass [`require_admin`]. Handlers never look at the key.
+//! routes pass `require_admin`. Handlers never look at the key.
 //!
 //! Connections are HTTP/1.1 (hyper), with a header read timeout of 10 s.
 //! Layers, outermost first: panic catcher → HTTP metrics → shutting-down

@@ -1017,7 +1017,7 @@ mod backends {
     /// unset: no Qdrant server can be installed on the CI machines.
     async fn qdrant_collection(dim: usize) -> Option<(qdrant::QdrantServer, String)> {
         let Some(url) = std::env::var("STRATA_TEST_QDRANT_URL").ok().filter(|u| !u.is_empty()) else {
-            eprintln!("SKIPPED: STRATA_TEST_QDRANT_URL is not set, so the Qdrant suites did not run (README, \"Running at scale\")");
+            eprintln!("SKIPPED: STRATA_TEST_QDRANT_URL is not set, so the Qdrant suites did not run (docs/scale.md, \"Testing against the servers\")");
             return None;
         };
         let name = format!("strata_test_{}", uuid::Uuid::new_v4().simple());

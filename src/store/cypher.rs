@@ -16,7 +16,7 @@
 //! database shared with other applications keeps them apart.
 //!
 //! **Queries.** Every statement is a constant of this module with `$`
-//! parameters ([`cypher`] is the one builder); no value is ever spliced
+//! parameters (`cypher()` is the one builder); no value is ever spliced
 //! into Cypher text. Each [`GraphStore`] call is one transaction; walks are
 //! breadth-first, one query per hop (at most 3), so a dense node cannot
 //! make a variable-length path explode.

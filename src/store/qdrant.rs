@@ -37,7 +37,7 @@
 //! collection, every tenant together, where a user's own name (in all of
 //! their episodes, rare among others) would weigh the most instead of
 //! nothing; the embedded index measured per-scope statistics better
-//! (ARCHITECTURE.md, "Keyword statistics"). The reference score for
+//! (docs/measurements.md, "Keyword statistics"). The reference score for
 //! calibration is the embedded index's: Σ over query terms of
 //! `summary_boost·idf_summary + user_boost·idf_user`.
 //!

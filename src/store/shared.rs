@@ -32,7 +32,7 @@ pub trait SharedStore: Send + Sync + std::fmt::Debug + 'static {
     /// their user id): a fact is a new copy (its own id and recall count;
     /// sharing the same `origin` again refreshes it), an entity merges into
     /// the canonical entity of its key by
-    /// [`crate::store::typed_sql::merge_entity`]'s rule, a relation upserts
+    /// `store::typed_sql::merge_entity`'s rule, a relation upserts
     /// on its triple. `origin` is the private memory it came from.
     async fn put(
         &self,
@@ -56,7 +56,7 @@ pub trait SharedStore: Send + Sync + std::fmt::Debug + 'static {
     /// Refreshes planner statistics (see [`crate::store::TypedStore::optimize_memories`]).
     async fn optimize(&self) -> Result<()>;
     /// Erases what `user_id` contributed (the rule:
-    /// [`crate::store::typed_sql::erase_action`]): returns the memories
+    /// `store::typed_sql::erase_action`): returns the memories
     /// deleted (with the agent of each) and how many federated entities
     /// were rewritten. One transaction.
     async fn erase_contributor(&self, user_id: &str) -> Result<(Vec<(String, MemoryId)>, usize)>;

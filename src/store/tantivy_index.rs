@@ -10,7 +10,7 @@
 //! - **Per-scope IDF.** Document frequencies are counted inside the scope
 //!   searched, not over the whole index: a user's own name is in every one of
 //!   their episodes and must weigh nothing, though it is rare among other
-//!   users. Measured on LoCoMo dev (ARCHITECTURE.md, "Keyword statistics").
+//!   users. Measured on LoCoMo dev (docs/measurements.md, "Keyword statistics").
 //! - **A prior.** The collection size used for IDF is at least `prior_docs`
 //!   (as if the scope also held that many documents without the query's
 //!   terms; average length preserved). In a young scope of a few episodes

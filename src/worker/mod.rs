@@ -55,7 +55,7 @@ pub fn start(rt: &Arc<Runtime>, stop: &watch::Receiver<bool>) -> Vec<tokio::task
     tasks
 }
 
-/// Runs until stopped (see [`serve`]): episodic promotion,, taking the deferred embeddings
+/// The episodic worker's loop until stopped (see `serve`): promotion, taking the deferred embeddings
 /// ([`vectors`]) whenever no promotion is ready; whenever the outbox
 /// runs dry it lets the vector index optimise (a no-op until `OPTIMIZE_AFTER_POINTS`, 5,000,
 /// unindexed points; at start that includes the points a restart found unindexed).

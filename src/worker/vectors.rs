@@ -5,7 +5,7 @@
 //! ready ([`super::run_promotion`]): a back-fill of many sessions is first
 //! promoted (episode row, abstract, keyword document: searchable by keyword)
 //! at the promotion rate, and then embedded, which on CPU is most of the cost
-//! (ARCHITECTURE.md "Promotion throughput"). A session ended during a
+//! (docs/operations.md, "How promotion keeps up"). A session ended during a
 //! back-fill waits for at most one vector batch (~7 s) before its promotion.
 //!
 //! Per batch of up to [`BATCH`] events: load each episode (gone or expired:
@@ -29,7 +29,7 @@ use crate::store::{Event, EventKind};
 /// Episodes per vector batch: about 22 texts each with turn units (LoCoMo
 /// dev), so a batch is ~700 texts, ~7 s of embedding on two cores with the
 /// int8 MiniLM: the longest a promotion that arrives during a back-fill
-/// waits. Measured (ARCHITECTURE.md "Promotion throughput", 195 sessions):
+/// waits. Measured (docs/measurements.md "Promotion throughput", 195 sessions):
 /// 8 episodes a batch index everything in 62 s, 16 in 64 s, 32 in 50 s, the
 /// same as embedding inside promotion (51 s): smaller calls split worse over
 /// the two cores.
