@@ -5,7 +5,7 @@
 # variable (STRATA_TEST_POSTGRES_URL, STRATA_TEST_BOLT_URI) already names a
 # server, then runs every unit, integration and doc test in the one dev
 # profile (dependencies are optimised there, see Cargo.toml) and checks
-# that the benches compile.
+# that the benches compile and the API docs build without a warning.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/fetch-model.sh
@@ -28,4 +28,4 @@ cargo test --features failpoints --lib --bins --tests "$@"
 cargo test --features failpoints --doc "$@"
 cargo test --features failpoints --benches --no-run "$@"
 # the API docs build without a warning (broken or private links, bad HTML)
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps "$@"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
