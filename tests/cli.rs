@@ -448,20 +448,25 @@ fn evals_skip_blank_turns_and_count_them() {
         "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/02 (Tue) 09:00"],
         "haystack_sessions": [turns, [{"role": "user", "content": " \u{200B}\u{FEFF} "}, {"role": "user", "content": "I booked a flight to Lisbon."}]]
     }]);
-    let file = dir.path().join("lme.json");
-    std::fs::write(&file, lme.to_string()).unwrap();
-    let out_json = dir.path().join("lme-out.json");
-    let out = strata(&dir.path().join("data"))
-        .args(["eval", "longmemeval", "--data"])
-        .arg(&file)
-        .arg("--out")
-        .arg(&out_json)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    // runs `strata eval <bench>` on `data`; returns its table and its --out JSON
+    let eval = |bench: &str, data: serde_json::Value| {
+        let file = dir.path().join(format!("{bench}.json"));
+        std::fs::write(&file, data.to_string()).unwrap();
+        let out_json = dir.path().join(format!("{bench}-out.json"));
+        let out = strata(&dir.path().join("data"))
+            .args(["eval", bench, "--data"])
+            .arg(&file)
+            .arg("--out")
+            .arg(&out_json)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_json).unwrap()).unwrap();
+        (text, v)
+    };
+    let (text, v) = eval("longmemeval", lme);
     assert!(text.contains("skipped 3 blank turns"), "{text}");
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_json).unwrap()).unwrap();
     assert_eq!(v["skipped_blank_turns"], 3, "{v}");
     assert_eq!(v["strata"]["answerable"]["r@1"], 1.0, "the rest of the haystack was replayed: {v}");
 
@@ -480,20 +485,8 @@ fn evals_skip_blank_turns_and_count_them() {
         },
         "qa": [{"question": "What is the name of Ana's greyhound?", "answer": "Pepper", "evidence": ["D1:1"], "category": 1}]
     }]);
-    let file = dir.path().join("locomo.json");
-    std::fs::write(&file, locomo.to_string()).unwrap();
-    let out_json = dir.path().join("locomo-out.json");
-    let out = strata(&dir.path().join("data"))
-        .args(["eval", "locomo", "--data"])
-        .arg(&file)
-        .arg("--out")
-        .arg(&out_json)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let (text, v) = eval("locomo", locomo);
     assert!(text.contains("skipped 2 blank turns"), "{text}");
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_json).unwrap()).unwrap();
     assert_eq!(v["skipped_blank_turns"], 2, "{v}");
 }
 
