@@ -468,6 +468,13 @@ fn evals_skip_blank_turns_and_count_them() {
     let (text, v) = eval("longmemeval", lme);
     assert!(text.contains("skipped 3 blank turns"), "{text}");
     assert_eq!(v["skipped_blank_turns"], 3, "{v}");
+    // L0: the question asked as a new turn injects the gold session, whose abstract holds the answer
+    assert!(text.contains("L0 inject"), "{text}");
+    let fresh = &v["inject"]["fresh"];
+    assert_eq!((fresh["n"].as_u64(), fresh["hit"].as_f64()), (Some(1), Some(1.0)), "{v}");
+    assert_eq!(fresh["answer_in_context"], 1.0, "{v}");
+    assert!(fresh["tokens_per_turn"].as_f64().unwrap() > 10.0, "{v}");
+    assert_eq!(v["per_question"][0]["injected"], serde_json::json!(["a"]), "{v}");
     assert_eq!(v["strata"]["answerable"]["r@1"], 1.0, "the rest of the haystack was replayed: {v}");
 
     let locomo = serde_json::json!([{
@@ -488,6 +495,12 @@ fn evals_skip_blank_turns_and_count_them() {
     let (text, v) = eval("locomo", locomo);
     assert!(text.contains("skipped 2 blank turns"), "{text}");
     assert_eq!(v["skipped_blank_turns"], 2, "{v}");
+    // each question is probed in both variants (here below min_score in a two-session scope: empty)
+    for variant in ["fresh", "after_previous"] {
+        let t = &v["inject"][variant];
+        let sum: f64 = ["hit", "wrong", "empty"].iter().map(|k| t[*k].as_f64().unwrap()).sum();
+        assert_eq!((t["n"].as_u64(), t["answered"].as_u64(), sum), (Some(1), Some(1), 1.0), "{v}");
+    }
 }
 
 #[test]
@@ -558,6 +571,9 @@ fn eval_longmemeval_on_a_small_gzip_file() {
         v["bm25_raw"]["_abs"]["n"], 1,
         "unanswerable questions are counted apart"
     );
+    assert_eq!(v["inject"]["fresh"]["n"], 1, "one answerable question probed: {v}");
+    assert_eq!(v["inject"]["fresh"]["unanswerable"], 1, "the _abs question counts apart: {v}");
+    assert!(md.contains("## L0 inject"), "{md}");
     // --features: one line per question, every session with its raw scores
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(&features)
         .unwrap()

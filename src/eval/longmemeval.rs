@@ -45,6 +45,10 @@ use crate::memory::{Components, SearchOptions};
 use crate::model::{NewMessage, Role, Scope, SessionId};
 use crate::Memory;
 
+/// Idle timeout of an eval's sessions, in seconds (7 days): longer than any
+/// run, so the inject probes' open sessions are never ended and promoted.
+pub(crate) const PROBE_IDLE_SECS: u64 = 7 * 24 * 3600;
+
 /// Arguments of `strata eval longmemeval`.
 #[derive(Debug, Clone, Args)]
 pub struct LongMemEvalArgs {
@@ -97,6 +101,9 @@ pub struct Question {
     /// When the question is asked ("2023/05/30 (Tue) 10:18"); absent in some exports.
     #[serde(default)]
     pub question_date: Option<String>,
+    /// The reference answer (a string or a number in the file; absent in some exports).
+    #[serde(default)]
+    pub answer: serde_json::Value,
     /// Gold evidence sessions.
     pub answer_session_ids: Vec<String>,
     /// Session ids of the haystack, parallel to `haystack_sessions`.
@@ -111,6 +118,15 @@ impl Question {
     /// True for an unanswerable (`_abs`) question.
     pub fn abstention(&self) -> bool {
         self.question_id.ends_with("_abs")
+    }
+
+    /// The reference answer as text (`None` when absent or not a string or number).
+    pub fn answer_text(&self) -> Option<String> {
+        match &self.answer {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        }
     }
 }
 
@@ -241,6 +257,8 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
     cfg.pruner.enabled = false;
     // the graph is not measured here; extraction would only add replay time
     cfg.graph.enabled = false;
+    // the inject probes' sessions stay open; they must not be swept into episodes mid-run
+    cfg.sessions.idle_timeout_secs = PROBE_IDLE_SECS;
     let mem = Memory::open_with(
         cfg,
         Components {
@@ -268,6 +286,8 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         .map(|p| std::fs::File::create(p).map(std::io::BufWriter::new))
         .transpose()?;
     let mut skipped_blank = 0usize;
+    let (mut inject_fresh, mut inject_switch) = (super::inject::Tally::default(), super::inject::Tally::default());
+    let mut previous: Option<String> = None;
     for q in &qs {
         let (scope, blank) = replay(&mem, q).await?;
         skipped_blank += blank;
@@ -349,9 +369,19 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
                 }
             }
         }
+        // L0: the question as a new turn, fresh and after the previous question (another topic)
+        let answer = q.answer_text();
+        let probe = super::inject::Probe { question: &q.question, gold: &gold, answer: answer.as_deref(), as_of };
+        let name = |s: &SessionId| s.as_str().split('#').next().unwrap_or_default().to_string();
+        let fresh = super::inject::probe(&mem, &scope, &SessionId::new("probe")?, None, &probe, name).await?;
+        let switch = super::inject::probe(&mem, &scope, &SessionId::new("probe-switch")?, previous.as_deref(), &probe, name).await?;
+        inject_fresh.add(&fresh, !q.abstention());
+        inject_switch.add(&switch, !q.abstention());
+        previous = Some(q.question.clone());
         per_question.push(json!({
             "question_id": q.question_id, "question_type": q.question_type, "question": q.question,
             "question_date": q.question_date, "gold": gold, "top10": rankings,
+            "injected": fresh.sessions, "injected_after_previous": switch.sessions,
         }));
         bar.set_message(format!(
             "strata R@5 {:.3}",
@@ -396,6 +426,11 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         }
         println!();
     }
+    let variants = [("fresh turn", &inject_fresh), ("after previous", &inject_switch)];
+    super::inject::print(
+        "L0 inject, each question asked as a new turn (fresh; after the previous question, another user's topic); unanswerable = _abs:",
+        &variants,
+    );
     if let Some(dir) = &args.report {
         let curves: Vec<Curve> = systems
             .iter()
@@ -436,6 +471,9 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             &header.iter().map(|h| h.as_str()).collect::<Vec<_>>(),
             &rows,
         ));
+        body.push_str("\n## L0 inject (each question asked as a new turn; tokens ≈ characters / 4)\n\n");
+        let (header, rows) = super::inject::table(&variants);
+        body.push_str(&md_table(&header, &rows));
         body.push_str("\n## all@5 (every gold session in the top 5)\n\n");
         let rows: Vec<Vec<String>> = systems
             .iter()
@@ -472,6 +510,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             }
             root.insert(s.to_string(), serde_json::Value::Object(by));
         }
+        root.insert("inject".into(), json!({"fresh": inject_fresh.json(), "after_previous": inject_switch.json()}));
         root.insert("per_question".into(), json!(per_question));
         std::fs::write(
             &out,

@@ -251,6 +251,7 @@ fn eval_config(config: &Config) -> Result<(Config, tempfile::TempDir)> {
     let mut c = config.clone();
     c.data_dir = dir.path().to_path_buf();
     c.pruner.enabled = false;
+    c.sessions.idle_timeout_secs = super::longmemeval::PROBE_IDLE_SECS;
     Ok((c, dir))
 }
 
@@ -349,6 +350,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         .map(|p| std::fs::File::create(p).map(std::io::BufWriter::new))
         .transpose()?;
     let (mut asked, mut skipped_no_evidence, mut skipped_blank) = (0usize, 0usize, 0usize);
+    let (mut inject_fresh, mut inject_switch) = (super::inject::Tally::default(), super::inject::Tally::default());
     let started = Instant::now();
     for conv in &convs {
         let t0 = Instant::now();
@@ -377,6 +379,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             }
         }
         let mut n_conv = 0;
+        let mut previous: Option<&str> = None;
         for q in &conv.questions {
             let gold = q.gold_sessions(conv);
             if gold.is_empty() || crate::model::is_blank(&q.question) {
@@ -433,6 +436,15 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
                 .map(|(i, _)| turn_ids[i])
                 .collect();
             turn_acc.add_ranked("bm25_turns", &ranked_turns, &gold_turns);
+            // L0: the question as a new turn, fresh and after the previous question
+            let gold_names: Vec<String> = gold.iter().map(|i| format!("session_{i}")).collect();
+            let probe = super::inject::Probe { question: &q.question, gold: &gold_names, answer: q.answer.as_deref(), as_of: None };
+            let name = |s: &SessionId| s.as_str().to_string();
+            let fresh = super::inject::probe(&mem, &scope, &SessionId::new(format!("probe-{asked}"))?, None, &probe, name).await?;
+            inject_fresh.add(&fresh, true);
+            let switch = super::inject::probe(&mem, &scope, &SessionId::new(format!("probe-switch-{asked}"))?, previous, &probe, name).await?;
+            inject_switch.add(&switch, true);
+            previous = Some(q.question.as_str());
         }
         let (graph, dedup) = mem.graph_stats(&scope).await?;
         let sample = graph_sample(&mem, &scope, 8, 24).await?;
@@ -500,6 +512,11 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             turn_acc.get(s, 10)
         );
     }
+    let variants = [("fresh turn", &inject_fresh), ("after previous", &inject_switch)];
+    super::inject::print(
+        "L0 inject, each question asked as a new turn (fresh; after the conversation's previous question):",
+        &variants,
+    );
     let p50 = percentile(&latencies, 50.0).unwrap_or(f64::NAN);
     let p99 = percentile(&latencies, 99.0).unwrap_or(f64::NAN);
     println!("\ninject latency over {} turns: p50 {p50:.2} ms, p99 {p99:.2} ms (debug/release as built; benches are authoritative)", latencies.len());
@@ -587,6 +604,9 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             })
             .collect();
         body.push_str(&md_table(&["system", "T@1", "T@5", "T@10"], &rows));
+        body.push_str("\n## L0 inject (each question asked as a new turn; tokens ≈ characters / 4)\n\n");
+        let (header, rows) = super::inject::table(&variants);
+        body.push_str(&md_table(&header, &rows));
         let inject_line = if latencies.is_empty() {
             "not measured (`--no-inject`)".to_string()
         } else {
@@ -619,6 +639,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         root.insert("questions".into(), json!(asked));
         root.insert("skipped_no_evidence".into(), json!(skipped_no_evidence));
         root.insert("skipped_blank_turns".into(), json!(skipped_blank));
+        root.insert("inject".into(), json!({"fresh": inject_fresh.json(), "after_previous": inject_switch.json()}));
         for s in &systems {
             let mut by_cat = serde_json::Map::new();
             for c in cats {
