@@ -215,6 +215,17 @@ pub fn table(variants: &[(&str, &Tally)]) -> (Vec<&'static str>, Vec<Vec<String>
     (header, rows)
 }
 
+/// The chart's bars of `variants` (hit, wrong, empty, answer in context).
+pub fn bars(variants: &[(&str, &Tally)]) -> Vec<super::report::InjectBars> {
+    variants
+        .iter()
+        .map(|(name, t)| {
+            let r = t.rates();
+            super::report::InjectBars { variant: name.to_string(), values: [r[0], r[1], r[2], r[4]] }
+        })
+        .collect()
+}
+
 /// Prints the inject table of `variants` under `title`.
 pub fn print(title: &str, variants: &[(&str, &Tally)]) {
     let (header, rows) = table(variants);

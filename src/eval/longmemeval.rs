@@ -485,6 +485,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             baseline: "bm25_raw".into(),
             curves,
             body,
+            inject: super::inject::bars(&variants),
         };
         let md = super::report::write(dir, &report)?;
         eprintln!(

@@ -1,7 +1,8 @@
 //! `--report DIR` of the eval commands: a markdown summary (`report.md`) and
 //! one PNG chart (`recall_at_k.png`) of the recall@k curves (k = 1..=10) of
-//! every configuration against the baseline, drawn with `plotters` on its
-//! bitmap backend. Text is set in DejaVu Sans, embedded from the `dejavu`
+//! every configuration against the baseline and, beside them, the L0 inject
+//! outcomes (hit, wrong, empty, answer in context) of each inject variant,
+//! drawn with `plotters` on its bitmap backend. Text is set in DejaVu Sans, embedded from the `dejavu`
 //! crate, so the chart needs no system fonts.
 
 use plotters::prelude::*;
@@ -42,7 +43,25 @@ pub struct Report {
     pub curves: Vec<Curve>,
     /// Markdown placed under the title, before the chart (run facts, tables).
     pub body: String,
+    /// L0 inject outcomes per variant, drawn as bars right of the curves
+    /// (none: the curves take the whole chart).
+    pub inject: Vec<InjectBars>,
 }
+
+/// One inject variant's outcome shares (each in 0..=1; NaN is drawn as 0).
+#[derive(Debug, Clone)]
+pub struct InjectBars {
+    /// Variant name (`fresh turn`, `after previous`).
+    pub variant: String,
+    /// Shares in the order of [`INJECT_BARS`].
+    pub values: [f64; 4],
+}
+
+/// The inject outcomes drawn, in order.
+pub const INJECT_BARS: [&str; 4] = ["hit", "wrong", "empty", "answer in context"];
+
+/// Width of the inject panel in pixels, when there is one.
+const INJECT_PANEL_PX: u32 = 330;
 
 /// A markdown table from a header row and rows of cells.
 pub fn md_table(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -168,8 +187,17 @@ fn render(report: &Report) -> Result<Vec<u8>> {
     let y_min = ((lowest - 0.05).max(0.0) * 10.0).floor() / 10.0;
     let mut buf = vec![255u8; (CHART_PX.0 * CHART_PX.1 * 3) as usize];
     {
-        let root = BitMapBackend::with_buffer(&mut buf, CHART_PX).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
+        let whole = BitMapBackend::with_buffer(&mut buf, CHART_PX).into_drawing_area();
+        whole.fill(&WHITE).map_err(plot_err)?;
+        let (root, panel) = if report.inject.is_empty() {
+            (whole.clone(), None)
+        } else {
+            let (l, r) = whole.split_horizontally(CHART_PX.0 - INJECT_PANEL_PX);
+            (l, Some(r))
+        };
+        if let Some(panel) = &panel {
+            draw_inject(panel, &report.inject)?;
+        }
         let mut chart = ChartBuilder::on(&root)
             .caption(&report.title, ("sans-serif", 22).into_font())
             .margin(18)
@@ -236,9 +264,59 @@ fn render(report: &Report) -> Result<Vec<u8>> {
             .border_style(BLACK)
             .draw()
             .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
+        whole.present().map_err(plot_err)?;
     }
     Ok(buf)
+}
+
+/// Grouped bars: one group per outcome of [`INJECT_BARS`], one bar per variant.
+fn draw_inject<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, bars: &[InjectBars]) -> Result<()> {
+    let groups = INJECT_BARS.len();
+    let mut chart = ChartBuilder::on(area)
+        .caption("L0 inject (share of answerable questions)", ("sans-serif", 16).into_font())
+        .margin(18)
+        .x_label_area_size(44)
+        .y_label_area_size(44)
+        .build_cartesian_2d(0f64..groups as f64, 0f64..1.0f64)
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(groups * 2 + 1)
+        .x_label_formatter(&|x| {
+            let i = x.floor() as usize;
+            if (x - i as f64 - 0.5).abs() < 0.01 {
+                INJECT_BARS.get(i).map(|s| s.replace(" in context", "")).unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .label_style(("sans-serif", 13))
+        .draw()
+        .map_err(plot_err)?;
+    let width = 0.8 / bars.len().max(1) as f64;
+    for (v, b) in bars.iter().enumerate() {
+        let color = PALETTE[v % PALETTE.len()];
+        chart
+            .draw_series((0..groups).map(|g| {
+                let x0 = g as f64 + 0.1 + v as f64 * width;
+                let y = if b.values[g].is_nan() { 0.0 } else { b.values[g].clamp(0.0, 1.0) };
+                Rectangle::new([(x0, 0.0), (x0 + width * 0.9, y)], color.filled())
+            }))
+            .map_err(plot_err)?
+            .label(b.variant.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font(("sans-serif", 13))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)?;
+    Ok(())
 }
 
 /// Writes `report.md` and `recall_at_k.png` into `dir` (created if missing);
@@ -306,6 +384,7 @@ mod tests {
             baseline: "bm25_raw".into(),
             curves: curves(),
             body: "facts\n".into(),
+            inject: vec![],
         };
         let md = write(dir.path(), &r).unwrap();
         let text = std::fs::read_to_string(md).unwrap();
@@ -339,6 +418,7 @@ mod tests {
             baseline: "bm25_raw".into(),
             curves: curves(),
             body: String::new(),
+            inject: vec![],
         };
         let with = render(&r).unwrap();
         assert!(count(&with, PALETTE[0]) > 500, "the strata curve is drawn");
@@ -347,5 +427,23 @@ mod tests {
             ..r
         };
         assert_eq!(count(&render(&only_base).unwrap(), PALETTE[0]), 0);
+    }
+
+    #[test]
+    fn inject_bars_are_drawn_beside_the_curves() {
+        let count =
+            |buf: &[u8], c: RGBColor| buf.chunks(3).filter(|p| p == &[c.0, c.1, c.2]).count();
+        let bars = |v: [f64; 4]| Report {
+            title: "t".into(),
+            baseline: "bm25_raw".into(),
+            curves: curves().split_off(1),
+            body: String::new(),
+            inject: vec![InjectBars { variant: "fresh turn".into(), values: v }],
+        };
+        let tall = count(&render(&bars([0.9, 0.05, 0.05, 0.5])).unwrap(), PALETTE[0]);
+        let short = count(&render(&bars([0.2, 0.05, 0.05, 0.1])).unwrap(), PALETTE[0]);
+        assert!(tall > 2 * short && short > 100, "bar areas follow the values: {tall} vs {short}");
+        let none = count(&render(&bars([f64::NAN; 4])).unwrap(), PALETTE[0]);
+        assert!(none < short, "NaN draws as 0: {none}");
     }
 }

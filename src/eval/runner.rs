@@ -626,6 +626,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             baseline: "bm25_raw".into(),
             curves,
             body,
+            inject: super::inject::bars(&variants),
         };
         let md = super::report::write(dir, &report)?;
         eprintln!(
