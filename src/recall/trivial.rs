@@ -89,6 +89,17 @@ fn is_laugh(n: &str) -> bool {
     if compact.iter().all(|&c| laugh_jamo(c)) {
         return true;
     }
+    // one laughing character repeated: Japanese "www" (ｗｗｗ after NFKC), Chinese
+    // "哈哈哈" / "呵呵" / "嘻嘻", Thai "555" (ห้า, "ha"), at least three for the digit
+    let first = compact[0];
+    let min = match first {
+        'w' | '哈' | '呵' | '嘻' => 2,
+        '5' => 3,
+        _ => usize::MAX,
+    };
+    if compact.len() >= min && compact.iter().all(|&c| c == first) {
+        return true;
+    }
     // "haha", "hahaha", "hehe", "lolol"
     let s: String = compact.iter().collect();
     ["ha", "he", "hi", "lo"]
@@ -133,6 +144,39 @@ mod tests {
             "hi, remind me of Dana's project",
             "제 동생 결혼식 언제야?",
             "ok so what about Kafka",
+        ] {
+            assert!(!f.is_trivial(m), "{m:?} should not be trivial");
+        }
+    }
+
+    #[test]
+    fn japanese_chinese_thai_and_vietnamese_acknowledgements() {
+        let f = filter();
+        for m in [
+            "ありがとうございます！",
+            "はい",
+            "了解です。",
+            "ｗｗｗ",
+            "谢谢！",
+            "好的",
+            "哈哈哈",
+            "ขอบคุณครับ",
+            "โอเค",
+            "5555",
+            "Cảm ơn bạn!",
+            "xin chào",
+            "vâng",
+        ] {
+            assert!(f.is_trivial(m), "{m:?} should be trivial");
+        }
+        for m in [
+            "東京の会議はいつでしたか？",
+            "我们上次说的航班是几点？",
+            "ประชุมครั้งหน้าวันไหน",
+            "Cuộc họp tiếp theo là khi nào?",
+            "cảm ơn, còn chuyến bay thì sao?",
+            "55",
+            "w",
         ] {
             assert!(!f.is_trivial(m), "{m:?} should not be trivial");
         }
