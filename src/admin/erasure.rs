@@ -36,25 +36,24 @@ pub struct ForgetReport {
 pub async fn forget_user(rt: &Runtime, typed: &TypedMemories, user_id: &str) -> Result<ForgetReport> {
     // validates the id the same way every scope does
     Scope::new(user_id, "_")?;
-    let s = rt;
-    let episodes = s.records.user_episodes(user_id).await?;
+    let episodes = rt.records.user_episodes(user_id).await?;
     let mut by_scope: HashMap<Scope, Vec<EpisodeId>> = HashMap::new();
     for (scope, id) in episodes {
         by_scope.entry(scope).or_default().push(id);
     }
     let mut report = ForgetReport::default();
     for (scope, ids) in &by_scope {
-        let kw_before = s.keyword.count(scope).await?;
-        s.keyword.delete(scope, ids).await?;
-        let vec_before = s.vectors.count(scope).await?;
-        s.vectors.delete(scope, ids).await?;
-        report.keyword_docs += kw_before.saturating_sub(s.keyword.count(scope).await?);
-        report.vector_points += vec_before.saturating_sub(s.vectors.count(scope).await?);
+        let kw_before = rt.keyword.count(scope).await?;
+        rt.keyword.delete(scope, ids).await?;
+        let vec_before = rt.vectors.count(scope).await?;
+        rt.vectors.delete(scope, ids).await?;
+        report.keyword_docs += kw_before.saturating_sub(rt.keyword.count(scope).await?);
+        report.vector_points += vec_before.saturating_sub(rt.vectors.count(scope).await?);
     }
     if !by_scope.is_empty() {
         // deleted documents must leave the disk too, not only the results
-        s.keyword.compact().await?;
-        s.vectors.compact().await?;
+        rt.keyword.compact().await?;
+        rt.vectors.compact().await?;
     }
     // typed knowledge leaves the indexes before its rows go with the records
     let (kw, vec) = typed.forget_user_indexes(user_id).await?;
@@ -66,8 +65,8 @@ pub async fn forget_user(rt: &Runtime, typed: &TypedMemories, user_id: &str) -> 
     }
     report.shared = typed.forget_user_shared(user_id).await?;
     crate::error::fail_point!("erasure.after_indexes");
-    report.graph = s.graph.delete_user_graph(user_id).await?;
-    report.records = s.records.delete_user_records(user_id).await?;
+    report.graph = rt.graph.delete_user_graph(user_id).await?;
+    report.records = rt.records.delete_user_records(user_id).await?;
     report.scopes = by_scope.len();
     tracing::info!(user_id, scopes = report.scopes, "user erased");
     Ok(report)

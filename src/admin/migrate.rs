@@ -162,7 +162,7 @@ pub async fn migrate(
     let (source_graph, files) = sources(source).await?;
     let pg = factory::copy_target(&target).await?;
     // every target server is reached before anything is copied
-    let graph_target = factory::graph_store(&target).await?;
+    let graph_target = factory::graph_store(&target, false).await?;
 
     // 1. records
     let plan = pg.plan(files, options.batch).await?;

@@ -59,11 +59,19 @@ async fn cypher_graph(config: &Config) -> Result<CypherGraph> {
     .await
 }
 
-/// Opens (creating) `dir/strata.db`, the embedded store of `data_dir`
-/// (blocking: call it on the blocking pool).
-fn open_sqlite(dir: &Path) -> Result<SqliteStore> {
-    std::fs::create_dir_all(dir)?;
-    SqliteStore::open(&dir.join("strata.db"))
+/// Opens (creating) `dir/strata.db`, the embedded store of `data_dir`, or
+/// an in-memory database when `ephemeral`, on the blocking pool.
+async fn open_sqlite(dir: &Path, ephemeral: bool) -> Result<SqliteStore> {
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        if ephemeral {
+            SqliteStore::open_in_memory()
+        } else {
+            std::fs::create_dir_all(&dir)?;
+            SqliteStore::open(&dir.join("strata.db"))
+        }
+    })
+    .await?
 }
 
 /// Opens the stores `[stores]` names (see the module docs); `ephemeral`
@@ -74,17 +82,14 @@ fn open_sqlite(dir: &Path) -> Result<SqliteStore> {
 /// cannot be reached; [`Error::Config`] for a bad URL or a schema newer
 /// than this build; store errors.
 pub async fn open_stores(config: &Config, ephemeral: bool) -> Result<Stores> {
-    let dir = config.data_dir.clone();
-    let sqlite = {
-        let dir = dir.clone();
-        move || if ephemeral { SqliteStore::open_in_memory() } else { open_sqlite(&dir) }
-    };
+    let dir = &config.data_dir;
     match config.stores.records {
         RecordsBackend::Sqlite => {
-            let db = Arc::new(tokio::task::spawn_blocking(sqlite).await??);
+            let db = Arc::new(open_sqlite(dir, ephemeral).await?);
             let graph: Arc<dyn GraphStore> = match config.stores.graph {
+                // the graph shares the records' database
                 GraphBackend::Sqlite => db.clone(),
-                GraphBackend::Neo4j => Arc::new(cypher_graph(config).await?),
+                GraphBackend::Neo4j => graph_store(config, ephemeral).await?.0,
             };
             Ok(Stores {
                 records: db.clone(),
@@ -100,33 +105,27 @@ pub async fn open_stores(config: &Config, ephemeral: bool) -> Result<Stores> {
                     .await?
                     .with_claim_lease_ms(config.workers.claim_lease_ms),
             );
-            let graph: Arc<dyn GraphStore> = match config.stores.graph {
-                GraphBackend::Sqlite => Arc::new(tokio::task::spawn_blocking(sqlite).await??),
-                GraphBackend::Neo4j => Arc::new(cypher_graph(config).await?),
-            };
             Ok(Stores {
                 records: db.clone(),
                 typed: db.clone(),
                 shared: db,
-                graph,
+                graph: graph_store(config, ephemeral).await?.0,
             })
         }
     }
 }
 
-/// The graph store `[stores] graph` names, alone (the target of
-/// `strata migrate`), with its kind (`neo4j` or `sqlite`).
+/// The graph store `[stores] graph` names, on its own connection (the
+/// target of `strata migrate`; beside PostgreSQL records), with its kind
+/// (`neo4j` or `sqlite`): the Bolt server, or `data_dir/strata.db` (in
+/// memory when `ephemeral`).
 ///
 /// # Errors
 /// As [`open_stores`].
-pub async fn graph_store(config: &Config) -> Result<(Arc<dyn GraphStore>, &'static str)> {
+pub async fn graph_store(config: &Config, ephemeral: bool) -> Result<(Arc<dyn GraphStore>, &'static str)> {
     Ok(match config.stores.graph {
         GraphBackend::Neo4j => (Arc::new(cypher_graph(config).await?), "neo4j"),
-        GraphBackend::Sqlite => {
-            let dir = config.data_dir.clone();
-            let db = tokio::task::spawn_blocking(move || open_sqlite(&dir)).await??;
-            (Arc::new(db), "sqlite")
-        }
+        GraphBackend::Sqlite => (Arc::new(open_sqlite(&config.data_dir, ephemeral).await?), "sqlite"),
     })
 }
 
