@@ -172,29 +172,52 @@ impl Tally {
         }
     }
 
-    /// The rates: hit, wrong, empty (of answerable questions), precision,
-    /// answer in context (all words; mean share), tokens per turn,
-    /// unanswerable injected. NaN where nothing was counted.
-    pub fn rates(&self) -> [f64; 8] {
-        [
-            Self::rate(self.hit, self.n),
-            Self::rate(self.wrong, self.n),
-            Self::rate(self.empty, self.n),
-            if self.precision_n == 0 { f64::NAN } else { self.precision_sum / self.precision_n as f64 },
-            Self::rate(self.answer_all, self.answered),
-            if self.answered == 0 { f64::NAN } else { self.answer_share_sum / self.answered as f64 },
-            if self.n == 0 { f64::NAN } else { self.tokens_sum as f64 / self.n as f64 },
-            Self::rate(self.unanswerable_injected, self.unanswerable),
-        ]
+    /// The tally's rates (NaN where nothing was counted).
+    pub fn rates(&self) -> Rates {
+        Rates {
+            hit: Self::rate(self.hit, self.n),
+            wrong: Self::rate(self.wrong, self.n),
+            empty: Self::rate(self.empty, self.n),
+            precision: if self.precision_n == 0 { f64::NAN } else { self.precision_sum / self.precision_n as f64 },
+            answer_in_context: Self::rate(self.answer_all, self.answered),
+            answer_share: if self.answered == 0 { f64::NAN } else { self.answer_share_sum / self.answered as f64 },
+            tokens_per_turn: if self.n == 0 { f64::NAN } else { self.tokens_sum as f64 / self.n as f64 },
+            unanswerable_injected: Self::rate(self.unanswerable_injected, self.unanswerable),
+        }
     }
 
     /// The tally as JSON (`n`, rates by name, counts).
     pub fn json(&self) -> serde_json::Value {
-        let [hit, wrong, empty, precision, answer_all, answer_share, tokens, unans] = self.rates();
-        json!({"n": self.n, "hit": hit, "wrong": wrong, "empty": empty, "precision": precision,
-               "answer_in_context": answer_all, "answer_share": answer_share, "answered": self.answered,
-               "tokens_per_turn": tokens, "unanswerable": self.unanswerable, "unanswerable_injected": unans})
+        let r = self.rates();
+        json!({"n": self.n, "hit": r.hit, "wrong": r.wrong, "empty": r.empty, "precision": r.precision,
+               "answer_in_context": r.answer_in_context, "answer_share": r.answer_share, "answered": self.answered,
+               "tokens_per_turn": r.tokens_per_turn, "unanswerable": self.unanswerable,
+               "unanswerable_injected": r.unanswerable_injected})
     }
+}
+
+/// The rates of a [`Tally`]: hit, wrong and empty of the answerable
+/// questions; precision over those that injected any; answer in context
+/// (every word) and mean answer share over those with an answer; tokens per
+/// answerable turn; share of unanswerable questions that injected anything.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rates {
+    /// A gold session was injected.
+    pub hit: f64,
+    /// Something was injected, none of it gold.
+    pub wrong: f64,
+    /// Nothing was injected.
+    pub empty: f64,
+    /// Gold share of the injected episodes.
+    pub precision: f64,
+    /// The context held every answer word.
+    pub answer_in_context: f64,
+    /// Mean share of the answer words in the context.
+    pub answer_share: f64,
+    /// Estimated tokens of the injected section per turn.
+    pub tokens_per_turn: f64,
+    /// Unanswerable questions that injected anything.
+    pub unanswerable_injected: f64,
 }
 
 /// Header and rows of the inject table, one row per `(variant, tally)`.
@@ -206,9 +229,9 @@ pub fn table(variants: &[(&str, &Tally)]) -> (Vec<&'static str>, Vec<Vec<String>
         .map(|(name, t)| {
             let r = t.rates();
             let mut row = vec![name.to_string(), t.n.to_string()];
-            row.extend(r[..6].iter().map(|x| f(*x)));
-            row.push(if r[6].is_nan() { "–".into() } else { format!("{:.1}", r[6]) });
-            row.push(if t.unanswerable == 0 { "–".into() } else { format!("{} ({})", f(r[7]), t.unanswerable) });
+            row.extend([r.hit, r.wrong, r.empty, r.precision, r.answer_in_context, r.answer_share].map(f));
+            row.push(if r.tokens_per_turn.is_nan() { "–".into() } else { format!("{:.1}", r.tokens_per_turn) });
+            row.push(if t.unanswerable == 0 { "–".into() } else { format!("{} ({})", f(r.unanswerable_injected), t.unanswerable) });
             row
         })
         .collect();
@@ -221,7 +244,7 @@ pub fn bars(variants: &[(&str, &Tally)]) -> Vec<super::report::InjectBars> {
         .iter()
         .map(|(name, t)| {
             let r = t.rates();
-            super::report::InjectBars { variant: name.to_string(), values: [r[0], r[1], r[2], r[4]] }
+            super::report::InjectBars { variant: name.to_string(), values: [r.hit, r.wrong, r.empty, r.answer_in_context] }
         })
         .collect()
 }
@@ -263,7 +286,7 @@ mod tests {
         t.add(&o(&[], 0, Some(0.0), 0), true);
         t.add(&o(&["s4"], 0, None, 30), false);
         t.add(&o(&[], 0, None, 0), false);
-        let [hit, wrong, empty, precision, all, share, tokens, unans] = t.rates();
+        let Rates { hit, wrong, empty, precision, answer_in_context: all, answer_share: share, tokens_per_turn: tokens, unanswerable_injected: unans } = t.rates();
         assert_eq!((t.n, t.hit, t.wrong, t.empty), (3, 1, 1, 1));
         assert!((hit - 1.0 / 3.0).abs() < 1e-9 && (wrong - 1.0 / 3.0).abs() < 1e-9 && (empty - 1.0 / 3.0).abs() < 1e-9);
         assert!((precision - 0.25).abs() < 1e-9, "mean of 1/2 and 0 over the questions that injected: {precision}");

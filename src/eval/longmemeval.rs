@@ -38,16 +38,12 @@ use std::time::Instant;
 use super::bm25::Bm25Index;
 use super::metrics::{all_at_k, recall_at_k, MeanByKey};
 use super::report::{fmt3, md_table, Curve, Report, MAX_K};
-use super::systems::{candidate_features, CONFIGS};
+use super::systems::{candidate_features, eval_config, CONFIGS};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::memory::{Components, SearchOptions};
 use crate::model::{NewMessage, Role, Scope, SessionId};
 use crate::Memory;
-
-/// Idle timeout of an eval's sessions, in seconds (7 days): longer than any
-/// run, so the inject probes' open sessions are never ended and promoted.
-pub(crate) const PROBE_IDLE_SECS: u64 = 7 * 24 * 3600;
 
 /// Arguments of `strata eval longmemeval`.
 #[derive(Debug, Clone, Args)]
@@ -251,14 +247,9 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
     if qs.is_empty() {
         return Err(Error::Data("no question selected".into()));
     }
-    let dir = tempfile::Builder::new().prefix("strata-eval-").tempdir()?;
-    let mut cfg = config.clone();
-    cfg.data_dir = dir.path().to_path_buf();
-    cfg.pruner.enabled = false;
+    let (mut cfg, _dir) = eval_config(&config)?;
     // the graph is not measured here; extraction would only add replay time
     cfg.graph.enabled = false;
-    // the inject probes' sessions stay open; they must not be swept into episodes mid-run
-    cfg.sessions.idle_timeout_secs = PROBE_IDLE_SECS;
     let mem = Memory::open_with(
         cfg,
         Components {

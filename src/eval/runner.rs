@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::bm25::Bm25Index;
-use super::systems::{candidate_features, CONFIGS};
+use super::systems::{candidate_features, eval_config, CONFIGS};
 use super::locomo::{load_locomo, LocomoConversation};
 use super::metrics::{percentile, recall_at_k};
 use super::report::{fmt3, md_table, Curve, Report, MAX_K};
@@ -246,14 +246,6 @@ async fn replay(mem: &Memory, conv: &LocomoConversation, measure_inject: bool) -
     Ok((lat, blank))
 }
 
-fn eval_config(config: &Config) -> Result<(Config, tempfile::TempDir)> {
-    let dir = tempfile::Builder::new().prefix("strata-eval-").tempdir()?;
-    let mut c = config.clone();
-    c.data_dir = dir.path().to_path_buf();
-    c.pruner.enabled = false;
-    c.sessions.idle_timeout_secs = super::longmemeval::PROBE_IDLE_SECS;
-    Ok((c, dir))
-}
 
 /// A readable sample of a scope's graph: the `top` entities with the most
 /// relations, then up to `max_lines` of their relations, as text lines.

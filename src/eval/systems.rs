@@ -1,15 +1,34 @@
-//! What every eval compares and records, shared by the LoCoMo and
-//! LongMemEval replays: the retrieval configurations ([`CONFIGS`]) and the
-//! per-question candidate features (`--features FILE`).
+//! What every eval sets up, compares and records, shared by the LoCoMo and
+//! LongMemEval replays: the eval's config ([`eval_config`]), the retrieval
+//! configurations ([`CONFIGS`]) and the per-question candidate features
+//! (`--features FILE`).
 
 use serde_json::json;
 use std::collections::BTreeMap;
 
-use crate::config::Fusion;
+use crate::config::{Config, Fusion};
 use crate::error::Result;
 use crate::model::Scope;
 use crate::recall::fusion::Retrievers;
 use crate::Memory;
+
+/// Idle timeout of an eval's sessions, in seconds (7 days): longer than any
+/// run, so the inject probes' open sessions are never ended and promoted.
+pub const PROBE_IDLE_SECS: u64 = 7 * 24 * 3600;
+
+/// `config` for a replay: its own temporary `data_dir` (returned; removed
+/// when dropped), no pruner, sessions that never idle out ([`PROBE_IDLE_SECS`]).
+///
+/// # Errors
+/// I/O errors creating the directory.
+pub fn eval_config(config: &Config) -> Result<(Config, tempfile::TempDir)> {
+    let dir = tempfile::Builder::new().prefix("strata-eval-").tempdir()?;
+    let mut c = config.clone();
+    c.data_dir = dir.path().to_path_buf();
+    c.pruner.enabled = false;
+    c.sessions.idle_timeout_secs = PROBE_IDLE_SECS;
+    Ok((c, dir))
+}
 
 /// The configurations compared in one run.
 pub const CONFIGS: &[(&str, Retrievers, Option<Fusion>)] = &[
