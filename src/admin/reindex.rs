@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::runtime::{embedder_id, Components, Runtime, META_EMBEDDER, META_REINDEXING};
+use crate::runtime::{embedder_id, Components, Runtime, META_ANALYZER, META_EMBEDDER, META_REINDEXING};
 use crate::store::factory;
 use crate::typed::TypedMemories;
 
@@ -51,6 +51,7 @@ pub async fn reindex(config: Config, mut components: Components) -> Result<Reind
         let stores = factory::open_stores(&config, false).await?;
         stores.records.meta_set(META_REINDEXING, "1").await?;
         stores.records.meta_set(META_EMBEDDER, &embedder_id).await?;
+        stores.records.meta_set(META_ANALYZER, crate::store::analyzer::VERSION).await?;
     }
     // the collection holds only indexes, rebuilt below (a new model may change the dimension)
     factory::drop_index_collection(&config).await?;

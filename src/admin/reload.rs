@@ -16,15 +16,19 @@ pub const LIVE_RECALL_KEYS: &[&str] = &[
     "text_weight",
     "vector_weight",
     "min_score",
+    "relative_cut",
     "max_entries",
     "overfetch",
     "recent_turns",
     "recent_chars",
+    "context_weight",
+    "message_evidence_min",
     "fusion",
     "rrf_k",
     "keyword_calibration",
     "vector_calibration",
     "trivial_messages",
+    "evidence_snippets",
 ];
 
 /// Result of [`reload`]: the dotted config keys whose value changed.

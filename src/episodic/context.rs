@@ -5,7 +5,9 @@
 use super::{KnowledgeHit, SearchHit};
 
 /// The "## Memory Context" section with episodes and facts, best first
-/// (empty string when there is neither).
+/// (empty string when there is neither). An episode's line is
+/// `- [date] abstract | "speaker: snippet" (id: …)`, the snippet part only
+/// when the entry has one ([`SearchHit::snippet`]).
 ///
 /// Recalled text is what users and assistants once said, so it is quoted,
 /// never spliced in as prompt text: the entries sit inside one fenced block
@@ -18,9 +20,13 @@ pub fn render_context(entries: &[SearchHit], facts: &[KnowledgeHit]) -> String {
     let mut lines: Vec<(f64, String)> = entries
         .iter()
         .map(|e| {
+            let evidence = match &e.snippet {
+                Some(s) => format!(" | \"{}\"", one_line(s)),
+                None => String::new(),
+            };
             (
                 e.score,
-                format!("- [{}] {} (id: {})", e.when.format("%Y-%m-%d"), one_line(&e.abstract_), e.id),
+                format!("- [{}] {}{evidence} (id: {})", e.when.format("%Y-%m-%d"), one_line(&e.abstract_), e.id),
             )
         })
         .collect();

@@ -38,6 +38,11 @@ pub enum CandidateOutcome {
     OverLimit,
     /// In an index but no longer in the system of record (expired, not yet pruned).
     Expired,
+    /// Inject only: the earlier turns found it, the message itself did not
+    /// (message-only score below `recall.message_evidence_min`).
+    NoMessageEvidence,
+    /// Inject only: below `recall.relative_cut` × the best injected score.
+    BelowRelativeCut,
 }
 
 /// One candidate of a recall, with every score that decided its fate (`explain: true`).
@@ -128,8 +133,12 @@ pub struct InjectResult {
     pub knowledge: Vec<KnowledgeHit>,
     /// True when the message was trivial and recall was skipped.
     pub trivial: bool,
-    /// The recall query that was run (empty when trivial).
+    /// The recall query: earlier user turns and the message, as
+    /// [`crate::recall::query::build_query`] joins them (empty when trivial).
     pub query: String,
+    /// True when the message was read as leaning on the earlier turns, so
+    /// they counted fully ([`crate::recall::query::is_dependent`]).
+    pub dependent: bool,
     /// Every candidate with its keyword, vector and calibrated scores and
     /// why it was cut, when asked for ([`SearchOptions::explain`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -150,6 +159,12 @@ pub struct SearchHit {
     pub score: f64,
     /// When the session happened (caller's clock, first message).
     pub when: DateTime<Utc>,
+    /// L0 only: the sentence of the session that best matches the message,
+    /// as `speaker: sentence` (at most [`crate::recall::snippet::SNIPPET_CHARS`]
+    /// graphemes after the speaker), when one holds a term of the message
+    /// and the abstract does not already say it. Absent from L1 results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<String>,
 }
 
 /// Result of [`Episodic::memory_expand`].

@@ -15,24 +15,31 @@ use crate::error::{Error, Result};
 use crate::model::typed::{MemoryId, StoredMemory, Visibility};
 use crate::model::{check_query, Episode, EpisodeId, Scope, SessionId};
 use crate::recall::fusion::{fuse, Calibrations, FusedHit, Retrievers};
-use crate::recall::query::build_query;
-use crate::store::{KeywordQuery, KeywordResult};
+use crate::recall::query::{build_query, combine_keyword, is_dependent};
+use crate::recall::snippet::{best_snippet, Turn};
+use crate::store::{Hit, KeywordQuery, KeywordResult};
 
-/// What one recall found: fused episode and knowledge candidates.
-struct Recalled {
-    episodes: Vec<FusedHit>,
-    reference: f32,
-    /// Knowledge candidates of every store read, each with its store, best first.
+/// What one recall's searches found, before the episodes are fused.
+struct Raw {
+    /// Episode keyword results, one per keyword text asked for.
+    keyword: Vec<KeywordResult>,
+    /// Episode vector hits, one per vector set asked for (empty lists when
+    /// the vector half is off or timed out).
+    vector: Vec<Vec<Hit>>,
+    /// Knowledge candidates of every store read (first keyword text, first
+    /// vector set), each with its store, fused, best first.
     knowledge: Vec<(Visibility, FusedHit<MemoryId>)>,
 }
 
 impl Episodic {
     /// L0 auto-injection for one user turn: the section to add to the system
     /// prompt. Uses the session's last `recall.recent_turns` recorded user
-    /// turns as context: BM25 runs on the joined recall query (see
-    /// [`crate::recall::query`]); the vector half mixes the embeddings of the
-    /// current message (0.6) and the previous turns (0.4, cached), so one
-    /// short text is embedded per turn. Call it before `record`ing the turn.
+    /// turns as context, searched apart from the message so a stale topic is
+    /// not injected ([`crate::recall::query`], "Topic switches"); one short
+    /// text, the message, is embedded per turn (earlier turns hit the
+    /// embedding cache). Each injected episode carries its evidence snippet
+    /// ([`crate::recall::snippet`]) when `recall.evidence_snippets` is on.
+    /// Call it before `record`ing the turn.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an empty or over-long message.
@@ -81,6 +88,7 @@ impl Episodic {
                 knowledge: vec![],
                 trivial: true,
                 query: String::new(),
+                dependent: false,
                 explain: opts.explain.then(Vec::new),
             });
         }
@@ -91,39 +99,70 @@ impl Episodic {
             .await?;
         let query = build_query(&previous, user_message, cfg.recent_chars);
         let limit = cfg.max_entries;
-        // vector half: each turn is embedded on its own (previous turns hit the
-        // embedding cache, filled when they were the current message) and the
-        // vectors are mixed 0.6 current / 0.4 previous, so an inject embeds one
-        // short text instead of the whole 300-character query
+        // the message and the earlier turns are searched apart (topic switches,
+        // crate::recall::query): BM25 on each, vectors of the message alone and,
+        // when there are earlier turns, the 0.6 / 0.4 mix with their embeddings
+        // (cache hits: each was the current message once), so an inject embeds
+        // one short text
         let clip = |t: &str| crate::text::clip_tail(t.trim(), cfg.recent_chars).to_string();
-        let mut parts: Vec<(String, f32)> = Vec::with_capacity(previous.len() + 1);
         let prev: Vec<&String> = previous.iter().filter(|t| !t.trim().is_empty()).collect();
-        for t in &prev {
-            parts.push((clip(t), 0.4 / prev.len() as f32));
+        let message = clip(user_message);
+        let context = clip(&prev.iter().map(|t| t.trim()).collect::<Vec<_>>().join(crate::recall::query::SEPARATOR));
+        let mut sets = vec![vec![(message.clone(), 1.0f32)]];
+        let mut texts = vec![message.as_str()];
+        if !prev.is_empty() {
+            let mut mix: Vec<(String, f32)> = prev.iter().map(|t| (clip(t), 0.4 / prev.len() as f32)).collect();
+            mix.push((message.clone(), 0.6));
+            sets.push(mix);
+            texts.push(context.as_str());
         }
-        parts.push((clip(user_message), if prev.is_empty() { 1.0 } else { 0.6 }));
-        let Recalled {
-            episodes: fused,
-            reference,
+        let Raw {
+            keyword,
+            vector,
             knowledge,
         } = self
-            .retrieve_parts(scope, &query, &parts, limit * cfg.overfetch, opts, cfg)
+            .retrieve(scope, &texts, &sets, limit * cfg.overfetch, opts, cfg)
             .await?;
+        let cal = Calibrations::episodes(cfg);
+        let own = fuse(cfg, cal, &keyword[0], &vector[0], opts.retrievers);
+        let dependent = is_dependent(
+            !prev.is_empty(),
+            keyword[0].query_terms,
+            own.first().map(|h| h.score).unwrap_or(0.0),
+            cfg.min_score,
+        );
+        let (fused, reference, evidence) = if prev.is_empty() {
+            let reference = keyword[0].reference_score;
+            (own, reference, None)
+        } else {
+            let weight = if dependent { 1.0 } else { cfg.context_weight };
+            let kw = combine_keyword(&keyword[0], &keyword[1], weight);
+            let vec = if dependent { &vector[1] } else { &vector[0] };
+            let fused = fuse(cfg, cal, &kw, vec, opts.retrievers);
+            let evidence: HashMap<EpisodeId, f64> = own.into_iter().map(|h| (h.episode_id, h.score)).collect();
+            (fused, kw.reference_score, (!dependent).then_some(evidence))
+        };
         let top_score = fused
             .first()
             .map(|h| h.score)
             .unwrap_or(0.0)
             .max(knowledge.first().map(|h| h.1.score).unwrap_or(0.0));
+        let gate = evidence.as_ref().map(|e| (e, cfg.message_evidence_min));
         let (kept, mut explain) = select(
             cfg,
             &fused,
             reference,
             Some(cfg.min_score),
+            gate,
+            (cfg.relative_cut > 0.0).then_some(cfg.relative_cut),
             limit,
             opts.explain,
         );
         let mut entries = self.hydrate(scope, kept).await?;
         mark_expired(&mut explain, &entries);
+        if cfg.evidence_snippets {
+            self.add_snippets(scope, &mut entries, user_message, &previous.join("\n")).await?;
+        }
         // facts compete with episodes for the max_entries slots, by calibrated score
         let mut facts = self
             .hydrate_knowledge(scope, &knowledge, Some(cfg.knowledge_min_score), limit)
@@ -150,6 +189,7 @@ impl Episodic {
             knowledge: facts,
             trivial: false,
             query,
+            dependent,
             explain,
         })
     }
@@ -203,18 +243,20 @@ impl Episodic {
         }
         let tunables = self.rt.tunables();
         let cfg = &tunables.recall;
-        let parts = [(query.to_string(), 1.0)];
-        let Recalled {
-            episodes: fused,
-            reference,
+        let sets = [vec![(query.to_string(), 1.0)]];
+        let Raw {
+            keyword,
+            vector,
             knowledge,
         } = self
-            .retrieve_parts(scope, query, &parts, top_k * cfg.overfetch, opts, cfg)
+            .retrieve(scope, &[query], &sets, top_k * cfg.overfetch, opts, cfg)
             .await?;
+        let fused = fuse(cfg, Calibrations::episodes(cfg), &keyword[0], &vector[0], opts.retrievers);
+        let reference = keyword[0].reference_score;
         let min = opts.apply_threshold.then_some(cfg.min_score);
         // over-fetch covers episodes dropped in hydration (expired between prunes):
         // hydrate every candidate above the threshold, then cut to top_k
-        let (kept, mut explain) = select(cfg, &fused, reference, min, fused.len(), opts.explain);
+        let (kept, mut explain) = select(cfg, &fused, reference, min, None, None, fused.len(), opts.explain);
         let mut hits = self.hydrate(scope, kept).await?;
         mark_expired(&mut explain, &hits);
         if let Some(ex) = explain.as_mut() {
@@ -241,53 +283,66 @@ impl Episodic {
         })
     }
 
-    /// Keyword search on `query`; vector search on the normalised weighted
-    /// sum of the embeddings of `parts` (text, weight). Returns the fused
-    /// candidates and the keyword query's reference score (for explain).
-    async fn retrieve_parts(
+    /// Keyword search on each of `texts` (the first with its resolved
+    /// relative dates) and vector search on each set's normalised weighted
+    /// sum of embeddings (text, weight), every distinct text embedded once;
+    /// typed knowledge on the first text and the first set.
+    async fn retrieve(
         &self,
         scope: &Scope,
-        query: &str,
-        parts: &[(String, f32)],
+        texts: &[&str],
+        sets: &[Vec<(String, f32)>],
         limit: usize,
         opts: SearchOptions,
         recall: &RecallConfig,
-    ) -> Result<Recalled> {
+    ) -> Result<Raw> {
         let s = &self.rt;
         let knowledge = self.typed.knowledge_indexes(scope, opts.visibility)?;
         let want_kw = opts.retrievers != Retrievers::VectorOnly;
         let want_vec = opts.retrievers != Retrievers::KeywordOnly && recall.vector_weight > 0.0
             || opts.retrievers == Retrievers::VectorOnly;
+        let no_facts = || vec![KeywordResult::default(); knowledge.len()];
         let kw = async {
-            if want_kw {
-                let date_tokens = if s.config.recall.relative_date_boost > 0.0 {
-                    crate::recall::dates::resolve_relative(
-                        query,
-                        opts.as_of.unwrap_or_else(Utc::now),
-                    )
-                } else {
-                    String::new()
-                };
-                let eq = KeywordQuery {
-                    text: query,
-                    date_tokens: &date_tokens,
-                };
-                let fq = KeywordQuery::text(query);
-                let facts = futures::future::try_join_all(
-                    knowledge.iter().map(|(_, k, ks)| k.keyword.search(ks, &fq, limit)),
-                );
-                tokio::try_join!(s.keyword.search(scope, &eq, limit), facts)
-            } else {
-                Ok((KeywordResult::default(), vec![KeywordResult::default(); knowledge.len()]))
+            if !want_kw {
+                return Ok((vec![KeywordResult::default(); texts.len()], no_facts()));
             }
+            let date_tokens = if s.config.recall.relative_date_boost > 0.0 {
+                crate::recall::dates::resolve_relative(texts[0], opts.as_of.unwrap_or_else(Utc::now))
+            } else {
+                String::new()
+            };
+            let queries: Vec<KeywordQuery> = texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| KeywordQuery {
+                    text: t,
+                    date_tokens: if i == 0 { &date_tokens } else { "" },
+                })
+                .collect();
+            let fq = KeywordQuery::text(texts[0]);
+            let episodes = futures::future::try_join_all(queries.iter().map(|q| s.keyword.search(scope, q, limit)));
+            let facts = futures::future::try_join_all(
+                knowledge.iter().map(|(_, k, ks)| k.keyword.search(ks, &fq, limit)),
+            );
+            tokio::try_join!(episodes, facts)
         };
         let vec = async {
-            if want_vec {
-                let texts: Vec<String> = parts.iter().map(|p| p.0.clone()).collect();
-                let vecs = s.embedder.embed(&texts).await?;
+            if !want_vec {
+                return Ok((vec![Vec::new(); sets.len()], vec![Vec::new(); knowledge.len()]));
+            }
+            let mut distinct: Vec<String> = Vec::new();
+            for (t, _) in sets.iter().flatten() {
+                if !distinct.contains(t) {
+                    distinct.push(t.clone());
+                }
+            }
+            let vecs = s.embedder.embed_query(&distinct).await?;
+            let mut queries = Vec::with_capacity(sets.len());
+            for set in sets {
                 let mut v = vec![0f32; s.embedder.dim()];
-                for (e, (_, w)) in vecs.iter().zip(parts) {
-                    for (acc, x) in v.iter_mut().zip(e) {
+                for (t, w) in set {
+                    let i = distinct.iter().position(|d| d == t).unwrap_or(0);
+                    for (acc, x) in v.iter_mut().zip(&vecs[i]) {
                         *acc += w * x;
                     }
                 }
@@ -296,20 +351,20 @@ impl Episodic {
                     return Err(Error::Embedder("no vector returned".into()));
                 }
                 v.iter_mut().for_each(|x| *x /= norm);
-                let facts = futures::future::try_join_all(
-                    knowledge.iter().map(|(_, k, ks)| k.vectors.search(ks, &v, limit)),
-                );
-                tokio::try_join!(s.vectors.search(scope, &v, limit), facts)
-            } else {
-                Ok((Vec::new(), vec![Vec::new(); knowledge.len()]))
+                queries.push(v);
             }
+            let episodes = futures::future::try_join_all(queries.iter().map(|v| s.vectors.search(scope, v, limit)));
+            let facts = futures::future::try_join_all(
+                knowledge.iter().map(|(_, k, ks)| k.vectors.search(ks, &queries[0], limit)),
+            );
+            tokio::try_join!(episodes, facts)
         };
         // the request path never waits long on an embedder (a remote one may be
         // slow or down): past embedding.query_timeout_ms, or on an error, hybrid
         // recall goes on with the keyword half alone
         let budget = std::time::Duration::from_millis(s.config.embedding.query_timeout_ms);
         let hybrid = opts.retrievers == Retrievers::Hybrid;
-        let none = || (Vec::new(), vec![Vec::new(); knowledge.len()]);
+        let none = || (vec![Vec::new(); sets.len()], vec![Vec::new(); knowledge.len()]);
         let vec = async {
             match tokio::time::timeout(budget, vec).await {
                 Ok(Ok(v)) => Ok(v),
@@ -358,9 +413,9 @@ impl Episodic {
                 .then_with(|| b.1.score.total_cmp(&a.1.score))
                 .then_with(|| a.1.episode_id.cmp(&b.1.episode_id))
         });
-        Ok(Recalled {
-            episodes: fuse(&cfg, Calibrations::episodes(&cfg), &kw, &vec, opts.retrievers),
-            reference: kw.reference_score,
+        Ok(Raw {
+            keyword: kw,
+            vector: vec,
             knowledge: facts,
         })
     }
@@ -426,6 +481,28 @@ impl Episodic {
         Ok(hits)
     }
 
+    /// Sets each entry's evidence snippet from its raw session
+    /// ([`crate::recall::snippet::best_snippet`]); the sessions are read
+    /// concurrently from the system of record.
+    async fn add_snippets(&self, scope: &Scope, entries: &mut [SearchHit], message: &str, context: &str) -> Result<()> {
+        let sessions = futures::future::try_join_all(
+            entries.iter().map(|e| self.rt.records.messages(scope, &e.session_id)),
+        )
+        .await?;
+        for (e, messages) in entries.iter_mut().zip(&sessions) {
+            let turns: Vec<Turn<'_>> = messages
+                .iter()
+                .map(|m| Turn {
+                    role: m.message.role,
+                    name: m.message.name.as_deref(),
+                    text: &m.message.content,
+                })
+                .collect();
+            e.snippet = best_snippet(&turns, message, context, &e.abstract_).map(|s| s.render());
+        }
+        Ok(())
+    }
+
     async fn hydrate(&self, scope: &Scope, fused: Vec<FusedHit>) -> Result<Vec<SearchHit>> {
         let ids: Vec<EpisodeId> = fused.iter().map(|h| h.episode_id.clone()).collect();
         let eps: HashMap<EpisodeId, Episode> = self
@@ -445,27 +522,40 @@ impl Episodic {
                     abstract_: e.abstract_.clone(),
                     score: h.score,
                     when: e.started_at,
+                    snippet: None,
                 })
             })
             .collect())
     }
 }
 
-/// Cuts fused candidates (best first) at `min` and `limit`; with `explain`,
-/// also describes every candidate (expired ones are marked after hydration).
+/// Message-only scores by episode and the least one an injected episode needs.
+type Gate<'a> = (&'a HashMap<EpisodeId, f64>, f64);
+
+/// Cuts fused candidates (best first) at `min`, at the message-evidence
+/// `gate` when given, below `relative` × the first kept score when given,
+/// and at `limit`; with `explain`, also describes every candidate (expired
+/// ones are marked after hydration).
+#[allow(clippy::too_many_arguments)]
 fn select(
     cfg: &RecallConfig,
     fused: &[FusedHit],
     reference: f32,
     min: Option<f64>,
+    gate: Option<Gate<'_>>,
+    relative: Option<f64>,
     limit: usize,
     explain: bool,
 ) -> (Vec<FusedHit>, Option<Vec<Candidate>>) {
-    let mut kept = Vec::new();
+    let mut kept: Vec<FusedHit> = Vec::new();
     let mut out = explain.then(|| Vec::with_capacity(fused.len()));
     for h in fused {
         let outcome = if min.is_some_and(|m| h.score < m) {
             CandidateOutcome::BelowMinScore
+        } else if gate.is_some_and(|(own, least)| own.get(&h.episode_id).copied().unwrap_or(0.0) < least) {
+            CandidateOutcome::NoMessageEvidence
+        } else if relative.zip(kept.first()).is_some_and(|(r, best)| h.score < r * best.score) {
+            CandidateOutcome::BelowRelativeCut
         } else if kept.len() >= limit {
             CandidateOutcome::OverLimit
         } else {

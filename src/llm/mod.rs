@@ -12,6 +12,7 @@
 //!   workers persist in the `llm_calls` table.
 
 pub mod batch;
+pub mod e5;
 pub mod fetch;
 pub mod load;
 pub mod local;
@@ -43,6 +44,15 @@ pub trait Embedder: Send + Sync + 'static {
     /// # Errors
     /// [`Error::Embedder`] when the model fails.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>>;
+    /// Embeds search queries. Models trained with instructions embed a query
+    /// apart from the passages it should find (e5: `query: ` against
+    /// `passage: `); for the others it is [`Embedder::embed`] (the default).
+    ///
+    /// # Errors
+    /// As [`Embedder::embed`].
+    async fn embed_query(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        self.embed(texts).await
+    }
 }
 
 /// LRU cache in front of an [`Embedder`], keyed by BLAKE3(model id, text).
@@ -61,25 +71,17 @@ impl CachedEmbedder {
         }
     }
 
-    fn key(&self, text: &str) -> [u8; 32] {
+    fn key(&self, text: &str, query: bool) -> [u8; 32] {
         let mut h = blake3::Hasher::new();
         h.update(self.inner.model_id().as_bytes());
-        h.update(&[0]);
+        // a query and a passage of the same text may embed differently
+        h.update(if query { &[1] } else { &[0] });
         h.update(text.as_bytes());
         *h.finalize().as_bytes()
     }
-}
 
-#[async_trait]
-impl Embedder for CachedEmbedder {
-    fn dim(&self) -> usize {
-        self.inner.dim()
-    }
-    fn model_id(&self) -> &str {
-        self.inner.model_id()
-    }
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        let keys: Vec<[u8; 32]> = texts.iter().map(|t| self.key(t)).collect();
+    async fn embed_cached(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>> {
+        let keys: Vec<[u8; 32]> = texts.iter().map(|t| self.key(t, query)).collect();
         let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(texts.len());
         let mut missing = Vec::new();
         {
@@ -99,7 +101,11 @@ impl Embedder for CachedEmbedder {
         }
         if !missing.is_empty() {
             let batch: Vec<String> = missing.iter().map(|&i| texts[i].clone()).collect();
-            let vecs = self.inner.embed(&batch).await?;
+            let vecs = if query {
+                self.inner.embed_query(&batch).await?
+            } else {
+                self.inner.embed(&batch).await?
+            };
             let mut c = self
                 .cache
                 .lock()
@@ -110,6 +116,22 @@ impl Embedder for CachedEmbedder {
             }
         }
         Ok(out.into_iter().map(|v| v.unwrap_or_default()).collect())
+    }
+}
+
+#[async_trait]
+impl Embedder for CachedEmbedder {
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        self.embed_cached(texts, false).await
+    }
+    async fn embed_query(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        self.embed_cached(texts, true).await
     }
 }
 

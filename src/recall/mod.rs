@@ -1,9 +1,10 @@
 //! Recall: everything between a user's turn and the "## Memory Context"
 //! section — the trivial-message filter, the recent-context query, score
-//! calibration and fusion, and abstracts.
+//! calibration and fusion, abstracts and evidence snippets.
 
 pub mod abstracts;
 pub mod dates;
 pub mod fusion;
 pub mod query;
+pub mod snippet;
 pub mod trivial;

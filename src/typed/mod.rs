@@ -577,7 +577,7 @@ impl TypedMemories {
             only: None,
         };
         let vector = match query {
-            Some(text) => Some(self.embedder.embed(&[text.to_string()]).await?.remove(0)),
+            Some(text) => Some(self.embedder.embed_query(&[text.to_string()]).await?.remove(0)),
             None => None,
         };
         let (mut memories, mut next_cursor) = match &vector {

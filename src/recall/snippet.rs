@@ -1,0 +1,231 @@
+//! Evidence snippets for L0 lines: the sentence of a recalled session that
+//! best matches the user's message, shown beside the episode's abstract so
+//! the fact asked about reaches the model even when the abstract is about
+//! something else of that session.
+//!
+//! Selection (lexical, no model call, linear in the session's length):
+//! - the session's turns are split into sentences
+//!   ([`crate::text::split_sentences`]); each sentence is a candidate, with
+//!   the speaker of its turn;
+//! - message and sentences go through the keyword analyzer
+//!   ([`crate::store::analyzer::analyze`]), so a snippet matches on the same
+//!   terms BM25 does (stems, CJK and Thai bigrams);
+//! - a sentence scores Σ over the distinct message terms it holds of that
+//!   term's weight × its IDF among the session's sentences,
+//!   `ln(1 + (n + 1) / (df + 0.5))` (the BM25 IDF, so a word every sentence
+//!   holds counts little); context terms (earlier user turns) weigh
+//!   [`CONTEXT_TERM_WEIGHT`], the message's own 1; a user's sentence is
+//!   preferred to an assistant's by [`ASSISTANT_WEIGHT`] (what people say of
+//!   themselves is what their memory is about, as in the keyword index);
+//! - the best sentence wins (the earlier one on a tie); a sentence with no
+//!   term of the message itself is never chosen, nor one the abstract
+//!   already holds;
+//! - it is clipped to [`SNIPPET_CHARS`] graphemes around its first matching
+//!   term, with "..." where text was cut.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::model::Role;
+use crate::store::analyzer::analyze;
+use crate::text::{clip_with_ellipsis, grapheme_len, split_sentences};
+use unicode_segmentation::UnicodeSegmentation;
+
+/// Longest snippet, in graphemes, speaker prefix excluded: about 40 tokens of
+/// English at 4 characters per token (the estimate `strata eval` reports).
+pub const SNIPPET_CHARS: usize = 160;
+
+/// Weight of a term that comes only from the earlier turns of the recall
+/// query, against 1 for the message's own terms (set a priori: context
+/// helps choose among sentences that match the message, never on its own).
+pub const CONTEXT_TERM_WEIGHT: f64 = 0.3;
+
+/// Weight of an assistant's sentence against a user's (the keyword index's
+/// `assistant_text_boost` / `user_text_boost` ratio, 0.67 / 2.0).
+pub const ASSISTANT_WEIGHT: f64 = 0.335;
+
+/// One turn of the session a snippet is chosen from.
+#[derive(Debug, Clone, Copy)]
+pub struct Turn<'a> {
+    /// Who spoke.
+    pub role: Role,
+    /// The speaker's display name, when recorded ("Caroline").
+    pub name: Option<&'a str>,
+    /// The turn's text.
+    pub text: &'a str,
+}
+
+/// The chosen snippet: `speaker: sentence`, clipped (see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snippet {
+    /// The speaker as shown: the display name, else "user" or "assistant".
+    pub speaker: String,
+    /// The sentence, at most [`SNIPPET_CHARS`] graphemes.
+    pub text: String,
+    /// Its score (Σ weight × IDF of the matched terms).
+    pub score: f64,
+}
+
+impl Snippet {
+    /// As shown in the Memory Context: `speaker: text`.
+    pub fn render(&self) -> String {
+        format!("{}: {}", self.speaker, self.text)
+    }
+}
+
+/// The sentence of `turns` that best matches `message` (with `context`, the
+/// earlier user turns, as a tie-breaker), unless `abstract_` already holds
+/// it; `None` when no sentence holds a term of the message.
+pub fn best_snippet(turns: &[Turn<'_>], message: &str, context: &str, abstract_: &str) -> Option<Snippet> {
+    let own: HashSet<String> = analyze(message).into_iter().collect();
+    if own.is_empty() {
+        return None;
+    }
+    let ctx: HashSet<String> = analyze(context).into_iter().filter(|t| !own.contains(t)).collect();
+    let sentences: Vec<(usize, &str, HashSet<String>)> = turns
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| split_sentences(t.text).into_iter().map(move |s| (i, s)))
+        .map(|(i, s)| (i, s, analyze(s).into_iter().collect()))
+        .collect();
+    let n = sentences.len() as f64;
+    let mut df: HashMap<&str, usize> = HashMap::new();
+    for (_, _, terms) in &sentences {
+        for t in terms.iter().filter(|t| own.contains(*t) || ctx.contains(*t)) {
+            *df.entry(t.as_str()).or_default() += 1;
+        }
+    }
+    let idf = |t: &str| (1.0 + (n + 1.0) / (df.get(t).copied().unwrap_or(0) as f64 + 0.5)).ln();
+    let abstract_norm = normalize(abstract_);
+    let abstract_norm = abstract_norm.trim_end_matches("...").trim_end();
+    let in_abstract = |s: &str| {
+        let s = normalize(s);
+        !abstract_norm.is_empty() && (abstract_norm.contains(&s) || s.contains(abstract_norm))
+    };
+    let mut best: Option<(f64, usize, &str)> = None;
+    for (turn, sentence, terms) in &sentences {
+        let mine: f64 = terms.iter().filter(|t| own.contains(*t)).map(|t| idf(t)).sum();
+        if mine == 0.0 {
+            continue;
+        }
+        let theirs: f64 = terms.iter().filter(|t| ctx.contains(*t)).map(|t| idf(t)).sum();
+        let role = if turns[*turn].role == Role::Assistant { ASSISTANT_WEIGHT } else { 1.0 };
+        let score = (mine + CONTEXT_TERM_WEIGHT * theirs) * role;
+        if best.is_none_or(|(b, _, _)| score > b) && !in_abstract(sentence) {
+            best = Some((score, *turn, sentence));
+        }
+    }
+    let (score, turn, sentence) = best?;
+    let t = &turns[turn];
+    let speaker = match t.name.map(str::trim).filter(|n| !n.is_empty()) {
+        Some(n) => crate::text::clip_head(n, 40).to_string(),
+        None => t.role.as_str().to_string(),
+    };
+    Some(Snippet {
+        speaker,
+        text: clip_around(sentence, &own),
+        score,
+    })
+}
+
+/// `sentence` clipped to [`SNIPPET_CHARS`] graphemes: whole when it fits,
+/// else a window that starts a little before the first word holding a
+/// message term, with "..." at each cut end.
+fn clip_around(sentence: &str, own: &HashSet<String>) -> String {
+    if grapheme_len(sentence) <= SNIPPET_CHARS {
+        return sentence.to_string();
+    }
+    // the first word (UAX #29) whose analysis holds a message term
+    let first = sentence
+        .split_word_bound_indices()
+        .find(|(_, w)| analyze(w).iter().any(|t| own.contains(t)))
+        .map(|(i, _)| i)
+        .unwrap_or(0);
+    let before = grapheme_len(&sentence[..first]);
+    // start up to a fifth of the window before the match, on a grapheme boundary
+    let lead = before.min(SNIPPET_CHARS / 5);
+    let skip = before - lead;
+    let start = sentence.grapheme_indices(true).nth(skip).map(|(i, _)| i).unwrap_or(0);
+    let rest = sentence[start..].trim_start();
+    if skip == 0 {
+        return clip_with_ellipsis(rest, SNIPPET_CHARS);
+    }
+    format!("...{}", clip_with_ellipsis(rest, SNIPPET_CHARS - 3))
+}
+
+/// Lowercased with whitespace runs folded, for the "already in the abstract" test.
+fn normalize(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(text: &str) -> Turn<'_> {
+        Turn { role: Role::User, name: None, text }
+    }
+    fn bot(text: &str) -> Turn<'_> {
+        Turn { role: Role::Assistant, name: None, text }
+    }
+
+    #[test]
+    fn the_sentence_holding_the_asked_fact_wins_over_the_abstract_topic() {
+        let turns = [
+            user("Our p99 latency is 240 ms on the Atlas read path. It is too slow."),
+            bot("That sounds painful."),
+            user("Dana wants the first production cutover done by April 17."),
+            bot("Noted."),
+        ];
+        let s = best_snippet(
+            &turns,
+            "what was the production cutover deadline Dana set for Project Atlas?",
+            "",
+            "Our p99 latency is 240 ms on the Atlas read path.",
+        )
+        .unwrap();
+        assert_eq!(s.render(), "user: Dana wants the first production cutover done by April 17.");
+    }
+
+    #[test]
+    fn nothing_without_a_term_of_the_message_or_when_the_abstract_holds_it() {
+        let turns = [user("I adopted a cat named Miso."), bot("Lovely!")];
+        assert_eq!(best_snippet(&turns, "how is the weather in Oslo?", "cat Miso", ""), None, "context terms alone never choose");
+        assert_eq!(best_snippet(&turns, "what is my cat called?", "", "I adopted a cat named Miso."), None);
+        assert_eq!(best_snippet(&turns, "the", "", ""), None, "no content term");
+    }
+
+    #[test]
+    fn users_beat_assistants_and_rare_terms_beat_common_ones() {
+        let turns = [
+            bot("Kyoto trips are lovely; Kyoto in spring is a classic."),
+            user("We booked the Kyoto ryokan for May 3."),
+            user("The trip was fun."),
+        ];
+        let s = best_snippet(&turns, "when is the Kyoto ryokan trip?", "", "").unwrap();
+        assert_eq!(s.text, "We booked the Kyoto ryokan for May 3.");
+        // the speaker's display name is shown when recorded
+        let named = [Turn { role: Role::User, name: Some("Caroline"), text: "I went to the LGBTQ support group on Sunday." }];
+        assert_eq!(best_snippet(&named, "When did Caroline go to the support group?", "", "").unwrap().render(), "Caroline: I went to the LGBTQ support group on Sunday.");
+    }
+
+    #[test]
+    fn context_breaks_ties_between_sentences_of_the_message() {
+        let turns = [user("The vet said Bori needs surgery."), user("The vet said Coco is fine.")];
+        let s = best_snippet(&turns, "what did the vet say?", "how is Coco doing", "").unwrap();
+        assert_eq!(s.text, "The vet said Coco is fine.");
+    }
+
+    #[test]
+    fn korean_thai_and_long_sentences_clip_on_graphemes() {
+        let turns = [user("유나 결혼식은 5월 17일 제주도에서 해요."), user("오늘 점심은 김밥이었어요.")];
+        let s = best_snippet(&turns, "유나 결혼식 날짜가 언제였죠?", "", "").unwrap();
+        assert_eq!(s.text, "유나 결혼식은 5월 17일 제주도에서 해요.");
+        let thai = [user("ฉันชอบกินข้าวผัดกุ้งที่ร้านป้าแดง"), user("วันนี้ฝนตก")];
+        assert!(best_snippet(&thai, "ร้านข้าวผัดชื่ออะไร", "", "").unwrap().text.contains("ป้าแดง"));
+        let long = format!("{} the deadline is April 17 {}", "👩‍👩‍👧 filler words ".repeat(30), "and more tail ".repeat(30));
+        let t = [user(&long)];
+        let s = best_snippet(&t, "what is the deadline?", "", "").unwrap();
+        assert!(grapheme_len(&s.text) <= SNIPPET_CHARS, "{}", grapheme_len(&s.text));
+        assert!(s.text.starts_with("...") && s.text.ends_with("...") && s.text.contains("deadline is April 17"), "{}", s.text);
+    }
+}
