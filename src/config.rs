@@ -279,6 +279,16 @@ pub enum EmbeddingProvider {
     E5,
 }
 
+/// What runs the `e5` provider's model (both give the same vectors, cosine ≥ 0.9999).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum E5Runtime {
+    /// ONNX Runtime ([`crate::llm::e5_onnx`]).
+    Onnx,
+    /// candle ([`crate::llm::e5`]).
+    Candle,
+}
+
 /// How the `onnx` provider multiplies by its int8 weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -554,6 +564,10 @@ pub struct EmbeddingConfig {
     pub onnx_model: PathBuf,
     /// `e5` provider: the 4-bit `e5-small-q4.bin` (relative: under `models_home`).
     pub e5_model: PathBuf,
+    /// `e5` provider: `onnx` (default: a graph built at load, 4-bit weights
+    /// used as stored, on the ONNX Runtime of `onnx_runtime` with
+    /// `onnx_threads`) or `candle` (pure Rust, f32 weights, slower).
+    pub e5_runtime: E5Runtime,
     /// `onnx` provider: `libonnxruntime.so` (ONNX Runtime ≥ 1.31), loaded at run time.
     pub onnx_runtime: PathBuf,
     /// `onnx` provider: threads of one run (1 = a query uses one core, leaving the other to BM25 and SQLite).

@@ -425,6 +425,8 @@ pub enum EvalCommand {
     Locomo(crate::eval::runner::LocomoArgs),
     /// Replay each LongMemEval question's haystack into its own scope and report recall@k of the gold sessions.
     Longmemeval(crate::eval::longmemeval::LongMemEvalArgs),
+    /// Replay Strata's multilingual dev set (tests/fixtures/multilingual/dev.json) and report recall@k and L0 inject by language.
+    Multilingual(crate::eval::multilingual::MultilingualArgs),
     /// Fit the Platt calibration of keyword and vector scores on LoCoMo data.
     Calibrate(crate::eval::runner::CalibrateArgs),
 }
@@ -819,6 +821,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Eval {
             bench: EvalCommand::Longmemeval(args),
         } => crate::eval::longmemeval::run(config, args)
+            .await
+            .map(|_| ExitCode::SUCCESS),
+        Command::Eval {
+            bench: EvalCommand::Multilingual(args),
+        } => crate::eval::multilingual::run(config, args)
             .await
             .map(|_| ExitCode::SUCCESS),
         Command::Eval {

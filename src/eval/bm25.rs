@@ -48,6 +48,9 @@ pub struct Bm25Index {
     total_len: usize,
     /// term -> (internal position, term frequency)
     postings: HashMap<String, Vec<(usize, u32)>>,
+    /// Documents and queries go through it ([`tokenize`] unless set with
+    /// [`Bm25Index::with_tokenizer`]).
+    tokenizer: fn(&str) -> Vec<String>,
 }
 
 impl Bm25Index {
@@ -60,7 +63,16 @@ impl Bm25Index {
             docs: Vec::new(),
             total_len: 0,
             postings: HashMap::new(),
+            tokenizer: tokenize,
         }
+    }
+
+    /// The same index analysing text with `tokenizer` instead of
+    /// [`tokenize`] (ASCII only): `strata eval multilingual` gives its BM25
+    /// baseline Strata's keyword analyzer, so CJK and Thai get bigrams there too.
+    pub fn with_tokenizer(mut self, tokenizer: fn(&str) -> Vec<String>) -> Self {
+        self.tokenizer = tokenizer;
+        self
     }
 
     /// Number of indexed documents.
@@ -78,7 +90,7 @@ impl Bm25Index {
     /// reports the id once, with its best score.
     pub fn add(&mut self, id: usize, text: &str) {
         let pos = self.docs.len();
-        let tokens = tokenize(text);
+        let tokens = (self.tokenizer)(text);
         let mut tf: HashMap<String, u32> = HashMap::new();
         for t in &tokens {
             *tf.entry(t.clone()).or_insert(0) += 1;
@@ -100,7 +112,7 @@ impl Bm25Index {
         let avgdl = (self.total_len as f64 / n).max(f64::MIN_POSITIVE);
         let (k1, b) = (self.k1 as f64, self.b as f64);
         let mut scores = vec![0.0f64; self.docs.len()];
-        for term in tokenize(query) {
+        for term in (self.tokenizer)(query) {
             let Some(list) = self.postings.get(&term) else {
                 continue;
             };

@@ -37,13 +37,38 @@ const STOPWORDS: &[&str] = &[
     "he", "she", "they", "we", "i", "you", "me", "him", "them", "us", "not", "no", "s",
 ];
 
-/// The content words of `text`: lower-cased alphanumeric runs that are not stopwords.
+/// The content words of `text` (after NFC): lower-cased alphanumeric runs
+/// that are not stopwords. In scripts written without spaces (Han, kana,
+/// Hangul, Thai and its neighbours) every letter is a word of its own, so
+/// "5월 17일" is found in "5월 17일에"; their combining marks are dropped on
+/// both sides.
 pub fn content_words(text: &str) -> BTreeSet<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .filter(|w| !STOPWORDS.contains(&w.as_str()))
-        .collect()
+    use unicode_normalization::UnicodeNormalization;
+    let mut out = BTreeSet::new();
+    let mut word = String::new();
+    let flush = |w: &mut String, out: &mut BTreeSet<String>| {
+        if !w.is_empty() && !STOPWORDS.contains(&w.as_str()) {
+            out.insert(w.clone());
+        }
+        w.clear();
+    };
+    for c in text.nfc() {
+        let unspaced = matches!(c as u32,
+            0x1100..=0x11FF | 0x3130..=0x318F | 0xAC00..=0xD7AF | 0x3040..=0x30FF | 0x3400..=0x4DBF
+            | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FFFF | 0x0E00..=0x0EFF | 0x1000..=0x109F | 0x1780..=0x17FF);
+        if unspaced {
+            flush(&mut word, &mut out);
+            if c.is_alphanumeric() {
+                out.insert(c.to_string());
+            }
+        } else if c.is_alphanumeric() {
+            word.extend(c.to_lowercase());
+        } else {
+            flush(&mut word, &mut out);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
 }
 
 /// The share of `answer`'s content words found in `context` (`None` when
@@ -270,6 +295,10 @@ mod tests {
         assert_eq!(answer_share("Lisbon in July", "Lisbon, july"), Some(1.0));
         assert_eq!(answer_share("the", "anything"), None, "no content word: not counted");
         assert_eq!(answer_share("7 May 2023", "on 7 May 2023"), Some(1.0));
+        assert_eq!(answer_share("5월 17일", "유나 결혼식은 5월 17일에 해요"), Some(1.0));
+        assert_eq!(answer_share("東京", "来月東京へ行きます"), Some(1.0));
+        assert_eq!(answer_share("Đà Nẵng", "vé đi Đà Lạt"), Some(0.5));
+        assert_eq!(answer_share("ข้าวผัด", "ชอบข้าวผัดกุ้ง"), Some(1.0));
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod inject;
 pub mod locomo;
 pub mod longmemeval;
 pub mod metrics;
+pub mod multilingual;
 pub mod report;
 pub mod runner;
 pub mod systems;

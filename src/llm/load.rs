@@ -31,13 +31,28 @@ pub async fn embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
             Ok(Arc::new(local))
         }
         EmbeddingProvider::Openai => Ok(Arc::new(OpenAiEmbedder::connect(&e).await?)),
-        EmbeddingProvider::E5 => {
-            let e5 = tokio::task::spawn_blocking(move || {
-                super::e5::E5Embedder::load(&e.e5_model_path(), e.batch_size, e.max_tokens)
-            })
-            .await??;
-            Ok(Arc::new(e5))
-        }
+        EmbeddingProvider::E5 => match e.e5_runtime {
+            crate::config::E5Runtime::Candle => {
+                let e5 = tokio::task::spawn_blocking(move || {
+                    super::e5::E5Embedder::load(&e.e5_model_path(), e.batch_size, e.max_tokens)
+                })
+                .await??;
+                Ok(Arc::new(e5))
+            }
+            crate::config::E5Runtime::Onnx => {
+                let e5 = tokio::task::spawn_blocking(move || {
+                    super::e5_onnx::E5OnnxEmbedder::load(
+                        &e.e5_model_path(),
+                        &e.onnx_runtime_path(),
+                        e.batch_size,
+                        e.max_tokens,
+                        e.onnx_threads,
+                    )
+                })
+                .await??;
+                Ok(Arc::new(e5))
+            }
+        },
         EmbeddingProvider::Onnx => {
             let files = super::onnx::OnnxFiles {
                 model: e.onnx_model_path(),

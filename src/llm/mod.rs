@@ -13,6 +13,7 @@
 
 pub mod batch;
 pub mod e5;
+pub mod e5_onnx;
 pub mod fetch;
 pub mod load;
 pub mod local;
@@ -248,4 +249,42 @@ pub(crate) fn merge_interleaved(parts: Vec<Vec<Vec<f32>>>, n: usize) -> Result<V
                 .ok_or_else(|| Error::Embedder("a part of a split embedding returned too few vectors".into()))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Embeds a text as (length, 1 for a query / 0 for a passage), counting calls.
+    struct Prefixed(Mutex<usize>);
+
+    #[async_trait]
+    impl Embedder for Prefixed {
+        fn dim(&self) -> usize {
+            2
+        }
+        fn model_id(&self) -> &str {
+            "prefixed"
+        }
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+            *self.0.lock().unwrap() += texts.len();
+            Ok(texts.iter().map(|t| vec![t.len() as f32, 0.0]).collect())
+        }
+        async fn embed_query(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+            *self.0.lock().unwrap() += texts.len();
+            Ok(texts.iter().map(|t| vec![t.len() as f32, 1.0]).collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_cache_keeps_a_query_and_a_passage_of_the_same_text_apart() {
+        let inner = Arc::new(Prefixed(Mutex::new(0)));
+        let cached = CachedEmbedder::new(inner.clone(), 8);
+        let t = vec!["same text".to_string()];
+        assert_eq!(cached.embed(&t).await.unwrap(), vec![vec![9.0, 0.0]]);
+        assert_eq!(cached.embed_query(&t).await.unwrap(), vec![vec![9.0, 1.0]], "not the passage's vector");
+        assert_eq!(cached.embed_query(&t).await.unwrap(), vec![vec![9.0, 1.0]]);
+        assert_eq!(cached.embed(&t).await.unwrap(), vec![vec![9.0, 0.0]]);
+        assert_eq!(*inner.0.lock().unwrap(), 2, "one model call per kind, then the cache");
+    }
 }

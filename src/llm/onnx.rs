@@ -50,7 +50,7 @@ fn ee<E: std::fmt::Display>(e: E) -> Error {
 }
 
 /// The process's ONNX Runtime environment, created on first use from `lib`.
-fn environment(lib: &Path) -> Result<&'static ort::environment::Environment> {
+pub(crate) fn environment(lib: &Path) -> Result<&'static ort::environment::Environment> {
     static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> =
         OnceLock::new();
     ENV.get_or_init(|| {
