@@ -135,20 +135,15 @@ fn benches(c: &mut Criterion) {
     ];
 
     // the query embedding alone (the dominant part of inject): the default
-    // ONNX int8 embedder, the f32 model on candle (`embedding.provider = "local"`)
-    // and multilingual-e5-small on candle (`"e5"`)
+    // ONNX int8 embedder, then the f32 model on candle (`embedding.provider = "local"`);
+    // multilingual-e5-small: benches/embed.rs
     let candle = candle_model();
-    let e5 = strata::llm::e5::E5Embedder::load(&Config::default().embedding.e5_model_path(), 32, 256)
-        .expect("run scripts/fetch-model.sh first");
-    let embedders: [(&str, &dyn Fn(&[String])); 3] = [
+    let embedders: [(&str, &dyn Fn(&[String])); 2] = [
         ("embed_query", &|q| {
             std::hint::black_box(model.embed_blocking(q).unwrap());
         }),
         ("embed_query_candle", &|q| {
             std::hint::black_box(candle.embed_blocking(q).unwrap());
-        }),
-        ("embed_query_e5", &|q| {
-            std::hint::black_box(e5.embed_blocking(q, true).unwrap());
         }),
     ];
     let mut k = 0usize;
@@ -170,7 +165,6 @@ fn benches(c: &mut Criterion) {
         report(name, &mut samples);
     }
     drop(candle);
-    drop(e5);
 
     let mut group = c.benchmark_group("inject");
     group.sample_size(30);

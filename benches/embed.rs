@@ -1,0 +1,70 @@
+//! The query embedding alone, for each local embedder a deployment can
+//! choose (issue 29: the default is chosen by recall and by this cost):
+//! all-MiniLM-L6-v2 int8 on ONNX Runtime (`embedding.provider = "onnx"`, the
+//! default), multilingual-e5-small on ONNX Runtime (`"e5"`, the graph of
+//! `llm::e5_onnx`) and on candle (`e5_runtime = "candle"`). One thread per run
+//! for the ONNX paths (`embedding.onnx_threads = 1`), one query per call, a
+//! text no earlier call used (English, Korean, Japanese, Spanish in turn,
+//! ~10–20 word pieces), so no cache answers. Prints p50/p99 beside
+//! criterion's mean; compare the rows of one run, not across runs.
+//!
+//! `cargo bench --profile dev --bench embed`
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use strata::llm::e5::E5Embedder;
+use strata::llm::e5_onnx::E5OnnxEmbedder;
+use strata::Config;
+
+mod common;
+use common::{model, report, timed};
+
+const QUERIES: &[&str] = &[
+    "what did Dana say about the migration deadline?",
+    "유나 결혼식 날짜랑 장소가 어떻게 됐었죠?",
+    "先週の歯医者の予約は何時でしたか",
+    "¿cuándo es la boda de Marta en Asturias?",
+];
+
+fn benches(c: &mut Criterion) {
+    let e = Config::default().embedding;
+    let minilm = model();
+    let e5_onnx = E5OnnxEmbedder::load(&e.e5_model_path(), &e.onnx_runtime_path(), 32, 256, 1)
+        .expect("run scripts/fetch-model.sh first");
+    let e5_candle = E5Embedder::load(&e.e5_model_path(), 32, 256).expect("run scripts/fetch-model.sh first");
+    let embedders: [(&str, &dyn Fn(&[String])); 3] = [
+        ("embed_query/minilm_onnx", &|q| {
+            std::hint::black_box(minilm.embed_blocking(q).unwrap());
+        }),
+        ("embed_query/e5_onnx", &|q| {
+            std::hint::black_box(e5_onnx.embed_blocking(q, true).unwrap());
+        }),
+        ("embed_query/e5_candle", &|q| {
+            std::hint::black_box(e5_candle.embed_blocking(q, true).unwrap());
+        }),
+    ];
+    let mut k = 0usize;
+    for (name, embed) in embedders {
+        let mut samples = Vec::new();
+        c.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                timed(
+                    iters,
+                    &mut samples,
+                    || {
+                        k += 1;
+                        vec![format!("{} ({k})", QUERIES[k % QUERIES.len()])]
+                    },
+                    |q| embed(&q),
+                )
+            })
+        });
+        report(name, &mut samples);
+    }
+}
+
+criterion_group! {
+    name = group;
+    config = { strata::eval::report::register_fonts().expect("embedded font"); Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(5)) };
+    targets = benches
+}
+criterion_main!(group);
