@@ -451,7 +451,8 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Model> {
     let n_pieces = r.count("piece count", vocab_rows)?;
     let bos = r.token_id("the <s> id", n_pieces)?;
     let eos = r.token_id("the </s> id", n_pieces)?;
-    let pad = r.token_id("the <pad> id", n_pieces)?;
+    // range-checked, not kept: padded positions get zero embeddings, masked out
+    r.token_id("the <pad> id", n_pieces)?;
     let unk = r.token_id("the <unk> id", n_pieces)?;
     let blob_len = usize::try_from(r.read_u64("the piece blob length")?)
         .map_err(|_| bad("the piece blob length does not fit in memory"))?;
@@ -481,7 +482,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Model> {
     let pieces: Vec<(&[u8], f32)> = (0..n_pieces)
         .map(|i| (&blob[offs[i]..offs[i + 1]], scores[i]))
         .collect();
-    let tokenizer = Tokenizer::new(&pieces, norm, Specials { bos, eos, pad, unk });
+    let tokenizer = Tokenizer::new(&pieces, norm, Specials { bos, eos, unk });
 
     // tensor directory (§4)
     let n_tensors = r.read_i32("the tensor count")?;
@@ -570,7 +571,6 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Model> {
 struct Specials {
     bos: u32,
     eos: u32,
-    pad: u32,
     unk: u32,
 }
 
@@ -728,21 +728,155 @@ struct Layer {
     oln_b: Tensor,
 }
 
-struct Inner {
-    header: Header,
-    tokenizer: Tokenizer,
+/// What every runtime of this model shares: the header, the tokenizer, the
+/// embedding tables (read on lookup) and the window settings. A runtime adds
+/// only its encoder (candle tensors here, an ONNX Runtime session in
+/// `e5_onnx`).
+pub(crate) struct Front {
+    pub(crate) header: Header,
+    pub(crate) tokenizer: Tokenizer,
     /// `emb.word` as Q4_0 rows (H / 32 blocks per token)
     word: Vec<u8>,
     /// `emb.pos`, [positions, H]
     pos: Vec<f32>,
     /// row 0 of `emb.type`
     type0: Vec<f32>,
+    pub(crate) batch_size: usize,
+    pub(crate) max_tokens: usize,
+}
+
+impl Front {
+    /// Takes the tokenizer and the embedding tables out of a parsed file;
+    /// `max_tokens` is clamped to 3..=min(512, the model's positions).
+    pub(crate) fn new(model: Model, bytes: &[u8], batch_size: usize, max_tokens: usize) -> Result<Self> {
+        let h = model.header;
+        let word = model.data(bytes, "emb.word", TensorKind::Q4)?.to_vec();
+        let pos = f32s(model.data(bytes, "emb.pos", TensorKind::F32)?);
+        let type0 = f32s(model.data(bytes, "emb.type", TensorKind::F32)?)[..h.hidden].to_vec();
+        Ok(Self {
+            header: h,
+            tokenizer: model.tokenizer,
+            word,
+            pos,
+            type0,
+            batch_size: batch_size.max(1),
+            max_tokens: max_tokens.min(MAX_TOKENS).min(h.max_pos).max(3),
+        })
+    }
+
+    /// The input embeddings of one pass of windows (`<s>` … `</s>` each),
+    /// padded to the longest, `l`: word row (dequantised here) + position +
+    /// token type 0, as [b·l, H]; padded rows stay zero (every runtime masks
+    /// them out of attention and skips them when pooling). Returns them with `l`.
+    ///
+    /// # Errors
+    /// [`Error::Embedder`] for a window longer than the model's positions or
+    /// a token id without an embedding row.
+    pub(crate) fn embeddings(&self, pass: &[&[u32]]) -> Result<(Vec<f32>, usize)> {
+        let h = self.header.hidden;
+        let l = pass.iter().map(|w| w.len()).max().unwrap_or(0);
+        if l > self.header.max_pos {
+            return Err(Error::Embedder(format!(
+                "e5: a window of {l} tokens is longer than the model's {} positions",
+                self.header.max_pos
+            )));
+        }
+        let row_bytes = h / QK * BLOCK_BYTES;
+        let mut emb = vec![0f32; pass.len() * l * h];
+        for (r, ids) in pass.iter().enumerate() {
+            for (t, &id) in ids.iter().enumerate() {
+                let id = id as usize;
+                if id >= self.header.vocab_rows {
+                    return Err(Error::Embedder(format!("e5: token id {id} has no embedding row")));
+                }
+                let row = &mut emb[(r * l + t) * h..(r * l + t + 1) * h];
+                dequant_row(&self.word[id * row_bytes..(id + 1) * row_bytes], row);
+                let pos = &self.pos[t * h..(t + 1) * h];
+                for ((x, &p), &ty) in row.iter_mut().zip(pos).zip(&self.type0) {
+                    *x = *x + p + ty;
+                }
+            }
+        }
+        Ok((emb, l))
+    }
+
+    /// [`embed_windows`] with this model's tokenizer and settings.
+    pub(crate) fn embed<F>(&self, texts: &[String], query: bool, forward: F) -> Result<Vec<Vec<f32>>>
+    where
+        F: FnMut(&[&[u32]]) -> Result<Vec<Vec<f32>>>,
+    {
+        embed_windows(&self.tokenizer, self.max_tokens, self.batch_size, self.header.hidden, texts, query, forward)
+    }
+}
+
+/// The mean over each window's own tokens (`<s>` and `</s>` included) of
+/// `hidden`, the final states of a pass as [b·l, H] rows.
+pub(crate) fn mean_pool(hidden: &[f32], pass: &[&[u32]], l: usize, h: usize) -> Vec<Vec<f32>> {
+    pass.iter()
+        .enumerate()
+        .map(|(r, ids)| {
+            let mut mean = vec![0f32; h];
+            for row in hidden[r * l * h..(r * l + ids.len()) * h].chunks_exact(h) {
+                for (m, &v) in mean.iter_mut().zip(row) {
+                    *m += v;
+                }
+            }
+            let n = ids.len().max(1) as f32;
+            for m in mean.iter_mut() {
+                *m /= n;
+            }
+            mean
+        })
+        .collect()
+}
+
+/// Reads the model file (`path` is the file, or a folder holding
+/// [`MODEL_FILE`]) and builds a runtime from its bytes with `build`; an
+/// error of the file names its path.
+///
+/// # Errors
+/// [`Error::Embedder`] naming a missing file and how to fetch it, or
+/// `build`'s error with the path added.
+pub(crate) fn load_file<T>(path: &Path, build: impl FnOnce(&[u8]) -> Result<T>) -> Result<T> {
+    let file = if path.is_dir() {
+        path.join(MODEL_FILE)
+    } else {
+        path.to_path_buf()
+    };
+    if !file.exists() {
+        return Err(Error::Embedder(format!(
+            "e5 model file {} not found; {FETCH_HINT}",
+            file.display()
+        )));
+    }
+    let bytes = std::fs::read(&file)
+        .map_err(|e| Error::Embedder(format!("e5 model file {}: {e}", file.display())))?;
+    build(&bytes).map_err(|e| match e {
+        Error::Embedder(m) => Error::Embedder(format!("{m} ({})", file.display())),
+        other => other,
+    })
+}
+
+/// Runs `embed(this, texts, query)` on the blocking pool (no task for no text).
+pub(crate) async fn spawn_embed<T: Clone + Send + 'static>(
+    this: &T,
+    texts: &[String],
+    query: bool,
+    embed: fn(&T, &[String], bool) -> Result<Vec<Vec<f32>>>,
+) -> Result<Vec<Vec<f32>>> {
+    if texts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (this, texts) = (this.clone(), texts.to_vec());
+    tokio::task::spawn_blocking(move || embed(&this, &texts, query)).await?
+}
+
+struct Inner {
+    front: Front,
     emb_ln_w: Tensor,
     emb_ln_b: Tensor,
     layers: Vec<Layer>,
     device: Device,
-    batch_size: usize,
-    max_tokens: usize,
 }
 
 /// y = x·W + b with W already transposed to [in, out]; x is [rows, in].
@@ -764,51 +898,32 @@ fn layer_norm(x: &Tensor, w: &Tensor, b: &Tensor, eps: f64) -> candle_core::Resu
 impl Inner {
     /// One forward pass over windows (`<s>` … `</s>` each, at most the
     /// model's positions): their mean-pooled final states, not normalised.
-    fn forward(&self, pass: &[&[u32]]) -> candle_core::Result<Vec<Vec<f32>>> {
-        let cfg = &self.header;
+    fn forward(&self, pass: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
+        let h = self.front.header.hidden;
+        let (emb, l) = self.front.embeddings(pass)?;
+        if pass.is_empty() || l == 0 {
+            return Ok(Vec::new());
+        }
+        let hidden = self.encode(emb, pass, l).map_err(ce)?;
+        Ok(mean_pool(&hidden, pass, l, h))
+    }
+
+    /// The encoder over a pass's input embeddings ([b·l, H]): the final
+    /// states as [b·l, H] rows, flattened.
+    fn encode(&self, emb: Vec<f32>, pass: &[&[u32]], l: usize) -> candle_core::Result<Vec<f32>> {
+        let cfg = &self.front.header;
         let (h, nh) = (cfg.hidden, cfg.heads);
         let head_dim = h / nh;
         let b = pass.len();
-        let l = pass.iter().map(|w| w.len()).max().unwrap_or(0);
-        if b == 0 || l == 0 {
-            return Ok(Vec::new());
-        }
-        if l > cfg.max_pos {
-            candle_core::bail!(
-                "a window of {} tokens is longer than the model's {} positions",
-                l,
-                cfg.max_pos
-            );
-        }
-        // embeddings: word row (dequantised here) + position + token type 0
-        let row_bytes = h / QK * BLOCK_BYTES;
-        let mut emb = vec![0f32; b * l * h];
+        // added to the scores of padded keys
         let mut mask = vec![0f32; b * l];
         for (r, ids) in pass.iter().enumerate() {
-            for t in 0..l {
-                let id: u32 = match ids.get(t) {
-                    Some(&id) => id,
-                    None => {
-                        mask[r * l + t] = MASKED;
-                        self.tokenizer.special.pad
-                    }
-                };
-                let id = id as usize;
-                if id >= cfg.vocab_rows {
-                    candle_core::bail!("token id {} has no embedding row", id);
-                }
-                let row = &mut emb[(r * l + t) * h..(r * l + t + 1) * h];
-                dequant_row(&self.word[id * row_bytes..(id + 1) * row_bytes], row);
-                let pos = &self.pos[t * h..(t + 1) * h];
-                for ((x, &p), &ty) in row.iter_mut().zip(pos).zip(&self.type0) {
-                    *x = *x + p + ty;
-                }
-            }
+            mask[r * l + ids.len()..(r + 1) * l].fill(MASKED);
         }
         let eps = f64::from(cfg.eps);
         let x = Tensor::from_vec(emb, (b * l, h), &self.device)?;
         let mut x = layer_norm(&x, &self.emb_ln_w, &self.emb_ln_b, eps)?;
-        // added to the scores of padded keys: [b, 1, 1, l] over [b, heads, l, l]
+        // [b, 1, 1, l] over [b, heads, l, l]
         let mask = Tensor::from_vec(mask, (b, 1, 1, l), &self.device)?;
         let scale = 1.0 / (head_dim as f64).sqrt();
         // [b·l, H] → [b, heads, l, head_dim]
@@ -836,25 +951,7 @@ impl Inner {
             let out = linear(&mid, &ly.fo_w, &ly.fo_b)?;
             x = layer_norm(&x.add(&out)?, &ly.oln_w, &ly.oln_b, eps)?;
         }
-        // mean over the real tokens of each window, <s> and </s> included
-        let rows = x.to_vec2::<f32>()?;
-        Ok(pass
-            .iter()
-            .enumerate()
-            .map(|(r, ids)| {
-                let mut mean = vec![0f32; h];
-                for row in &rows[r * l..r * l + ids.len()] {
-                    for (m, &v) in mean.iter_mut().zip(row) {
-                        *m += v;
-                    }
-                }
-                let n = ids.len().max(1) as f32;
-                for m in mean.iter_mut() {
-                    *m /= n;
-                }
-                mean
-            })
-            .collect())
+        x.flatten_all()?.to_vec1::<f32>()
     }
 }
 
@@ -976,8 +1073,8 @@ impl std::fmt::Debug for E5Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("E5Embedder")
             .field("id", &MODEL_ID)
-            .field("dim", &self.inner.header.hidden)
-            .field("max_tokens", &self.inner.max_tokens)
+            .field("dim", &self.inner.front.header.hidden)
+            .field("max_tokens", &self.inner.front.max_tokens)
             .finish()
     }
 }
@@ -991,23 +1088,7 @@ impl E5Embedder {
     /// [`Error::Embedder`] naming the missing file and how to fetch it, or
     /// what is wrong with the file.
     pub fn load(path: &Path, batch_size: usize, max_tokens: usize) -> Result<Self> {
-        let file = if path.is_dir() {
-            path.join(MODEL_FILE)
-        } else {
-            path.to_path_buf()
-        };
-        if !file.exists() {
-            return Err(Error::Embedder(format!(
-                "e5 model file {} not found; {FETCH_HINT}",
-                file.display()
-            )));
-        }
-        let bytes = std::fs::read(&file)
-            .map_err(|e| Error::Embedder(format!("e5 model file {}: {e}", file.display())))?;
-        Self::from_bytes(&bytes, batch_size, max_tokens).map_err(|e| match e {
-            Error::Embedder(m) => Error::Embedder(format!("{m} ({})", file.display())),
-            other => other,
-        })
+        load_file(path, |bytes| Self::from_bytes(bytes, batch_size, max_tokens))
     }
 
     /// Builds the runtime from a file image (all of it is checked first).
@@ -1050,23 +1131,13 @@ impl E5Embedder {
         }
         let emb_ln_w = vector("emb.ln.w")?;
         let emb_ln_b = vector("emb.ln.b")?;
-        let word = model.data(bytes, "emb.word", TensorKind::Q4)?.to_vec();
-        let pos = f32s(model.data(bytes, "emb.pos", TensorKind::F32)?);
-        let type0 = f32s(model.data(bytes, "emb.type", TensorKind::F32)?)[..hs].to_vec();
-        let max_tokens = max_tokens.min(MAX_TOKENS).min(h.max_pos).max(3);
         Ok(Self {
             inner: Arc::new(Inner {
-                header: h,
-                tokenizer: model.tokenizer,
-                word,
-                pos,
-                type0,
+                front: Front::new(model, bytes, batch_size, max_tokens)?,
                 emb_ln_w,
                 emb_ln_b,
                 layers,
                 device,
-                batch_size: batch_size.max(1),
-                max_tokens,
             }),
         })
     }
@@ -1074,7 +1145,7 @@ impl E5Embedder {
     /// The content token ids of `text` as given (no prefix added, no
     /// `<s>`/`</s>`, no window cut).
     pub fn tokenize(&self, text: &str) -> Vec<u32> {
-        self.inner.tokenizer.tokenize(text)
+        self.inner.front.tokenizer.tokenize(text)
     }
 
     /// Embeds on the calling thread (blocking): `query: ` or `passage: `
@@ -1088,42 +1159,25 @@ impl E5Embedder {
     /// # Errors
     /// [`Error::Embedder`] when the forward pass fails.
     pub fn embed_blocking(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>> {
-        let i = &*self.inner;
-        embed_windows(
-            &i.tokenizer,
-            i.max_tokens,
-            i.batch_size,
-            i.header.hidden,
-            texts,
-            query,
-            |pass| i.forward(pass).map_err(ce),
-        )
-    }
-
-    async fn embed_spawned(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (this, texts) = (self.clone(), texts.to_vec());
-        tokio::task::spawn_blocking(move || this.embed_blocking(&texts, query)).await?
+        self.inner.front.embed(texts, query, |pass| self.inner.forward(pass))
     }
 }
 
 #[async_trait]
 impl Embedder for E5Embedder {
     fn dim(&self) -> usize {
-        self.inner.header.hidden
+        self.inner.front.header.hidden
     }
     fn model_id(&self) -> &str {
         MODEL_ID
     }
     /// Passages (`passage: ` prefix).
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        self.embed_spawned(texts, false).await
+        spawn_embed(self, texts, false, Self::embed_blocking).await
     }
     /// Queries (`query: ` prefix).
     async fn embed_query(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        self.embed_spawned(texts, true).await
+        spawn_embed(self, texts, true, Self::embed_blocking).await
     }
 }
 
@@ -1236,7 +1290,6 @@ pub(crate) mod tests {
             Specials {
                 bos: 0,
                 eos: 2,
-                pad: 1,
                 unk: 3,
             },
         )
@@ -1498,7 +1551,7 @@ pub(crate) mod tests {
         let e = E5Embedder::from_bytes(&tiny_model_bytes(), 4, 8).unwrap();
         assert_eq!(e.dim(), 32);
         assert_eq!(e.model_id(), MODEL_ID);
-        assert_eq!(e.inner.max_tokens, 8);
+        assert_eq!(e.inner.front.max_tokens, 8);
         assert_eq!(e.tokenize("ab c"), vec![5, 9]);
         let texts: Vec<String> = vec![
             "ab c".into(),

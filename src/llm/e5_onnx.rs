@@ -93,8 +93,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::e5::{
-    dequant_row, embed_windows, f16_to_f32, f32s, parse, Header, Model, TensorKind, Tokenizer,
-    BLOCK_BYTES, FETCH_HINT, MAX_TOKENS, MODEL_FILE, MODEL_ID, QK,
+    f16_to_f32, load_file, mean_pool, parse, spawn_embed, Front, Header, Model, TensorKind, BLOCK_BYTES,
+    MODEL_ID, QK,
 };
 use super::Embedder;
 use crate::error::{Error, Result};
@@ -448,16 +448,7 @@ fn build_model(model: &Model, bytes: &[u8]) -> Result<Vec<u8>> {
 struct Inner {
     /// `Session::run` takes `&mut`: one run at a time.
     session: Mutex<ort::session::Session>,
-    header: Header,
-    tokenizer: Tokenizer,
-    /// `emb.word` as Q4_0 rows (H / 32 blocks per token)
-    word: Vec<u8>,
-    /// `emb.pos`, [positions, H]
-    pos: Vec<f32>,
-    /// row 0 of `emb.type`
-    type0: Vec<f32>,
-    batch_size: usize,
-    max_tokens: usize,
+    front: Front,
     threads: usize,
 }
 
@@ -465,37 +456,15 @@ impl Inner {
     /// One forward pass over windows (`<s>` … `</s>` each): their mean-pooled
     /// final states over their own tokens, not normalised.
     fn forward(&self, pass: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
-        let h = self.header.hidden;
+        let h = self.front.header.hidden;
         let b = pass.len();
-        let l = pass.iter().map(|w| w.len()).max().unwrap_or(0);
+        let (emb, l) = self.front.embeddings(pass)?;
         if b == 0 || l == 0 {
             return Ok(Vec::new());
         }
-        if l > self.header.max_pos {
-            return Err(ee(format!(
-                "a window of {l} tokens is longer than the model's {} positions",
-                self.header.max_pos
-            )));
-        }
-        // word row (dequantised here) + position + token type 0; padding stays
-        // zero (masked out of attention, and skipped when pooling)
-        let row_bytes = h / QK * BLOCK_BYTES;
-        let mut emb = vec![0f32; b * l * h];
         let mut mask = vec![0i32; b * l];
         for (r, ids) in pass.iter().enumerate() {
-            for (t, &id) in ids.iter().enumerate() {
-                let id = id as usize;
-                if id >= self.header.vocab_rows {
-                    return Err(ee(format!("token id {id} has no embedding row")));
-                }
-                let row = &mut emb[(r * l + t) * h..(r * l + t + 1) * h];
-                dequant_row(&self.word[id * row_bytes..(id + 1) * row_bytes], row);
-                let pos = &self.pos[t * h..(t + 1) * h];
-                for ((x, &p), &ty) in row.iter_mut().zip(pos).zip(&self.type0) {
-                    *x = *x + p + ty;
-                }
-                mask[r * l + t] = 1;
-            }
+            mask[r * l..r * l + ids.len()].fill(1);
         }
         let embeds = ort::value::Tensor::from_array(([b, l, h], emb)).map_err(ee)?;
         let mask = ort::value::Tensor::from_array(([b, l], mask)).map_err(ee)?;
@@ -516,25 +485,7 @@ impl Inner {
                 "unexpected output shape {shape:?}, wanted [{b}, {l}, {h}]"
             )));
         }
-        // mean over the real tokens of each window, <s> and </s> included
-        Ok(pass
-            .iter()
-            .enumerate()
-            .map(|(r, ids)| {
-                let mut mean = vec![0f32; h];
-                for t in 0..ids.len() {
-                    let row = &hidden[(r * l + t) * h..(r * l + t + 1) * h];
-                    for (m, &v) in mean.iter_mut().zip(row) {
-                        *m += v;
-                    }
-                }
-                let n = ids.len().max(1) as f32;
-                for m in mean.iter_mut() {
-                    *m /= n;
-                }
-                mean
-            })
-            .collect())
+        Ok(mean_pool(hidden, pass, l, h))
     }
 }
 
@@ -549,8 +500,8 @@ impl std::fmt::Debug for E5OnnxEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("E5OnnxEmbedder")
             .field("id", &MODEL_ID)
-            .field("dim", &self.inner.header.hidden)
-            .field("max_tokens", &self.inner.max_tokens)
+            .field("dim", &self.inner.front.header.hidden)
+            .field("max_tokens", &self.inner.front.max_tokens)
             .field("threads", &self.inner.threads)
             .finish()
     }
@@ -558,7 +509,7 @@ impl std::fmt::Debug for E5OnnxEmbedder {
 
 impl E5OnnxEmbedder {
     /// Loads `e5-small-q4.bin` (`model` is the file, or a folder holding
-    /// [`MODEL_FILE`]), builds its graph and starts an ONNX Runtime session
+    /// [`MODEL_FILE`](super::e5::MODEL_FILE)), builds its graph and starts an ONNX Runtime session
     /// on it from `runtime` (`libonnxruntime.so`, ≥ 1.31 for the contrib
     /// operators used; the process's first ONNX Runtime load fixes the
     /// library, see [`super::onnx`]). `max_tokens` is the window length with
@@ -575,23 +526,7 @@ impl E5OnnxEmbedder {
         max_tokens: usize,
         threads: usize,
     ) -> Result<Self> {
-        let file = if model.is_dir() {
-            model.join(MODEL_FILE)
-        } else {
-            model.to_path_buf()
-        };
-        if !file.exists() {
-            return Err(Error::Embedder(format!(
-                "e5 model file {} not found; {FETCH_HINT}",
-                file.display()
-            )));
-        }
-        let bytes = std::fs::read(&file)
-            .map_err(|e| Error::Embedder(format!("e5 model file {}: {e}", file.display())))?;
-        Self::from_bytes(&bytes, runtime, batch_size, max_tokens, threads).map_err(|e| match e {
-            Error::Embedder(m) => Error::Embedder(format!("{m} ({})", file.display())),
-            other => other,
-        })
+        load_file(model, |bytes| Self::from_bytes(bytes, runtime, batch_size, max_tokens, threads))
     }
 
     /// Builds the graph and the session from a file image (all of it is
@@ -620,21 +555,10 @@ impl E5OnnxEmbedder {
             .commit_from_memory(&graph)
             .map_err(|e| ee(format!("ONNX Runtime refused the graph: {e}")))?;
         drop(graph);
-        let h = model.header;
-        let word = model.data(bytes, "emb.word", TensorKind::Q4)?.to_vec();
-        let pos = f32s(model.data(bytes, "emb.pos", TensorKind::F32)?);
-        let type0 = f32s(model.data(bytes, "emb.type", TensorKind::F32)?)[..h.hidden].to_vec();
-        let max_tokens = max_tokens.min(MAX_TOKENS).min(h.max_pos).max(3);
         Ok(Self {
             inner: Arc::new(Inner {
                 session: Mutex::new(session),
-                header: h,
-                tokenizer: model.tokenizer,
-                word,
-                pos,
-                type0,
-                batch_size: batch_size.max(1),
-                max_tokens,
+                front: Front::new(model, bytes, batch_size, max_tokens)?,
                 threads,
             }),
         })
@@ -649,31 +573,14 @@ impl E5OnnxEmbedder {
     /// # Errors
     /// [`Error::Embedder`] when the run fails.
     pub fn embed_blocking(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>> {
-        let i = &*self.inner;
-        embed_windows(
-            &i.tokenizer,
-            i.max_tokens,
-            i.batch_size,
-            i.header.hidden,
-            texts,
-            query,
-            |pass| i.forward(pass),
-        )
-    }
-
-    async fn embed_spawned(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (this, texts) = (self.clone(), texts.to_vec());
-        tokio::task::spawn_blocking(move || this.embed_blocking(&texts, query)).await?
+        self.inner.front.embed(texts, query, |pass| self.inner.forward(pass))
     }
 }
 
 #[async_trait]
 impl Embedder for E5OnnxEmbedder {
     fn dim(&self) -> usize {
-        self.inner.header.hidden
+        self.inner.front.header.hidden
     }
     /// The candle runtime's id: the vectors are interchangeable (module docs).
     fn model_id(&self) -> &str {
@@ -681,11 +588,11 @@ impl Embedder for E5OnnxEmbedder {
     }
     /// Passages (`passage: ` prefix).
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        self.embed_spawned(texts, false).await
+        spawn_embed(self, texts, false, Self::embed_blocking).await
     }
     /// Queries (`query: ` prefix).
     async fn embed_query(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        self.embed_spawned(texts, true).await
+        spawn_embed(self, texts, true, Self::embed_blocking).await
     }
 }
 
@@ -773,7 +680,7 @@ mod tests {
         assert_eq!(scales[..4], (-0.5f32).to_le_bytes());
         assert_eq!(scales[4..], 1.0f32.to_le_bytes());
         let mut want = vec![0f32; 64];
-        dequant_row(&src, &mut want);
+        crate::llm::e5::dequant_row(&src, &mut want);
         for (blk, (bytes, sc)) in packed.chunks(16).zip(scales.chunks(4)).enumerate() {
             let d = f32::from_le_bytes([sc[0], sc[1], sc[2], sc[3]]);
             for (i, &b) in bytes.iter().enumerate() {
