@@ -16,7 +16,7 @@ use strata::llm::e5_onnx::E5OnnxEmbedder;
 use strata::Config;
 
 mod common;
-use common::{model, report, timed};
+use common::{bench_embedders, model};
 
 const QUERIES: &[&str] = &[
     "what did Dana say about the migration deadline?",
@@ -42,24 +42,7 @@ fn benches(c: &mut Criterion) {
             std::hint::black_box(e5_candle.embed_blocking(q, true).unwrap());
         }),
     ];
-    let mut k = 0usize;
-    for (name, embed) in embedders {
-        let mut samples = Vec::new();
-        c.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                timed(
-                    iters,
-                    &mut samples,
-                    || {
-                        k += 1;
-                        vec![format!("{} ({k})", QUERIES[k % QUERIES.len()])]
-                    },
-                    |q| embed(&q),
-                )
-            })
-        });
-        report(name, &mut samples);
-    }
+    bench_embedders(c, &embedders, |k| format!("{} ({k})", QUERIES[k % QUERIES.len()]));
 }
 
 criterion_group! {

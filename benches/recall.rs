@@ -146,24 +146,7 @@ fn benches(c: &mut Criterion) {
             std::hint::black_box(candle.embed_blocking(q).unwrap());
         }),
     ];
-    let mut k = 0usize;
-    for (name, embed) in embedders {
-        let mut samples = Vec::new();
-        c.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                timed(
-                    iters,
-                    &mut samples,
-                    || {
-                        k += 1;
-                        vec![fresh_query(&queries, k)]
-                    },
-                    |q| embed(&q),
-                )
-            })
-        });
-        report(name, &mut samples);
-    }
+    common::bench_embedders(c, &embedders, |k| fresh_query(&queries, k));
     drop(candle);
 
     let mut group = c.benchmark_group("inject");

