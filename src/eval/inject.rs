@@ -38,8 +38,8 @@ const STOPWORDS: &[&str] = &[
 ];
 
 /// The content words of `text` (after NFC): lower-cased alphanumeric runs
-/// that are not stopwords. In scripts written without spaces (Han, kana,
-/// Hangul, Thai and its neighbours) every letter is a word of its own, so
+/// that are not stopwords. In scripts written without spaces (those of
+/// [`crate::store::analyzer::is_unspaced_script`]) every letter is a word of its own, so
 /// "5월 17일" is found in "5월 17일에"; their combining marks are dropped on
 /// both sides.
 pub fn content_words(text: &str) -> BTreeSet<String> {
@@ -53,10 +53,7 @@ pub fn content_words(text: &str) -> BTreeSet<String> {
         w.clear();
     };
     for c in text.nfc() {
-        let unspaced = matches!(c as u32,
-            0x1100..=0x11FF | 0x3130..=0x318F | 0xAC00..=0xD7AF | 0x3040..=0x30FF | 0x3400..=0x4DBF
-            | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FFFF | 0x0E00..=0x0EFF | 0x1000..=0x109F | 0x1780..=0x17FF);
-        if unspaced {
+        if crate::store::analyzer::is_unspaced_script(c) {
             flush(&mut word, &mut out);
             if c.is_alphanumeric() {
                 out.insert(c.to_string());

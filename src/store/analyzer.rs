@@ -56,6 +56,13 @@ fn is_unspaced(c: char) -> bool {
     matches!(c as u32, 0x0E00..=0x0EFF | 0x1000..=0x109F | 0x1780..=0x17FF | 0x19E0..=0x19FF)
 }
 
+/// True for a letter of a script written without spaces between words, in
+/// which the analyzer makes bigrams: CJK (Hangul, kana, ideographs) and Thai,
+/// Lao, Myanmar, Khmer.
+pub fn is_unspaced_script(c: char) -> bool {
+    is_cjk(c) || is_unspaced(c)
+}
+
 fn is_mark(c: char) -> bool {
     matches!(c as u32, 0x0300..=0x036F | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F)
 }
