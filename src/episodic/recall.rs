@@ -592,3 +592,37 @@ fn mark_expired(explain: &mut Option<Vec<Candidate>>, hits: &[SearchHit]) {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn hit(name: &str, score: f64) -> FusedHit {
+        let scope = Scope::new("u", "a").unwrap();
+        FusedHit {
+            episode_id: EpisodeId::for_session(&scope, &SessionId::new(name).unwrap()),
+            score,
+            keyword: Some(1.0),
+            vector: None,
+            rank_key: score,
+        }
+    }
+
+    #[test]
+    fn select_cuts_at_min_score_then_message_evidence_then_relative_cut_then_limit() {
+        let cfg = Config::default().recall;
+        let fused = [hit("a", 0.9), hit("b", 0.8), hit("c", 0.6), hit("d", 0.5), hit("e", 0.4), hit("f", 0.2)];
+        // b has no evidence of the message itself
+        let own: HashMap<EpisodeId, f64> = fused.iter().filter(|h| h.score != 0.8).map(|h| (h.episode_id.clone(), 0.5)).collect();
+        let (kept, explain) = select(&cfg, &fused, 10.0, Some(0.3), Some((&own, 0.15)), Some(0.6), 2, true);
+        let outcomes: Vec<CandidateOutcome> = explain.unwrap().into_iter().map(|c| c.outcome).collect();
+        use CandidateOutcome::*;
+        assert_eq!(outcomes, [Kept, NoMessageEvidence, Kept, BelowRelativeCut, BelowRelativeCut, BelowMinScore]);
+        assert_eq!(kept.iter().map(|h| h.score).collect::<Vec<_>>(), [0.9, 0.6]);
+        // without the gate and the relative cut, only min_score and the limit apply
+        let (kept, explain) = select(&cfg, &fused, 10.0, Some(0.3), None, None, 3, true);
+        assert_eq!(kept.len(), 3);
+        assert_eq!(explain.unwrap().iter().filter(|c| c.outcome == OverLimit).count(), 2);
+    }
+}
