@@ -466,6 +466,15 @@ pub struct RecallConfig {
     /// Add to each injected episode the sentence of its session that best
     /// matches the message ([`crate::recall::snippet`]; default true).
     pub evidence_snippets: bool,
+    /// Let episodes in another language than the message pass on their
+    /// vector alone ([`crate::recall::fusion::cross_lingual_rescore`];
+    /// default true).
+    pub cross_lingual: bool,
+    /// Platt scaling of a cross-lingual episode's `(cosine, margin)`
+    /// ([`crate::recall::fusion::cross_lingual_features`]; `reference_slope`
+    /// weighs the margin), fitted by `strata eval calibrate --cross-lingual`
+    /// for the configured embedder.
+    pub cross_lingual_calibration: Calibration,
 }
 
 /// `[episodes]`.

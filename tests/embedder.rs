@@ -448,3 +448,80 @@ async fn e5_on_onnx_matches_the_reference() {
         "passage: and query: prefixes differ"
     );
 }
+
+/// With multilingual-e5-small (config/e5.toml), a question in Korean finds
+/// an English session and the other way round: BM25 shares no word across
+/// the two, so the episode passes on its vector (`recall.cross_lingual`),
+/// while a same-language distractor and an unrelated question inject
+/// nothing wrong; with `cross_lingual` off the same questions inject
+/// nothing at all.
+#[tokio::test]
+async fn e5_injects_across_languages() {
+    let e5_toml = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/e5.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = strata::config::Config::load(Some(&e5_toml), &[]).unwrap();
+    cfg.data_dir = dir.path().to_path_buf();
+    cfg.embedding.e5_model = e5_path();
+    cfg.pruner.enabled = false;
+    let mem = strata::Memory::open(cfg.clone()).await.unwrap();
+    let scope = strata::model::Scope::new("minji", "assistant").unwrap();
+    let t0 = chrono::DateTime::parse_from_rfc3339("2026-03-02T19:00:00Z").unwrap().with_timezone(&chrono::Utc);
+    let sessions: [(&str, &[&str]); 3] = [
+        ("dentist", &[
+            "I finally booked the dentist: Dr. Park at Seoul Smile Clinic, next Thursday at 3 pm, for the wisdom tooth.",
+            "Good. Is it the upper or the lower one?",
+            "The lower left one. He said the extraction costs 150,000 won.",
+        ]),
+        ("bori", &[
+            "우리 강아지 보리가 어제 처음으로 수영장에 갔어요.",
+            "보리가 물을 좋아했어요?",
+            "처음에는 무서워했는데 나중에는 공을 따라 헤엄쳤어요.",
+        ]),
+        ("bike", &[
+            "I sold my old road bike for 400 dollars to a colleague from the office.",
+            "Are you buying a new one?",
+            "Yes, a gravel bike, maybe in the spring.",
+        ]),
+    ];
+    for (i, (name, turns)) in sessions.iter().enumerate() {
+        let sid = strata::model::SessionId::new(*name).unwrap();
+        for (j, text) in turns.iter().enumerate() {
+            let at = t0 + chrono::Duration::days(i as i64) + chrono::Duration::minutes(j as i64);
+            let msg = if j % 2 == 0 { strata::model::NewMessage::user(*text, at) } else { strata::model::NewMessage::assistant(*text, at) };
+            mem.record(&scope, &sid, msg).await.unwrap();
+        }
+        mem.end_session(&scope, &sid).await.unwrap();
+    }
+    mem.wait_idle().await.unwrap();
+    let live = strata::model::SessionId::new("live").unwrap();
+    let injected = |r: &strata::memory::InjectResult| -> Vec<String> { r.entries.iter().map(|e| e.session_id.as_str().to_string()).collect() };
+    let ko = "치과 예약 언제였지? 사랑니 뽑는 거.";
+    let r = mem.inject(&scope, &live, ko).await.unwrap();
+    assert_eq!(injected(&r), ["dentist"], "{r:?}");
+    let en = "Did my dog like the swimming pool?";
+    let r = mem.inject(&scope, &live, en).await.unwrap();
+    assert_eq!(injected(&r), ["bori"], "{r:?}");
+    let explained = mem
+        .memory_search_explained(&scope, en, 3, strata::memory::SearchOptions { explain: true, ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(explained.results[0].session_id.as_str(), "bori");
+    let cands = explained.explain.unwrap();
+    let bori = cands.iter().find(|c| c.id == explained.results[0].id).unwrap();
+    assert!(bori.cross_lingual_probability.is_some() && bori.bm25.is_none(), "{bori:?}");
+    assert!(cands.iter().filter(|c| c.id != bori.id).all(|c| c.cross_lingual_probability.is_none()), "English sessions are not cross-lingual to English: {cands:?}");
+    // nothing of the stored topics
+    let r = mem.inject(&scope, &live, "바나나 브레드 레시피 좀 알려줘").await.unwrap();
+    assert!(r.entries.is_empty(), "{r:?}");
+    mem.shutdown().await.unwrap();
+    drop(mem);
+
+    // the same store with cross_lingual off: BM25 cannot reach across, and the vector alone stays under min_score
+    cfg.recall.cross_lingual = false;
+    let mem = strata::Memory::open(cfg).await.unwrap();
+    for q in [ko, en] {
+        let r = mem.inject(&scope, &live, q).await.unwrap();
+        assert!(r.entries.is_empty(), "{q}: {r:?}");
+    }
+    mem.shutdown().await.unwrap();
+}

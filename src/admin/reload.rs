@@ -29,6 +29,8 @@ pub const LIVE_RECALL_KEYS: &[&str] = &[
     "vector_calibration",
     "trivial_messages",
     "evidence_snippets",
+    "cross_lingual",
+    "cross_lingual_calibration",
 ];
 
 /// Result of [`reload`]: the dotted config keys whose value changed.

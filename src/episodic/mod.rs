@@ -58,6 +58,10 @@ pub struct Candidate {
     pub cosine: Option<f32>,
     /// Calibrated vector probability (from `cosine`), when present.
     pub vector_probability: Option<f64>,
+    /// For an episode in another language than the query, its vector-alone
+    /// probability under `recall.cross_lingual_calibration` (the score is
+    /// the larger of it and the weighted one; [`crate::recall::language`]).
+    pub cross_lingual_probability: Option<f64>,
     /// The fused calibrated score compared with `min_score`, in [0, 1].
     pub score: f64,
     /// What happened to it.

@@ -14,7 +14,8 @@ use crate::config::RecallConfig;
 use crate::error::{Error, Result};
 use crate::model::typed::{MemoryId, StoredMemory, Visibility};
 use crate::model::{check_query, Episode, EpisodeId, Scope, SessionId};
-use crate::recall::fusion::{fuse, Calibrations, FusedHit, Retrievers};
+use crate::recall::fusion::{cross_lingual_rescore, fuse, Calibrations, FusedHit, Retrievers};
+use crate::recall::language;
 use crate::recall::query::{build_query, combine_keyword, is_dependent};
 use crate::recall::snippet::{best_snippet, Turn};
 use crate::store::{Hit, KeywordQuery, KeywordResult};
@@ -142,6 +143,11 @@ impl Episodic {
             let evidence: HashMap<EpisodeId, f64> = own.into_iter().map(|h| (h.episode_id, h.score)).collect();
             (fused, kw.reference_score, (!dependent).then_some(evidence))
         };
+        let (mut fused, mut own_scores) = (fused, evidence);
+        let episodes = self
+            .cross_lingual(scope, cfg, user_message, &mut fused, own_scores.as_mut())
+            .await?;
+        let evidence = own_scores;
         let top_score = fused
             .first()
             .map(|h| h.score)
@@ -158,7 +164,7 @@ impl Episodic {
             limit,
             opts.explain,
         );
-        let mut entries = self.hydrate(scope, kept).await?;
+        let mut entries = self.hydrate(scope, kept, episodes).await?;
         mark_expired(&mut explain, &entries);
         if cfg.evidence_snippets {
             self.add_snippets(scope, &mut entries, user_message, &previous.join("\n")).await?;
@@ -251,13 +257,14 @@ impl Episodic {
         } = self
             .retrieve(scope, &[query], &sets, top_k * cfg.overfetch, opts, cfg)
             .await?;
-        let fused = fuse(cfg, Calibrations::episodes(cfg), &keyword[0], &vector[0], opts.retrievers);
+        let mut fused = fuse(cfg, Calibrations::episodes(cfg), &keyword[0], &vector[0], opts.retrievers);
+        let episodes = self.cross_lingual(scope, cfg, query, &mut fused, None).await?;
         let reference = keyword[0].reference_score;
         let min = opts.apply_threshold.then_some(cfg.min_score);
         // over-fetch covers episodes dropped in hydration (expired between prunes):
         // hydrate every candidate above the threshold, then cut to top_k
         let (kept, mut explain) = select(cfg, &fused, reference, min, None, None, fused.len(), opts.explain);
-        let mut hits = self.hydrate(scope, kept).await?;
+        let mut hits = self.hydrate(scope, kept, episodes).await?;
         mark_expired(&mut explain, &hits);
         if let Some(ex) = explain.as_mut() {
             let mut returned = 0;
@@ -503,16 +510,68 @@ impl Episodic {
         Ok(())
     }
 
-    async fn hydrate(&self, scope: &Scope, fused: Vec<FusedHit>) -> Result<Vec<SearchHit>> {
-        let ids: Vec<EpisodeId> = fused.iter().map(|h| h.episode_id.clone()).collect();
-        let eps: HashMap<EpisodeId, Episode> = self
+    /// Reads the live episodes of `ids` from the system of record.
+    async fn episodes(&self, scope: &Scope, ids: &[EpisodeId]) -> Result<HashMap<EpisodeId, Episode>> {
+        Ok(self
             .rt
             .records
-            .episodes(scope, &ids, Utc::now())
+            .episodes(scope, ids, Utc::now())
             .await?
             .into_iter()
             .map(|e| (e.id.clone(), e))
+            .collect())
+    }
+
+    /// With `recall.cross_lingual` on, reads every candidate (they are
+    /// needed for their abstracts' language) and lets those in another
+    /// language than `message` pass on their vector alone
+    /// ([`crate::recall::fusion::cross_lingual_rescore`]), in the fused list
+    /// and in the message-only scores of the evidence gate. Returns the
+    /// episodes read, for hydration (empty when off or without vectors).
+    async fn cross_lingual(
+        &self,
+        scope: &Scope,
+        cfg: &RecallConfig,
+        message: &str,
+        fused: &mut [FusedHit],
+        own: Option<&mut HashMap<EpisodeId, f64>>,
+    ) -> Result<HashMap<EpisodeId, Episode>> {
+        if !cfg.cross_lingual || !fused.iter().any(|h| h.vector.is_some()) {
+            return Ok(HashMap::new());
+        }
+        let ids: Vec<EpisodeId> = fused.iter().map(|h| h.episode_id.clone()).collect();
+        let episodes = self.episodes(scope, &ids).await?;
+        let asked = language::identify(message);
+        let cross: HashMap<&EpisodeId, bool> = episodes
+            .iter()
+            .map(|(id, e)| (id, language::cross_lingual(asked, language::identify(&e.abstract_))))
             .collect();
+        let is_cross = |id: &EpisodeId| cross.get(id).copied().unwrap_or(false);
+        if !cross.values().any(|c| *c) {
+            return Ok(episodes);
+        }
+        cross_lingual_rescore(fused, cfg.fusion, cfg.cross_lingual_calibration, is_cross);
+        if let Some(own) = own {
+            // the gate's message-only score: a cross-lingual episode's own
+            // evidence is its vector
+            for h in fused.iter() {
+                if let Some(p) = h.cross_lingual {
+                    let e = own.entry(h.episode_id.clone()).or_insert(0.0);
+                    *e = e.max(p);
+                }
+            }
+        }
+        Ok(episodes)
+    }
+
+    /// Search hits of `fused`, read from `known` or else from the system of
+    /// record (dropped when expired).
+    async fn hydrate(&self, scope: &Scope, fused: Vec<FusedHit>, mut known: HashMap<EpisodeId, Episode>) -> Result<Vec<SearchHit>> {
+        let missing: Vec<EpisodeId> = fused.iter().filter(|h| !known.contains_key(&h.episode_id)).map(|h| h.episode_id.clone()).collect();
+        if !missing.is_empty() {
+            known.extend(self.episodes(scope, &missing).await?);
+        }
+        let eps = known;
         Ok(fused
             .into_iter()
             .filter_map(|h| {
@@ -573,6 +632,7 @@ fn select(
                 vector_probability: h
                     .vector
                     .map(|v| crate::recall::fusion::vector_probability(cfg, v)),
+                cross_lingual_probability: h.cross_lingual,
                 score: h.score,
                 outcome,
             });
@@ -606,6 +666,7 @@ mod tests {
             keyword: Some(1.0),
             vector: None,
             rank_key: score,
+            cross_lingual: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! and the `strata eval` runners.
 
 pub mod bm25;
+pub mod cross_lingual;
 pub mod inject;
 pub mod locomo;
 pub mod longmemeval;

@@ -43,11 +43,11 @@ use super::bm25::Bm25Index;
 use super::inject::{Probe, Tally};
 use super::metrics::{recall_at_k, MeanByKey};
 use super::report::{fmt3, md_table, Curve, Report, MAX_K};
-use super::systems::{eval_config, CONFIGS};
+use super::systems::{candidate_features, eval_config, CONFIGS};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::memory::{Components, SearchOptions};
-use crate::model::{NewMessage, Role, Scope, SessionId};
+use crate::model::{EpisodeId, NewMessage, Role, Scope, SessionId};
 use crate::Memory;
 
 /// The format string a data file must carry.
@@ -68,6 +68,18 @@ pub struct MultilingualArgs {
     /// Write a markdown summary and a recall@k chart (PNG) into this directory.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Write every question's candidates with their raw retriever scores
+    /// (JSON lines, see [`super::systems::candidate_features`]) to this file,
+    /// each with `"language"` (the question's detected language, e.g. `"kor"`)
+    /// and `"languages"` (each candidate's, detected from its abstract as
+    /// inject does; [`crate::recall::language`]): the cross-lingual
+    /// calibration is fitted on them (`strata eval calibrate --features`).
+    #[arg(long)]
+    pub features: Option<PathBuf>,
+    /// Comma-separated users to run (default: all), e.g. the half a
+    /// held-out `strata eval calibrate --cross-lingual --users` did not see.
+    #[arg(long, value_delimiter = ',')]
+    pub users: Vec<String>,
 }
 
 /// The whole file.
@@ -201,7 +213,13 @@ impl Group {
 /// # Errors
 /// Data errors (file, format) and store errors.
 pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
-    let data = load(&args.data)?;
+    let mut data = load(&args.data)?;
+    if !args.users.is_empty() {
+        if let Some(u) = args.users.iter().find(|u| !data.users.iter().any(|x| &x.user == *u)) {
+            return Err(Error::InvalidInput(format!("--users: no user {u:?} in {}", args.data.display())));
+        }
+        data.users.retain(|x| args.users.contains(&x.user));
+    }
     let (mut cfg, _dir) = eval_config(&config)?;
     // the graph is not measured here
     cfg.graph.enabled = false;
@@ -211,6 +229,11 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
     let mut groups: BTreeMap<String, Group> = BTreeMap::new();
     let mut per_question = Vec::new();
     let mut skipped_blank = 0usize;
+    let mut features = args
+        .features
+        .as_ref()
+        .map(|p| std::fs::File::create(p).map(std::io::BufWriter::new))
+        .transpose()?;
     for u in &data.users {
         let scope = Scope::new(u.user.clone(), AGENT)?;
         let language: BTreeMap<&str, &str> = u.sessions.iter().map(|s| (s.id.as_str(), s.language.as_str())).collect();
@@ -237,12 +260,57 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
         mem.wait_idle().await?;
         // questions are asked a day after the last session
         let as_of = u.sessions.iter().map(|s| s.date).max().map(|d| d + Duration::days(1));
+        let abstracts: BTreeMap<String, String> = if features.is_some() {
+            let ids: Vec<EpisodeId> = u
+                .sessions
+                .iter()
+                .map(|s| SessionId::new(s.id.clone()).map(|sid| EpisodeId::for_session(&scope, &sid)))
+                .collect::<Result<_>>()?;
+            mem.runtime()
+                .records
+                .episodes(&scope, &ids, Utc::now())
+                .await?
+                .into_iter()
+                .map(|e| (e.session_id.to_string(), e.abstract_))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
         let mut previous: Option<&str> = None;
         for (n, q) in u.questions.iter().enumerate() {
             let cross = q.evidence.iter().any(|e| language.get(e.as_str()).is_some_and(|l| *l != q.language));
             let mut keys = vec!["all".to_string(), q.language.clone()];
             if cross {
                 keys.push("cross-lingual".into());
+            }
+            if let Some(f) = features.as_mut() {
+                let mut row = candidate_features(&mem, &scope, &q.question, as_of).await?;
+                let code = |l: crate::recall::language::Language| l.lang.map(|l| l.code()).unwrap_or("");
+                let languages: BTreeMap<&str, &str> = abstracts
+                    .iter()
+                    .map(|(sid, a)| (sid.as_str(), code(crate::recall::language::identify(a))))
+                    .collect();
+                let cross: Vec<&str> = abstracts
+                    .iter()
+                    .filter(|(_, a)| {
+                        crate::recall::language::cross_lingual(
+                            crate::recall::language::identify(&q.question),
+                            crate::recall::language::identify(a),
+                        )
+                    })
+                    .map(|(sid, _)| sid.as_str())
+                    .collect();
+                row["bench"] = json!("multilingual");
+                row["question_id"] = json!(q.id);
+                row["user"] = json!(u.user);
+                row["gold"] = json!(q.evidence);
+                row["language"] = json!(code(crate::recall::language::identify(&q.question)));
+                row["labelled_language"] = json!(q.language);
+                row["languages"] = json!(languages);
+                row["cross_lingual"] = json!(cross);
+                use std::io::Write;
+                writeln!(f, "{row}")?;
+                f.flush()?;
             }
             let mut rankings = serde_json::Map::new();
             for system in &systems {

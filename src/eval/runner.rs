@@ -88,6 +88,14 @@ pub struct CalibrateArgs {
     /// Questions of `--longmemeval` used (each its own haystack).
     #[arg(long, default_value_t = 100)]
     pub questions: usize,
+    /// Fit `[recall] cross_lingual_calibration` instead, from `--features`
+    /// files of `strata eval multilingual` ([`super::cross_lingual`]).
+    #[arg(long)]
+    pub cross_lingual: bool,
+    /// With `--cross-lingual`: comma-separated users whose questions are
+    /// fitted on (default: all), for a held-out fit.
+    #[arg(long, value_delimiter = ',')]
+    pub users: Vec<String>,
 }
 
 const KS: [usize; 3] = [1, 5, 10];
@@ -916,6 +924,9 @@ pub async fn run_calibrate(config: Config, args: CalibrateArgs) -> Result<()> {
     }
     if args.knowledge {
         return calibrate_knowledge(config, &args).await;
+    }
+    if args.cross_lingual {
+        return super::cross_lingual::run(&args.features, &args.users).map(|_| ());
     }
     let mut sources: Vec<(String, Labelled)> = Vec::new();
     if let Some(data) = &args.data {

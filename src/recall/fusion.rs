@@ -39,6 +39,9 @@ pub struct FusedHit<K = EpisodeId> {
     pub vector: Option<f32>,
     /// Ordering key (the score for weighted fusion, the RRF sum for rrf).
     pub rank_key: f64,
+    /// The vector-alone probability of a candidate in another language than
+    /// the query ([`cross_lingual_rescore`]); `None` for the others.
+    pub cross_lingual: Option<f64>,
 }
 
 /// Which retrievers take part (ablations in `strata eval`).
@@ -156,12 +159,7 @@ pub fn fuse<K: DocKey>(
             h
         })
         .collect();
-    out.sort_by(|a, b| {
-        b.rank_key
-            .total_cmp(&a.rank_key)
-            .then_with(|| b.score.total_cmp(&a.score))
-            .then_with(|| a.episode_id.cmp(&b.episode_id))
-    });
+    sort(&mut out);
     out
 }
 
@@ -172,7 +170,81 @@ fn empty<K: DocKey>(id: &K) -> FusedHit<K> {
         keyword: None,
         vector: None,
         rank_key: 0.0,
+        cross_lingual: None,
     }
+}
+
+/// The cross-lingual features of each candidate `is_cross` marks, from the
+/// cosines of all of them: `(cosine, margin)`, the margin being the best
+/// one's lead over the second (0.03 when it is alone, about the median lead
+/// of a gold episode on the multilingual dev set) and, for every other,
+/// its (negative) distance to the best. Candidates without a cosine get
+/// none. Returned in `hits` order.
+pub fn cross_lingual_features<K: DocKey>(hits: &[FusedHit<K>], is_cross: impl Fn(&K) -> bool) -> Vec<Option<(f64, f64)>> {
+    let mut cos: Vec<f64> = hits
+        .iter()
+        .filter(|h| is_cross(&h.episode_id))
+        .filter_map(|h| h.vector.map(f64::from))
+        .collect();
+    cos.sort_by(|a, b| b.total_cmp(a));
+    let best = cos.first().copied();
+    let lead = match (cos.first(), cos.get(1)) {
+        (Some(a), Some(b)) => a - b,
+        _ => LONE_MARGIN,
+    };
+    hits.iter()
+        .map(|h| {
+            let c = f64::from(h.vector?);
+            if !is_cross(&h.episode_id) {
+                return None;
+            }
+            let best = best?;
+            Some((c, if c >= best { lead } else { c - best }))
+        })
+        .collect()
+}
+
+/// Margin feature of a cross-lingual candidate with no other to compare to.
+pub const LONE_MARGIN: f64 = 0.03;
+
+/// Lets candidates in another language than the query pass on their vector
+/// alone: BM25 cannot match across languages, so a missing keyword score is
+/// no evidence against them, and the weighted score (at most
+/// `vector_weight`, 0.3, below `min_score`) would never let one in. Each
+/// candidate `is_cross` marks gets `p = σ(slope·cosine + reference_slope·margin
+/// + intercept)` from `cal` (`[recall] cross_lingual_calibration`, fitted by
+/// `strata eval calibrate --cross-lingual`; features from
+/// [`cross_lingual_features`]) and keeps the larger of that and its fused
+/// score; the list is sorted again. Only ever raises a score.
+pub fn cross_lingual_rescore<K: DocKey>(
+    hits: &mut [FusedHit<K>],
+    fusion: Fusion,
+    cal: Calibration,
+    is_cross: impl Fn(&K) -> bool,
+) {
+    let features = cross_lingual_features(hits, is_cross);
+    for (h, f) in hits.iter_mut().zip(features) {
+        if let Some((c, m)) = f {
+            let p = cal.apply2(c, m);
+            h.cross_lingual = Some(p);
+            if p > h.score {
+                h.score = p;
+                if fusion == Fusion::Weighted {
+                    h.rank_key = p;
+                }
+            }
+        }
+    }
+    sort(hits);
+}
+
+fn sort<K: DocKey>(hits: &mut [FusedHit<K>]) {
+    hits.sort_by(|a, b| {
+        b.rank_key
+            .total_cmp(&a.rank_key)
+            .then_with(|| b.score.total_cmp(&a.score))
+            .then_with(|| a.episode_id.cmp(&b.episode_id))
+    });
 }
 
 #[cfg(test)]
@@ -183,6 +255,36 @@ mod tests {
 
     fn id(n: &str) -> EpisodeId {
         EpisodeId::for_session(&Scope::new("u", "a").unwrap(), &SessionId::new(n).unwrap())
+    }
+
+    fn cand(n: &str, score: f64, cosine: Option<f32>) -> FusedHit {
+        FusedHit { episode_id: id(n), score, keyword: None, vector: cosine, rank_key: score, cross_lingual: None }
+    }
+
+    #[test]
+    fn cross_lingual_candidates_can_pass_on_their_vector_and_are_never_lowered() {
+        let cal = Calibration { slope: 35.8563, reference_slope: 80.0865, intercept: -31.3083 };
+        // x and y are in another language; the best of them leads by 0.04
+        let mut hits = vec![cand("same", 0.5, Some(0.90)), cand("x", 0.25, Some(0.86)), cand("y", 0.2, Some(0.82)), cand("z", 0.1, None)];
+        let cross = |k: &EpisodeId| *k == id("x") || *k == id("y") || *k == id("z");
+        let f = cross_lingual_features(&hits, cross);
+        assert_eq!(f[0], None, "same-language candidates get no features");
+        let (c, m) = f[1].unwrap();
+        assert!((c - 0.86).abs() < 1e-6 && (m - 0.04).abs() < 1e-6, "{f:?}");
+        assert!((f[2].unwrap().1 + 0.04).abs() < 1e-6, "the others: distance to the best");
+        assert_eq!(f[3], None, "no cosine, no features");
+        cross_lingual_rescore(&mut hits, Fusion::Weighted, cal, cross);
+        let order: Vec<EpisodeId> = hits.iter().map(|h| h.episode_id.clone()).collect();
+        assert_eq!(order, [id("x"), id("same"), id("y"), id("z")], "{hits:?}");
+        let x = &hits[0];
+        assert!(x.score > 0.8 && x.cross_lingual == Some(x.score) && x.rank_key == x.score);
+        // y's vector-alone probability is below its weighted score: kept
+        assert_eq!(hits[2].score, 0.2);
+        assert!(hits[2].cross_lingual.unwrap() < 0.2);
+        assert_eq!(hits[1].cross_lingual, None);
+        // a lone cross-lingual candidate gets LONE_MARGIN
+        let lone = vec![cand("x", 0.0, Some(0.86))];
+        assert_eq!(cross_lingual_features(&lone, |_| true)[0], Some((0.8600000143051147, LONE_MARGIN)));
     }
 
     #[test]

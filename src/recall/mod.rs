@@ -5,6 +5,7 @@
 pub mod abstracts;
 pub mod dates;
 pub mod fusion;
+pub mod language;
 pub mod query;
 pub mod snippet;
 pub mod trivial;
