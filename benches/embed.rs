@@ -2,7 +2,8 @@
 //! choose (issue 29: the default is chosen by recall and by this cost):
 //! all-MiniLM-L6-v2 int8 on ONNX Runtime (`embedding.provider = "onnx"`, the
 //! default), multilingual-e5-small on ONNX Runtime (`"e5"`, the graph of
-//! `llm::e5_onnx`) and on candle (`e5_runtime = "candle"`). One thread per run
+//! `llm::e5_onnx`, its int8 query session and, as the baseline, queries on
+//! the f32 passage session) and on candle (`e5_runtime = "candle"`). One thread per run
 //! for the ONNX paths (`embedding.onnx_threads = 1`), one query per call, a
 //! text no earlier call used (English, Korean, Japanese, Spanish in turn,
 //! ~10–20 word pieces), so no cache answers. Prints p50/p99 beside
@@ -30,13 +31,18 @@ fn benches(c: &mut Criterion) {
     let minilm = model();
     let e5_onnx = E5OnnxEmbedder::load(&e.e5_model_path(), &e.onnx_runtime_path(), 32, 256, 1)
         .expect("run scripts/fetch-model.sh first");
+    let e5_onnx_f32 = E5OnnxEmbedder::load_with(&e.e5_model_path(), &e.onnx_runtime_path(), 32, 256, 1, false)
+        .expect("run scripts/fetch-model.sh first");
     let e5_candle = E5Embedder::load(&e.e5_model_path(), 32, 256).expect("run scripts/fetch-model.sh first");
-    let embedders: [(&str, &dyn Fn(&[String])); 3] = [
+    let embedders: [(&str, &dyn Fn(&[String])); 4] = [
         ("embed_query/minilm_onnx", &|q| {
             std::hint::black_box(minilm.embed_blocking(q).unwrap());
         }),
         ("embed_query/e5_onnx", &|q| {
             std::hint::black_box(e5_onnx.embed_blocking(q, true).unwrap());
+        }),
+        ("embed_query/e5_onnx_f32_queries", &|q| {
+            std::hint::black_box(e5_onnx_f32.embed_blocking(q, true).unwrap());
         }),
         ("embed_query/e5_candle", &|q| {
             std::hint::black_box(e5_candle.embed_blocking(q, true).unwrap());

