@@ -85,7 +85,7 @@ pub fn run(features: &[PathBuf], users: &[String]) -> Result<Calibration> {
     if !samples.iter().any(|r| r.1) || samples.iter().all(|r| r.1) {
         return Err(Error::Data("the features hold no cross-lingual candidate of both labels (run `strata eval multilingual --features`)".into()));
     }
-    let (w, b) = super::runner::fit_logistic_weighted(&samples, &weights);
+    let (w, b) = super::logistic::fit_logistic_weighted(&samples, &weights);
     let cal = Calibration { slope: w[0], reference_slope: w[1], intercept: b };
     println!(
         "cross_lingual_calibration = {{ slope = {:.4}, reference_slope = {:.4}, intercept = {:.4} }}",

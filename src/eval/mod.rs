@@ -5,6 +5,7 @@ pub mod bm25;
 pub mod cross_lingual;
 pub mod inject;
 pub mod locomo;
+pub mod logistic;
 pub mod longmemeval;
 pub mod metrics;
 pub mod multilingual;

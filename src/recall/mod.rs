@@ -1,6 +1,7 @@
 //! Recall: everything between a user's turn and the "## Memory Context"
 //! section — the trivial-message filter, the recent-context query, score
-//! calibration and fusion, abstracts and evidence snippets.
+//! calibration and fusion, language detection for cross-lingual pairs,
+//! abstracts and evidence snippets.
 
 pub mod abstracts;
 pub mod dates;
