@@ -468,7 +468,8 @@ pub struct RecallConfig {
     pub evidence_snippets: bool,
     /// Let episodes in another language than the message pass on their
     /// vector alone ([`crate::recall::fusion::cross_lingual_rescore`];
-    /// default true).
+    /// default false: the default embedder is English-only; `config/e5.toml`
+    /// turns it on).
     pub cross_lingual: bool,
     /// Platt scaling of a cross-lingual episode's `(cosine, margin)`
     /// ([`crate::recall::fusion::cross_lingual_features`]; `reference_slope`
