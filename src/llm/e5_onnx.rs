@@ -551,7 +551,7 @@ impl E5OnnxEmbedder {
     }
 
     /// [`E5OnnxEmbedder::load`], with `int8_queries` choosing whether
-    /// queries run on their own session at [`QUERY_ACCURACY`] (module docs,
+    /// queries run on their own session with int8 activations (module docs,
     /// "Queries") or on the passages' f32 one.
     ///
     /// # Errors

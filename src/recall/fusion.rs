@@ -212,7 +212,7 @@ pub const LONE_MARGIN: f64 = 0.03;
 /// no evidence against them, and the weighted score (at most
 /// `vector_weight`, 0.3, below `min_score`) would never let one in. Each
 /// candidate `is_cross` marks gets `p = σ(slope·cosine + reference_slope·margin
-/// + intercept)` from `cal` (`[recall] cross_lingual_calibration`, fitted by
+/// + intercept)` from `cal` (`recall.cross_lingual_calibration`, fitted by
 /// `strata eval calibrate --cross-lingual`; features from
 /// [`cross_lingual_features`]) and keeps the larger of that and its fused
 /// score; the list is sorted again. Only ever raises a score.
