@@ -132,7 +132,7 @@ impl Episodic {
             own.first().map(|h| h.score).unwrap_or(0.0),
             cfg.min_score,
         );
-        let (fused, reference, evidence) = if prev.is_empty() {
+        let (mut fused, reference, mut evidence) = if prev.is_empty() {
             let reference = keyword[0].reference_score;
             (own, reference, None)
         } else {
@@ -143,11 +143,9 @@ impl Episodic {
             let evidence: HashMap<EpisodeId, f64> = own.into_iter().map(|h| (h.episode_id, h.score)).collect();
             (fused, kw.reference_score, (!dependent).then_some(evidence))
         };
-        let (mut fused, mut own_scores) = (fused, evidence);
         let episodes = self
-            .cross_lingual(scope, cfg, user_message, &mut fused, own_scores.as_mut())
+            .cross_lingual(scope, cfg, user_message, &mut fused, evidence.as_mut())
             .await?;
-        let evidence = own_scores;
         let top_score = fused
             .first()
             .map(|h| h.score)
@@ -536,12 +534,13 @@ impl Episodic {
         fused: &mut [FusedHit],
         own: Option<&mut HashMap<EpisodeId, f64>>,
     ) -> Result<HashMap<EpisodeId, Episode>> {
-        if !cfg.cross_lingual || !fused.iter().any(|h| h.vector.is_some()) {
+        let asked = language::identify(message);
+        // a message without letters (a date, a number) is never cross-lingual
+        if !cfg.cross_lingual || asked.script.is_none() || !fused.iter().any(|h| h.vector.is_some()) {
             return Ok(HashMap::new());
         }
         let ids: Vec<EpisodeId> = fused.iter().map(|h| h.episode_id.clone()).collect();
         let episodes = self.episodes(scope, &ids).await?;
-        let asked = language::identify(message);
         let cross: HashMap<&EpisodeId, bool> = episodes
             .iter()
             .map(|(id, e)| (id, language::cross_lingual(asked, language::identify(&e.abstract_))))
@@ -571,11 +570,10 @@ impl Episodic {
         if !missing.is_empty() {
             known.extend(self.episodes(scope, &missing).await?);
         }
-        let eps = known;
         Ok(fused
             .into_iter()
             .filter_map(|h| {
-                eps.get(&h.episode_id).map(|e| SearchHit {
+                known.get(&h.episode_id).map(|e| SearchHit {
                     id: e.id.clone(),
                     session_id: e.session_id.clone(),
                     abstract_: e.abstract_.clone(),

@@ -17,7 +17,6 @@ use std::path::PathBuf;
 
 use crate::config::Calibration;
 use crate::error::{Error, Result};
-use crate::model::{EpisodeId, Scope, SessionId};
 use crate::recall::fusion::{cross_lingual_features, FusedHit};
 
 /// Rows of one features line: `([cosine, margin], relevant)` per
@@ -38,24 +37,18 @@ pub fn rows(line: &serde_json::Value) -> Result<Vec<(Vec<f64>, bool)>> {
     let gold = names("gold")?;
     let cross = names("cross_lingual")?;
     let cands = line["candidates"].as_object().ok_or_else(|| bad("candidates"))?;
-    // the features only need ids that tell candidates apart
-    let scope = Scope::new("calibration", "calibration")?;
-    let mut hits = Vec::new();
-    let mut by_id = std::collections::HashMap::new();
-    for (name, v) in cands {
-        let Some(c) = v.get(1).and_then(|x| x.as_f64()) else {
-            continue;
-        };
-        let id = EpisodeId::for_session(&scope, &SessionId::new(name.clone())?);
-        by_id.insert(id.clone(), name.clone());
-        hits.push(FusedHit { episode_id: id, score: 0.0, keyword: None, vector: Some(c as f32), rank_key: 0.0, cross_lingual: None });
-    }
-    let is_cross = |id: &EpisodeId| by_id.get(id).is_some_and(|n| cross.contains(n));
-    let features = cross_lingual_features(&hits, is_cross);
+    let hits: Vec<FusedHit<String>> = cands
+        .iter()
+        .filter_map(|(name, v)| {
+            let c = v.get(1).and_then(|x| x.as_f64())?;
+            Some(FusedHit { episode_id: name.clone(), score: 0.0, keyword: None, vector: Some(c as f32), rank_key: 0.0, cross_lingual: None })
+        })
+        .collect();
+    let features = cross_lingual_features(&hits, |name| cross.contains(name));
     Ok(hits
         .iter()
         .zip(features)
-        .filter_map(|(h, f)| f.map(|(c, m)| (vec![c, m], gold.contains(&by_id[&h.episode_id]))))
+        .filter_map(|(h, f)| f.map(|(c, m)| (vec![c, m], gold.contains(&h.episode_id))))
         .collect())
 }
 

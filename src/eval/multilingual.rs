@@ -285,26 +285,17 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
             }
             if let Some(f) = features.as_mut() {
                 let mut row = candidate_features(&mem, &scope, &q.question, as_of).await?;
-                let code = |l: crate::recall::language::Language| l.lang.map(|l| l.code()).unwrap_or("");
-                let languages: BTreeMap<&str, &str> = abstracts
-                    .iter()
-                    .map(|(sid, a)| (sid.as_str(), code(crate::recall::language::identify(a))))
-                    .collect();
-                let cross: Vec<&str> = abstracts
-                    .iter()
-                    .filter(|(_, a)| {
-                        crate::recall::language::cross_lingual(
-                            crate::recall::language::identify(&q.question),
-                            crate::recall::language::identify(a),
-                        )
-                    })
-                    .map(|(sid, _)| sid.as_str())
-                    .collect();
+                use crate::recall::language::{cross_lingual, identify, Language};
+                let code = |l: Language| l.lang.map(|l| l.code()).unwrap_or("");
+                let asked = identify(&q.question);
+                let found: Vec<(&str, Language)> = abstracts.iter().map(|(sid, a)| (sid.as_str(), identify(a))).collect();
+                let languages: BTreeMap<&str, &str> = found.iter().map(|(sid, l)| (*sid, code(*l))).collect();
+                let cross: Vec<&str> = found.iter().filter(|(_, l)| cross_lingual(asked, *l)).map(|(sid, _)| *sid).collect();
                 row["bench"] = json!("multilingual");
                 row["question_id"] = json!(q.id);
                 row["user"] = json!(u.user);
                 row["gold"] = json!(q.evidence);
-                row["language"] = json!(code(crate::recall::language::identify(&q.question)));
+                row["language"] = json!(code(asked));
                 row["labelled_language"] = json!(q.language);
                 row["languages"] = json!(languages);
                 row["cross_lingual"] = json!(cross);

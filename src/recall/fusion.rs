@@ -180,7 +180,7 @@ fn empty<K: DocKey>(id: &K) -> FusedHit<K> {
 /// of a gold episode on the multilingual dev set) and, for every other,
 /// its (negative) distance to the best. Candidates without a cosine get
 /// none. Returned in `hits` order.
-pub fn cross_lingual_features<K: DocKey>(hits: &[FusedHit<K>], is_cross: impl Fn(&K) -> bool) -> Vec<Option<(f64, f64)>> {
+pub fn cross_lingual_features<K>(hits: &[FusedHit<K>], is_cross: impl Fn(&K) -> bool) -> Vec<Option<(f64, f64)>> {
     let mut cos: Vec<f64> = hits
         .iter()
         .filter(|h| is_cross(&h.episode_id))
