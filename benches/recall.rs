@@ -1,8 +1,9 @@
 //! Criterion benches of the turn path, at 1k, 10k and 100k episodes in one
-//! scope (`STRATA_BENCH_SIZES=1000,10000` to choose): `embed_query` (the
-//! default local embedder, MiniLM int8 on ONNX Runtime) and
-//! `embed_query_candle` (the f32 model on candle) alone; `inject` with a fresh
-//! query (the default local query embedding included), `inject_cached` (the same
+//! scope (`STRATA_BENCH_SIZES=1000,10000` to choose): `embed_query` (MiniLM
+//! int8 on ONNX Runtime) and `embed_query_candle` (the f32 model on candle)
+//! alone; `inject` with a fresh query (the query embedding of the embedder the
+//! config names included: `STRATA__EMBEDDING__PROVIDER=e5` for
+//! multilingual-e5-small), `inject_cached` (the same
 //! queries again: the embedding cache hit, embedder excluded),
 //! `inject_keyword` (BM25 only, the baseline of `scripts/bench-report.sh`),
 //! `memory_search`; then `promotion/offline` of one 12-turn session and
@@ -22,7 +23,7 @@ use chrono::Utc;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::sync::Arc;
 use strata::llm::local::LocalEmbedder;
-use strata::llm::onnx::OnnxEmbedder;
+use strata::llm::Embedder;
 use strata::memory::{Components, SearchOptions};
 use strata::recall::fusion::Retrievers;
 use strata::{Config, Memory, NewMessage, Scope, SessionId};
@@ -34,7 +35,7 @@ use common::{model, populate, report, sentence, timed};
 /// sharing the loaded model; the cron pruner is off.
 fn open_memory(
     rt: &tokio::runtime::Runtime,
-    model: &Arc<OnnxEmbedder>,
+    model: &Arc<dyn Embedder>,
 ) -> (Memory, tempfile::TempDir) {
     open_memory_with(rt, model, false)
 }
@@ -42,7 +43,7 @@ fn open_memory(
 /// [`open_memory`], optionally without background workers (promotion then runs inline).
 fn open_memory_with(
     rt: &tokio::runtime::Runtime,
-    model: &Arc<OnnxEmbedder>,
+    model: &Arc<dyn Embedder>,
     no_workers: bool,
 ) -> (Memory, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -121,12 +122,21 @@ fn candle_model() -> LocalEmbedder {
     LocalEmbedder::load(&dir, 32, 256).expect("run scripts/fetch-model.sh first")
 }
 
+/// The embedder the config names, as `strata serve` builds it (for MiniLM
+/// the ONNX pool behind the micro-batcher; `STRATA__EMBEDDING__PROVIDER=e5`
+/// for multilingual-e5-small), and 1,000 synthetic sentences embedded with it.
+fn configured_model(rt: &tokio::runtime::Runtime) -> (Arc<dyn Embedder>, Vec<(String, Vec<f32>)>) {
+    let e = rt.block_on(Memory::load_embedder(&Config::default())).expect("run scripts/fetch-model.sh first");
+    eprintln!("recall bench: embedder {} ({} dims)", e.model_id(), e.dim());
+    let texts: Vec<String> = (0..1000).map(sentence).collect();
+    let vecs = rt.block_on(e.embed(&texts)).unwrap();
+    (e, texts.into_iter().zip(vecs).collect())
+}
+
 fn benches(c: &mut Criterion) {
     let rt = common::runtime();
+    let (configured, base) = configured_model(&rt);
     let model = model();
-    let texts: Vec<String> = (0..1000).map(sentence).collect();
-    let vecs = model.embed_blocking(&texts).unwrap();
-    let base: Vec<(String, Vec<f32>)> = texts.into_iter().zip(vecs).collect();
     let queries = [
         "what did Dana say about the migration?",
         "when is the wedding in Busan",
@@ -156,7 +166,7 @@ fn benches(c: &mut Criterion) {
         Err(_) => vec![1_000, 10_000, 100_000],
     };
     for &n in &sizes {
-        let (mem, _dir) = open_memory(&rt, &model);
+        let (mem, _dir) = open_memory(&rt, &configured);
         let scope = Scope::new("bench", "bot").unwrap();
         rt.block_on(populate(&mem, &scope, n, &base));
         // a live session with two earlier user turns, as in a real conversation:
@@ -208,7 +218,7 @@ fn benches(c: &mut Criterion) {
     // promotion of one 12-turn session in offline mode: extractive summary,
     // embedding of the summary and every non-trivial turn, both index commits,
     // graph extraction and dedup (run inline, no background workers)
-    let (mem, _dir) = open_memory_with(&rt, &model, true);
+    let (mem, _dir) = open_memory_with(&rt, &configured, true);
     let scope = Scope::new("bench", "promotion").unwrap();
     let mut i = 0usize;
     let mut samples = Vec::new();
@@ -242,7 +252,7 @@ fn benches(c: &mut Criterion) {
     rt.block_on(mem.shutdown()).unwrap();
     drop(mem);
 
-    let (mem, _dir) = open_memory(&rt, &model);
+    let (mem, _dir) = open_memory(&rt, &configured);
     let scope = Scope::new("bench", "bot").unwrap();
     let mut i = 0i64;
     let mut samples = Vec::new();
@@ -311,10 +321,7 @@ fn tenants(c: &mut Criterion) {
         return;
     };
     let rt = common::runtime();
-    let model = model();
-    let texts: Vec<String> = (0..1000).map(sentence).collect();
-    let vecs = model.embed_blocking(&texts).unwrap();
-    let base: Vec<(String, Vec<f32>)> = texts.into_iter().zip(vecs).collect();
+    let (configured, base) = configured_model(&rt);
     let queries = ["what did Dana say about the migration?", "when is the wedding in Busan", "any news on the cat adoption?"];
     let all: Vec<Scope> = (0..scopes).map(|k| Scope::new(format!("tenant{k}"), "bot").unwrap()).collect();
     let target = all[scopes / 2].clone();
@@ -323,7 +330,7 @@ fn tenants(c: &mut Criterion) {
     for (name, fill) in [("inject_among_tenants", &all[..]), ("inject_alone", std::slice::from_ref(&target))] {
         // no background workers: the filled episodes would each queue a graph
         // extraction job, and 1M of them would run beside the timed injects
-        let (mem, dir) = open_memory_with(&rt, &model, true);
+        let (mem, dir) = open_memory_with(&rt, &configured, true);
         let started = std::time::Instant::now();
         rt.block_on(common::populate_scopes(&mem, fill, per_scope, &base));
         let episodes = fill.len() * per_scope;

@@ -23,11 +23,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use strata::llm::Embedder;
 use strata::memory::Components;
 use strata::{Config, Memory, NewMessage, Scope, SessionId};
 
 mod common;
-use common::{model, populate, sentence};
+use common::{populate, sentence};
 
 fn env_usize(k: &str, d: usize) -> usize {
     std::env::var(k)
@@ -176,20 +177,22 @@ fn main() {
     let rt = common::runtime();
     let dir = tempfile::tempdir().unwrap();
     let scope = Scope::new("load", "bot").unwrap();
-    let model = model();
-    let texts: Vec<String> = (0..1000).map(sentence).collect();
-    let vecs = model.embed_blocking(&texts).unwrap();
-    let base: Vec<(String, Vec<f32>)> = texts.into_iter().zip(vecs).collect();
     // the compiled-in defaults with the STRATA__* environment applied, as the
-    // server started below applies them (e.g. STRATA__EMBEDDING__ONNX_QUANTIZATION)
+    // server started below applies them (e.g. STRATA__EMBEDDING__ONNX_QUANTIZATION,
+    // or STRATA__EMBEDDING__PROVIDER=e5 for the other model)
     let mut cfg = Config::load(None, &[]).expect("config with environment overrides");
     cfg.data_dir = dir.path().to_path_buf();
     cfg.pruner.enabled = false;
 
     // 0. the scope, written straight into the stores; closed so the server can open them.
     // The library baseline uses the embedder the server builds from the same config
-    // (the ONNX pool behind the micro-batcher), so both sides embed the same way.
+    // (for MiniLM the ONNX pool behind the micro-batcher), so both sides embed the same
+    // way, and the episodes' vectors come from it too.
     let lib_embedder = rt.block_on(Memory::load_embedder(&cfg)).unwrap();
+    eprintln!("server_load: embedder {} ({} dims)", lib_embedder.model_id(), lib_embedder.dim());
+    let texts: Vec<String> = (0..1000).map(sentence).collect();
+    let vecs = rt.block_on(lib_embedder.embed(&texts)).unwrap();
+    let base: Vec<(String, Vec<f32>)> = texts.into_iter().zip(vecs).collect();
     let open = |cfg: Config| {
         let model = lib_embedder.clone();
         async move {

@@ -41,6 +41,8 @@ pub struct Config {
     pub graph: GraphConfig,
     /// `strata serve`: the HTTP and MCP server.
     pub server: ServerConfig,
+    /// `[proxy]`: the OpenAI-compatible memory proxy of `strata serve`.
+    pub proxy: ProxyConfig,
     /// `[stores]`: which engine holds each role.
     pub stores: StoresConfig,
     /// `[postgres]`: the server of `stores.records = "postgres"`.
@@ -75,6 +77,41 @@ pub struct ServerConfig {
     /// `Host` header values accepted on `/mcp` (DNS-rebinding protection);
     /// empty = any host (only sensible behind API keys on a trusted proxy).
     pub mcp_allowed_hosts: Vec<String>,
+}
+
+/// `[proxy]`: `POST /v1/chat/completions` of `strata serve`, an
+/// OpenAI-compatible chat endpoint that records each turn, injects the
+/// Memory Context into the system message and forwards to `upstream_url`
+/// (see `docs/proxy.md`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// Base URL of the upstream OpenAI-compatible API, up to and including
+    /// its `/v1` (the proxy posts to `{upstream_url}/chat/completions`);
+    /// `""` = the proxy is off (the route answers 404 `proxy_off`).
+    pub upstream_url: String,
+    /// Name of the environment variable holding the upstream's API key
+    /// (never the key), sent when the request brings no upstream key of its
+    /// own; `""` = none.
+    pub api_key_env: String,
+    /// Longest wait for the upstream's TCP (and TLS) connection, in ms.
+    pub connect_timeout_ms: u64,
+    /// Longest wait for a whole non-streaming upstream answer, and the
+    /// longest silence between two chunks of a streamed one, in ms
+    /// (then 504 `upstream_timeout`).
+    pub timeout_ms: u64,
+    /// Models a request may name; empty = any.
+    pub models: Vec<String>,
+    /// Offer `memory_search`, `memory_expand` and `knowledge_graph_search`
+    /// to the model and run its calls to them inside Strata.
+    pub tools: bool,
+    /// Most upstream calls of one request that end in calls to the memory
+    /// tools; the next call has the memory tools withdrawn, so the model answers.
+    pub max_tool_rounds: u32,
+    /// Requests the proxy serves at once (streams included); more get 503
+    /// `overloaded`. Separate from `server.max_concurrent_requests`: a
+    /// stream holds its slot for as long as the model writes.
+    pub max_concurrent_requests: usize,
 }
 
 /// `[stores]`: the engine of each role, chosen one by one (so a single node
@@ -454,28 +491,124 @@ pub struct RecallConfig {
     pub bm25_prior_docs: u64,
     /// Platt scaling of the keyword feature.
     pub keyword_calibration: Calibration,
-    /// Platt scaling of the vector (cosine) feature.
-    pub vector_calibration: Calibration,
+    /// Platt scaling of the vector (cosine) feature. Unset (the default):
+    /// the embedder's own fit ([`ModelFit::vector_calibration`]); read it
+    /// with [`RecallConfig::vector_calibration`].
+    #[serde(default)]
+    pub vector_calibration: Option<Calibration>,
     /// Platt scaling of the keyword feature for typed knowledge (facts),
     /// fitted by `strata eval calibrate --knowledge`.
     pub knowledge_keyword_calibration: Calibration,
     /// Platt scaling of the vector feature for typed knowledge (facts).
-    pub knowledge_vector_calibration: Calibration,
+    /// Unset (the default): the embedder's own fit
+    /// ([`ModelFit::knowledge_vector_calibration`]).
+    #[serde(default)]
+    pub knowledge_vector_calibration: Option<Calibration>,
     /// Messages that never trigger recall.
     pub trivial_messages: Vec<String>,
     /// Add to each injected episode the sentence of its session that best
     /// matches the message ([`crate::recall::snippet`]; default true).
     pub evidence_snippets: bool,
     /// Let episodes in another language than the message pass on their
-    /// vector alone ([`crate::recall::fusion::cross_lingual_rescore`];
-    /// default false: the default embedder is English-only; `config/e5.toml`
-    /// turns it on).
-    pub cross_lingual: bool,
+    /// vector alone ([`crate::recall::fusion::cross_lingual_rescore`]).
+    /// Unset (the default): the embedder's own fit ([`ModelFit::cross_lingual`]:
+    /// on for multilingual-e5-small, off for the English-only MiniLM).
+    #[serde(default)]
+    pub cross_lingual: Option<bool>,
     /// Platt scaling of a cross-lingual episode's `(cosine, margin)`
     /// ([`crate::recall::fusion::cross_lingual_features`]; `reference_slope`
-    /// weighs the margin), fitted by `strata eval calibrate --cross-lingual`
-    /// for the configured embedder.
+    /// weighs the margin), fitted by `strata eval calibrate --cross-lingual`.
+    /// Unset (the default): the embedder's own fit.
+    #[serde(default)]
+    pub cross_lingual_calibration: Option<Calibration>,
+}
+
+/// The recall settings that belong to an embedding model rather than to a
+/// deployment: each model puts its cosines on its own scale (MiniLM's
+/// unrelated texts near 0.1, e5's near 0.7), so each needs its own Platt
+/// scaling. `[recall]` keys left unset take the values of the embedder in
+/// use ([`model_fit`], applied by [`RecallConfig::fit_to`] when a `Memory`
+/// opens and on every reload); a key set in config wins.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelFit {
+    /// `recall.vector_calibration`: cosine of an episode's vector → P(relevant).
+    pub vector_calibration: Calibration,
+    /// `recall.knowledge_vector_calibration`: cosine of a typed fact → P(relevant).
+    pub knowledge_vector_calibration: Calibration,
+    /// `recall.cross_lingual`: whether an episode in another language may pass on its vector.
+    pub cross_lingual: bool,
+    /// `recall.cross_lingual_calibration`: (cosine, margin) → P(relevant).
     pub cross_lingual_calibration: Calibration,
+}
+
+/// all-MiniLM-L6-v2's fit (candle f32 and the int8 ONNX export alike).
+/// Vector calibrations from `strata eval calibrate --features` (episodes)
+/// and `--knowledge` (facts) on LoCoMo dev conv-26, conv-41, conv-42 and
+/// LongMemEval_S dev, the two sources weighing the same (docs/evaluation.md,
+/// "Score calibration"; docs/typed-memories.md, "Knowledge in recall"); the
+/// cross-lingual fit from `--cross-lingual` on tests/fixtures/multilingual,
+/// kept for operators who turn it on: off, since the model is English-only
+/// and its fitted probabilities still let a Korean session outrank the
+/// English one an English question is about (tests/cli.rs).
+pub const MINILM_FIT: ModelFit = ModelFit {
+    vector_calibration: Calibration { slope: 4.4300, reference_slope: 0.0, intercept: -3.7966 },
+    knowledge_vector_calibration: Calibration { slope: 1.2200, reference_slope: 0.0, intercept: -2.6770 },
+    cross_lingual: false,
+    cross_lingual_calibration: Calibration { slope: 1.5932, reference_slope: 7.3659, intercept: -2.3361 },
+};
+
+/// multilingual-e5-small's fit (either runtime: their vectors agree within a
+/// cosine of 1e-4), from the same sources and commands as [`MINILM_FIT`]
+/// with this model (p = 0.5 at cosine 0.878 for episodes); cross-lingual
+/// recall on, fitted on all ten users of tests/fixtures/multilingual/dev.json
+/// (fits on either half measured on the other: docs/measurements.md,
+/// "Issue 29, session 3").
+pub const E5_FIT: ModelFit = ModelFit {
+    vector_calibration: Calibration { slope: 62.6141, reference_slope: 0.0, intercept: -54.9582 },
+    knowledge_vector_calibration: Calibration { slope: 1.2200, reference_slope: 0.0, intercept: -2.6770 },
+    cross_lingual: true,
+    cross_lingual_calibration: Calibration { slope: 35.6876, reference_slope: 79.9529, intercept: -31.1787 },
+};
+
+/// The fit of the embedder whose [`crate::llm::Embedder::model_id`] is
+/// `model_id`: [`E5_FIT`] for multilingual-e5-small, [`MINILM_FIT`] for
+/// all-MiniLM-L6-v2 and for any other model (a remote endpoint's), which
+/// has no fit of its own: set its `[recall]` keys from `strata eval
+/// calibrate` with that model.
+pub fn model_fit(model_id: &str) -> ModelFit {
+    if model_id.starts_with("multilingual-e5-small") {
+        E5_FIT
+    } else {
+        MINILM_FIT
+    }
+}
+
+impl RecallConfig {
+    /// Fills the keys left unset with the fit of the embedder `model_id`
+    /// ([`model_fit`]); keys set in config stay.
+    pub fn fit_to(&mut self, model_id: &str) {
+        let f = model_fit(model_id);
+        self.vector_calibration.get_or_insert(f.vector_calibration);
+        self.knowledge_vector_calibration.get_or_insert(f.knowledge_vector_calibration);
+        self.cross_lingual.get_or_insert(f.cross_lingual);
+        self.cross_lingual_calibration.get_or_insert(f.cross_lingual_calibration);
+    }
+    /// `vector_calibration` in force ([`MINILM_FIT`]'s before [`Self::fit_to`]).
+    pub fn vector_calibration(&self) -> Calibration {
+        self.vector_calibration.unwrap_or(MINILM_FIT.vector_calibration)
+    }
+    /// `knowledge_vector_calibration` in force ([`MINILM_FIT`]'s before [`Self::fit_to`]).
+    pub fn knowledge_vector_calibration(&self) -> Calibration {
+        self.knowledge_vector_calibration.unwrap_or(MINILM_FIT.knowledge_vector_calibration)
+    }
+    /// `cross_lingual` in force ([`MINILM_FIT`]'s before [`Self::fit_to`]).
+    pub fn cross_lingual(&self) -> bool {
+        self.cross_lingual.unwrap_or(MINILM_FIT.cross_lingual)
+    }
+    /// `cross_lingual_calibration` in force ([`MINILM_FIT`]'s before [`Self::fit_to`]).
+    pub fn cross_lingual_calibration(&self) -> Calibration {
+        self.cross_lingual_calibration.unwrap_or(MINILM_FIT.cross_lingual_calibration)
+    }
 }
 
 /// `[episodes]`.
@@ -723,6 +856,19 @@ impl Config {
     pub fn validate(&self) -> Result<()> {
         let r = &self.recall;
         let bad = |k: &str, why: &str| Err(Error::Config(format!("{k}: {why}")));
+        let p = &self.proxy;
+        if !p.upstream_url.is_empty() && !(p.upstream_url.starts_with("http://") || p.upstream_url.starts_with("https://")) {
+            return bad("proxy.upstream_url", "must be an http:// or https:// URL, or \"\" (off)");
+        }
+        if p.timeout_ms == 0 || p.connect_timeout_ms == 0 {
+            return bad("proxy.timeout_ms/connect_timeout_ms", "must be positive");
+        }
+        if p.max_tool_rounds > 16 {
+            return bad("proxy.max_tool_rounds", "must be within 0..=16");
+        }
+        if p.max_concurrent_requests == 0 {
+            return bad("proxy.max_concurrent_requests", "must be positive");
+        }
         if !(0.0..=1.0).contains(&r.text_weight) || !(0.0..=1.0).contains(&r.vector_weight) {
             return bad("recall.text_weight/vector_weight", "must be within [0, 1]");
         }
@@ -1006,6 +1152,26 @@ mod tests {
         assert_eq!(c.recall.fusion, Fusion::Weighted);
         assert_eq!(c.pruner.cron, "0 0 */6 * * *");
         assert!(c.recall.trivial_messages.iter().any(|m| m == "안녕하세요"));
+    }
+
+    #[test]
+    fn model_keys_follow_the_embedder_unless_set() {
+        let c = Config::default();
+        assert_eq!(c.recall.vector_calibration, None, "config/default.toml leaves the model keys to the embedder");
+        let mut e5 = c.recall.clone();
+        e5.fit_to("multilingual-e5-small-q4");
+        assert_eq!(e5.vector_calibration(), E5_FIT.vector_calibration);
+        assert!(e5.cross_lingual());
+        let mut minilm = c.recall.clone();
+        minilm.fit_to("all-MiniLM-L6-v2-int8-onnx/256");
+        assert_eq!(minilm.vector_calibration(), MINILM_FIT.vector_calibration);
+        assert!(!minilm.cross_lingual());
+        assert_ne!(E5_FIT.vector_calibration, MINILM_FIT.vector_calibration);
+        // a key set in config (here through the CLI layer) wins over the model's fit
+        let mut set = Config::load(None, &[("recall.cross_lingual".into(), "false".into())]).unwrap().recall;
+        set.fit_to("multilingual-e5-small-q4");
+        assert!(!set.cross_lingual());
+        assert_eq!(set.cross_lingual_calibration(), E5_FIT.cross_lingual_calibration);
     }
 
     #[test]

@@ -245,6 +245,14 @@ impl Memory {
         self.episodic.session(scope, session).await
     }
 
+    /// A session's promotion status ([`Episodic::session_status`]).
+    ///
+    /// # Errors
+    /// As [`Episodic::session_status`].
+    pub async fn session_status(&self, scope: &Scope, session: &SessionId) -> Result<crate::model::SessionState> {
+        self.episodic.session_status(scope, session).await
+    }
+
     // --- typed memories (crate::typed) ---
 
     /// Remembers a typed memory by its type's rules ([`TypedMemories::remember`]).

@@ -123,6 +123,9 @@ impl Runtime {
             None => crate::llm::load::embedder(&config).await?,
         };
         let embedder: Arc<dyn Embedder> = Arc::new(CachedEmbedder::new(embedder, config.embedding.cache_entries));
+        // the [recall] keys that belong to the model (its cosines' scale) follow the embedder in use
+        let mut config = config;
+        config.recall.fit_to(embedder.model_id());
         let prompts = crate::llm::load::prompts(&config)?;
         let chat: Arc<dyn ChatModel> = match components.chat {
             Some(c) => c,
@@ -185,8 +188,11 @@ impl Runtime {
             .unwrap_or_else(|p| p.into_inner().clone())
     }
 
-    /// Puts `recall` in force for the next request (a whole new snapshot).
-    pub fn set_recall(&self, recall: RecallConfig) {
+    /// Puts `recall` in force for the next request (a whole new snapshot),
+    /// its unset model keys filled from the embedder's fit
+    /// ([`RecallConfig::fit_to`]).
+    pub fn set_recall(&self, mut recall: RecallConfig) {
+        recall.fit_to(self.embedder.model_id());
         let t = Arc::new(Tunables::new(recall));
         match self.tunables.write() {
             Ok(mut g) => *g = t,

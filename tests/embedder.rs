@@ -524,7 +524,7 @@ async fn e5_injects_across_languages() {
     drop(mem);
 
     // the same store with cross_lingual off: BM25 cannot reach across, and the vector alone stays under min_score
-    cfg.recall.cross_lingual = false;
+    cfg.recall.cross_lingual = Some(false);
     let mem = strata::Memory::open(cfg).await.unwrap();
     for q in [ko, en] {
         let r = mem.inject(&scope, &live, q).await.unwrap();

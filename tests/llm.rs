@@ -20,7 +20,7 @@ use strata::llm::openai::OpenAiChat;
 use strata::llm::prompts::Prompts;
 use strata::llm::{CallLog, ChatModel, Summary, TranscriptTurn};
 use strata::memory::Components;
-use strata::model::SummaryKind;
+use strata::model::{PromotionStatus, SessionJobKind, SummaryKind};
 use strata::{Config, Memory, NewMessage, Scope, SessionId};
 
 const CHAT: &str = "/v1/chat/completions";
@@ -269,6 +269,13 @@ async fn garbage_is_parked_visibly_and_runs_again_on_retry() {
         "the raw session is kept"
     );
     assert_eq!(mem.llm_usage(None).await.unwrap().failed_calls, 4);
+    // the session's status says so, with the parked job and its error
+    let st = mem.session_status(&scope(), &sid).await.unwrap();
+    assert_eq!(st.status, PromotionStatus::Failed, "{st:?}");
+    assert_eq!((st.episode_id.as_ref(), st.vectors_indexed, st.message_count), (None, false, 3));
+    assert_eq!(st.jobs.len(), 1, "{st:?}");
+    assert!(st.jobs[0].parked && st.jobs[0].kind == SessionJobKind::Promotion && st.jobs[0].id == parked[0].id.0);
+    assert!(st.jobs[0].last_error.as_deref().unwrap_or("").contains("not valid JSON"));
     // the endpoint recovers; the operator retries the dead letters
     server.reset().await;
     Mock::given(method("POST"))
@@ -285,6 +292,10 @@ async fn garbage_is_parked_visibly_and_runs_again_on_retry() {
     assert_eq!(mem.retry_jobs(None).await.unwrap(), 1);
     mem.wait_idle().await.unwrap();
     assert!(mem.parked_jobs(10).await.unwrap().is_empty());
+    let st = mem.session_status(&scope(), &sid).await.unwrap();
+    assert_eq!(st.status, PromotionStatus::Promoted, "{st:?}");
+    assert_eq!(st.episode_id, Some(strata::model::EpisodeId::for_session(&scope(), &sid)));
+    assert!(st.vectors_indexed && st.jobs.is_empty(), "{st:?}");
     assert_eq!(
         only_episode(&mem).await.summary,
         "Dana flies to Busan in May."

@@ -155,6 +155,21 @@ async fn every_route_end_to_end() {
     assert_eq!(ex[0]["outcome"], "kept");
     assert!(ex[0]["bm25"].as_f64().is_some() && ex[0]["keyword_probability"].as_f64().is_some());
     let episode = r.body["entries"][0]["id"].as_str().unwrap().to_string();
+    // the session's promotion status: promoted, with that episode and its vectors
+    let r = call("GET", &s.url(&format!("{SCOPE}/sessions/s1")), None, None).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!((r.body["status"].as_str(), r.body["episode_id"].as_str()), (Some("promoted"), Some(episode.as_str())), "{:?}", r.body);
+    assert_eq!((r.body["message_count"].as_i64(), r.body["vectors_indexed"].as_bool()), (Some(2), Some(true)));
+    assert_eq!(r.body["first_message_at"], "2026-03-01T10:00:00Z");
+    assert_eq!(r.body["last_message_at"], "2026-03-02T10:00:00Z");
+    assert_eq!(r.body["jobs"], json!([]));
+    // a session still taking messages: open, no episode
+    let r = call("POST", &s.url(&format!("{SCOPE}/sessions/s3/messages")), None, Some(json!({"role": "user", "content": "Still here."}))).await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let r = call("GET", &s.url(&format!("{SCOPE}/sessions/s3")), None, None).await;
+    assert_eq!((r.body["status"].as_str(), r.body["episode_id"].is_null(), r.body["vectors_indexed"].as_bool()), (Some("open"), true, Some(false)), "{:?}", r.body);
+    let r = call("GET", &s.url(&format!("{SCOPE}/sessions/never")), None, None).await;
+    assert_eq!((r.status, code(&r)), (404, "not_found"), "{:?}", r.body);
     // a trivial message
     let r = call(
         "POST",
@@ -372,6 +387,11 @@ async fn keys_bind_scopes_and_nothing_leaks() {
         .status,
         403
     );
+    // a session's status is as scoped as its messages
+    let status = |scope: &str| s.url(&format!("{scope}/sessions/s1"));
+    assert_eq!(call("GET", &status(SCOPE), Some(&alice_bot), None).await.status, 200);
+    let (x, y) = (call("GET", &status(SCOPE), Some(&bob), None).await, call("GET", &status("/v1/users/zed/agents/x"), Some(&bob), None).await);
+    assert_eq!((x.status, &x.body), (403, &y.body));
     // operator routes: admin only
     for (method, path) in [
         ("GET", "/v1/jobs"),
@@ -779,6 +799,7 @@ async fn openapi_document_and_router_agree() {
             "POST",
             "/v1/users/{user_id}/agents/{agent_id}/sessions/{session_id}/end",
         ),
+        ("GET", "/v1/users/{user_id}/agents/{agent_id}/sessions/{session_id}"),
         ("POST", "/v1/users/{user_id}/agents/{agent_id}/search"),
         (
             "GET",
@@ -1371,6 +1392,10 @@ async fn sighup_and_the_reload_route_apply_recall_tunables_and_name_the_rest() {
             .unwrap()
     };
     assert_eq!(min_score().await, 0.3);
+    // the keys the config leaves to the model show the embedder's fit in force (MiniLM's)
+    let recall = call("GET", &format!("{base}/v1/admin/config"), None, None).await.body["recall"].clone();
+    assert_eq!(recall["vector_calibration"]["slope"], json!(strata::config::MINILM_FIT.vector_calibration.slope));
+    assert_eq!(recall["cross_lingual"], json!(false));
     // SIGHUP re-reads the file
     std::fs::write(&conf, "[recall]\nmin_score = 0.45\n").unwrap();
     common::signal(&child, "-HUP");

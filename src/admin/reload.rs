@@ -51,6 +51,10 @@ pub struct ReloadReport {
 /// [`crate::Error::Config`] naming the invalid key.
 pub fn reload(rt: &Runtime, new: &Config) -> Result<ReloadReport> {
     new.validate()?;
+    // compared as they would be in force: unset model keys take the embedder's fit
+    let mut new = new.clone();
+    new.recall.fit_to(rt.embedder.model_id());
+    let new = &new;
     let current = rt.active_config();
     let mut report = ReloadReport::default();
     let (a, b) = (

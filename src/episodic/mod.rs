@@ -20,7 +20,7 @@ use crate::model::typed::{MemoryId, Visibility};
 use crate::model::*;
 use crate::recall::fusion::Retrievers;
 use crate::runtime::Runtime;
-use crate::store::EventKind;
+use crate::store::{Event, EventKind};
 use crate::typed::TypedMemories;
 
 /// Largest `top_k` accepted by [`Episodic::memory_search`].
@@ -349,5 +349,59 @@ impl Episodic {
     /// [`Error::NotFound`] when unknown in this scope.
     pub async fn session(&self, scope: &Scope, session: &SessionId) -> Result<Session> {
         self.rt.records.session(scope, session).await
+    }
+
+    /// A session's promotion status: open, completed (promotion queued),
+    /// promoted (with the episode id, and whether its vectors are indexed),
+    /// failed (the promotion job is parked) or expired (promoted, and the
+    /// episode gone since), with the outbox jobs still open for it.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the session is unknown in this scope.
+    pub async fn session_status(&self, scope: &Scope, session: &SessionId) -> Result<SessionState> {
+        let meta = self.rt.records.session(scope, session).await?;
+        let episode_id = EpisodeId::for_session(scope, session);
+        // a scope's open jobs are few (the queue drains in seconds); 1,000 bounds a stuck backlog
+        let jobs: Vec<SessionJob> = self
+            .rt
+            .records
+            .open_jobs(scope, 1_000)
+            .await?
+            .into_iter()
+            .filter_map(|j| {
+                let kind = match &j.event {
+                    Event::SessionCompleted { session_id, .. } if session_id == session => SessionJobKind::Promotion,
+                    Event::EpisodeVectors { episode_id: e, .. } if *e == episode_id => SessionJobKind::Vectors,
+                    Event::EpisodeCreated { episode_id: e, .. } if *e == episode_id => SessionJobKind::Graph,
+                    _ => return None,
+                };
+                Some(SessionJob { id: j.id.0, kind, parked: j.parked, attempts: j.attempts, last_error: j.last_error })
+            })
+            .collect();
+        let episode = match self.rt.records.episode(scope, &episode_id, Utc::now()).await {
+            Ok(e) => Some(e.id),
+            Err(Error::NotFound(_)) => None,
+            Err(e) => return Err(e),
+        };
+        let job = |k: SessionJobKind| jobs.iter().find(|j| j.kind == k);
+        let status = match (meta.status, &episode, job(SessionJobKind::Promotion)) {
+            (SessionStatus::Open, ..) => PromotionStatus::Open,
+            (_, _, Some(j)) if j.parked => PromotionStatus::Failed,
+            (_, Some(_), _) => PromotionStatus::Promoted,
+            (_, None, Some(_)) => PromotionStatus::Completed,
+            // ending writes the promotion job in the same transaction: with
+            // neither job nor episode, the episode existed and is gone
+            (_, None, None) => PromotionStatus::Expired,
+        };
+        Ok(SessionState {
+            session_id: meta.id,
+            status,
+            vectors_indexed: episode.is_some() && job(SessionJobKind::Vectors).is_none(),
+            episode_id: episode,
+            message_count: meta.message_count,
+            first_message_at: meta.started_at,
+            last_message_at: meta.last_message_at,
+            jobs,
+        })
     }
 }

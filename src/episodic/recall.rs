@@ -536,7 +536,7 @@ impl Episodic {
     ) -> Result<HashMap<EpisodeId, Episode>> {
         let asked = language::identify(message);
         // a message without letters (a date, a number) is never cross-lingual
-        if !cfg.cross_lingual || asked.script.is_none() || !fused.iter().any(|h| h.vector.is_some()) {
+        if !cfg.cross_lingual() || asked.script.is_none() || !fused.iter().any(|h| h.vector.is_some()) {
             return Ok(HashMap::new());
         }
         let ids: Vec<EpisodeId> = fused.iter().map(|h| h.episode_id.clone()).collect();
@@ -549,7 +549,7 @@ impl Episodic {
         if !cross.values().any(|c| *c) {
             return Ok(episodes);
         }
-        cross_lingual_rescore(fused, cfg.fusion, cfg.cross_lingual_calibration, is_cross);
+        cross_lingual_rescore(fused, cfg.fusion, cfg.cross_lingual_calibration(), is_cross);
         if let Some(own) = own {
             // the gate's message-only score: a cross-lingual episode's own
             // evidence is its vector

@@ -533,6 +533,76 @@ pub struct Session {
     pub message_count: i64,
 }
 
+/// Where a session is on its way to an episode (`GET …/sessions/{session_id}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PromotionStatus {
+    /// Still taking messages.
+    Open,
+    /// Ended; promotion is queued or running (or waits out a retry backoff).
+    Completed,
+    /// Its episode is written: `memory_search` and `memory_expand` find it
+    /// (by BM25 at once, by vector once `vectors_indexed`).
+    Promoted,
+    /// Promotion failed every attempt and is parked in the dead-letter
+    /// table (`GET /v1/jobs`, `strata jobs retry ID`); the messages are kept.
+    Failed,
+    /// It was promoted, and the episode is gone since: its TTL passed
+    /// (`episodes.ttl_days`) or it was deleted.
+    Expired,
+}
+
+/// What the outbox still has to do for a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionJobKind {
+    /// Summarise the session into its episode.
+    Promotion,
+    /// Embed the episode's vector units (`episodes.defer_vectors`).
+    Vectors,
+    /// Extract entities and relations from the episode (the semantic tier).
+    Graph,
+}
+
+/// One outbox job of a session not yet done.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SessionJob {
+    /// Outbox row id (`strata jobs retry ID`, `POST /v1/jobs/retry` once parked).
+    pub id: i64,
+    /// What it does.
+    pub kind: SessionJobKind,
+    /// Parked after its last attempt failed (else pending).
+    pub parked: bool,
+    /// Failed attempts so far.
+    pub attempts: u32,
+    /// The last error, when an attempt failed.
+    pub last_error: Option<String>,
+}
+
+/// A session's promotion status: [`Session`]'s metadata, its episode once
+/// promoted, and what the background workers still have to do for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SessionState {
+    /// The caller's session id.
+    pub session_id: SessionId,
+    /// Open, completed, promoted, failed (parked) or expired.
+    pub status: PromotionStatus,
+    /// The episode's id, once promoted (deterministic: the same id
+    /// `memory_search` returns for this session).
+    pub episode_id: Option<EpisodeId>,
+    /// Number of messages recorded.
+    pub message_count: i64,
+    /// Timestamp (caller's clock) of the first message.
+    pub first_message_at: DateTime<Utc>,
+    /// Timestamp (caller's clock) of the last message.
+    pub last_message_at: DateTime<Utc>,
+    /// The episode's vectors are in the vector index (false before
+    /// promotion and while a deferred embedding job is open).
+    pub vectors_indexed: bool,
+    /// The session's outbox jobs not yet done, oldest first.
+    pub jobs: Vec<SessionJob>,
+}
+
 /// How an episode's summary was produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]

@@ -71,7 +71,7 @@ impl Calibrations {
     pub fn episodes(cfg: &RecallConfig) -> Self {
         Self {
             keyword: cfg.keyword_calibration,
-            vector: cfg.vector_calibration,
+            vector: cfg.vector_calibration(),
         }
     }
     /// `[recall] knowledge_keyword_calibration` and
@@ -79,7 +79,7 @@ impl Calibrations {
     pub fn knowledge(cfg: &RecallConfig) -> Self {
         Self {
             keyword: cfg.knowledge_keyword_calibration,
-            vector: cfg.knowledge_vector_calibration,
+            vector: cfg.knowledge_vector_calibration(),
         }
     }
     /// Calibrated keyword probability of a raw BM25 score, given the

@@ -29,13 +29,8 @@ use serde::Deserialize;
 use super::{AppState, Principal};
 use crate::error::{Error, Result};
 use crate::memory::GraphSearch;
-use crate::model::{EpisodeId, KeyGrant, Scope};
+use crate::model::{EpisodeId, Scope};
 use crate::Memory;
-
-/// Header naming the user on `/mcp` (admin keys, open servers).
-pub const USER_HEADER: &str = "x-strata-user-id";
-/// Header naming the agent on `/mcp` (user and admin keys, open servers).
-pub const AGENT_HEADER: &str = "x-strata-agent-id";
 
 /// Arguments of `memory_search`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -96,6 +91,83 @@ fn readable(e: Error) -> String {
     super::ApiError::from(e).message
 }
 
+/// `memory_search` for `scope` (MCP and the proxy's tool loop).
+async fn search(memory: &Memory, scope: &Scope, a: SearchArgs) -> std::result::Result<String, String> {
+    let opts = crate::memory::SearchOptions {
+        visibility: a.visibility,
+        ..Default::default()
+    };
+    let r = memory
+        .memory_search_explained(scope, &a.query, a.top_k.unwrap_or(5), opts)
+        .await
+        .map_err(readable)?;
+    json(&r)
+}
+
+/// `memory_expand` for `scope`.
+async fn expand(memory: &Memory, scope: &Scope, a: ExpandArgs) -> std::result::Result<String, String> {
+    let id = EpisodeId::parse(&a.id).map_err(readable)?;
+    json(&memory.memory_expand(scope, &id, a.raw).await.map_err(readable)?)
+}
+
+/// `knowledge_graph_search` for `scope`.
+async fn graph(memory: &Memory, scope: &Scope, a: GraphArgs) -> std::result::Result<String, String> {
+    let req = GraphSearch {
+        query: Some(a.query),
+        hops: a.hops.unwrap_or(1),
+        include_invalid: a.include_invalid,
+        ..Default::default()
+    };
+    json(&memory.knowledge_graph_search(scope, &req).await.map_err(readable)?)
+}
+
+/// The tools the proxy offers a model (`[proxy] tools = true`): the three
+/// memory tools with the MCP server's names, descriptions and argument schemas.
+pub(super) const MEMORY_TOOLS: [&str; 3] = ["memory_search", "memory_expand", "knowledge_graph_search"];
+
+/// [`MEMORY_TOOLS`] as `(name, description, JSON Schema of the arguments)`.
+pub(super) fn memory_tool_definitions() -> Vec<(String, String, serde_json::Value)> {
+    let router = McpServer::tool_router();
+    MEMORY_TOOLS
+        .iter()
+        .filter_map(|name| router.get(name))
+        .map(|t| {
+            let schema = serde_json::Value::Object(t.input_schema.as_ref().clone());
+            (t.name.to_string(), t.description.as_deref().unwrap_or_default().to_string(), schema)
+        })
+        .collect()
+}
+
+/// Runs memory tool `name` with JSON `arguments` for `scope`: `None` when
+/// `name` is not one of [`MEMORY_TOOLS`]; the tool's JSON answer, or an error
+/// message for the model (bad arguments, an unknown id), otherwise.
+pub(super) async fn call_memory_tool(
+    memory: &Memory,
+    scope: &Scope,
+    name: &str,
+    arguments: &str,
+) -> Option<std::result::Result<String, String>> {
+    fn args<T: serde::de::DeserializeOwned>(raw: &str) -> std::result::Result<T, String> {
+        let raw = if raw.trim().is_empty() { "{}" } else { raw };
+        serde_json::from_str(raw).map_err(|e| format!("invalid arguments: {e}"))
+    }
+    Some(match name {
+        "memory_search" => match args(arguments) {
+            Ok(a) => search(memory, scope, a).await,
+            Err(e) => Err(e),
+        },
+        "memory_expand" => match args(arguments) {
+            Ok(a) => expand(memory, scope, a).await,
+            Err(e) => Err(e),
+        },
+        "knowledge_graph_search" => match args(arguments) {
+            Ok(a) => graph(memory, scope, a).await,
+            Err(e) => Err(e),
+        },
+        _ => return None,
+    })
+}
+
 #[tool_router]
 impl McpServer {
     /// A server over `memory`; `scope` fixes the scope (stdio), `None` takes
@@ -121,32 +193,7 @@ impl McpServer {
             .extensions
             .get::<Principal>()
             .ok_or_else(|| Error::Unauthenticated("request was not authenticated".into()))?;
-        let header = |n: &str| {
-            parts
-                .headers
-                .get(n)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        let need = |n: &str| {
-            header(n).ok_or_else(|| {
-                Error::InvalidInput(format!(
-                    "this key does not name one scope: send the {n} header"
-                ))
-            })
-        };
-        let (user, agent) = match principal {
-            Principal::Key(k) => match &k.grant {
-                KeyGrant::Agent { user_id, agent_id } => (user_id.clone(), agent_id.clone()),
-                KeyGrant::User { user_id } => (user_id.clone(), need(AGENT_HEADER)?),
-                KeyGrant::Admin => (need(USER_HEADER)?, need(AGENT_HEADER)?),
-            },
-            Principal::Open => (need(USER_HEADER)?, need(AGENT_HEADER)?),
-        };
-        if !principal.allows(&user, Some(&agent)) {
-            return Err(Error::Forbidden(String::new()));
-        }
-        Scope::new(user, agent)
+        super::scope_for(principal, &parts.headers)
     }
 
     /// L1 search.
@@ -160,20 +207,7 @@ impl McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<String, String> {
         let scope = self.scope(&ctx).map_err(readable)?;
-        let r = self
-            .memory
-            .memory_search_explained(
-                &scope,
-                &a.query,
-                a.top_k.unwrap_or(5),
-                crate::memory::SearchOptions {
-                    visibility: a.visibility,
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(readable)?;
-        json(&r)
+        search(&self.memory, &scope, a).await
     }
 
     /// L1 expand.
@@ -187,13 +221,7 @@ impl McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<String, String> {
         let scope = self.scope(&ctx).map_err(readable)?;
-        let id = EpisodeId::parse(&a.id).map_err(readable)?;
-        let ex = self
-            .memory
-            .memory_expand(&scope, &id, a.raw)
-            .await
-            .map_err(readable)?;
-        json(&ex)
+        expand(&self.memory, &scope, a).await
     }
 
     /// L2 graph.
@@ -207,18 +235,7 @@ impl McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<String, String> {
         let scope = self.scope(&ctx).map_err(readable)?;
-        let req = GraphSearch {
-            query: Some(a.query),
-            hops: a.hops.unwrap_or(1),
-            include_invalid: a.include_invalid,
-            ..Default::default()
-        };
-        let r = self
-            .memory
-            .knowledge_graph_search(&scope, &req)
-            .await
-            .map_err(readable)?;
-        json(&r)
+        graph(&self.memory, &scope, a).await
     }
 
     /// Typed write.

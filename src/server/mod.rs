@@ -19,6 +19,7 @@
 
 pub mod error;
 mod mcp;
+pub mod proxy;
 mod routes;
 
 use std::future::Future;
@@ -69,6 +70,43 @@ impl Principal {
     }
 }
 
+/// Header naming the user on `/mcp` and the proxy (admin keys, open servers).
+pub const USER_HEADER: &str = "x-strata-user-id";
+/// Header naming the agent on `/mcp` and the proxy (user and admin keys, open servers).
+pub const AGENT_HEADER: &str = "x-strata-agent-id";
+
+/// The scope of a request that carries no scope in its path (`/mcp`, the
+/// proxy): an agent key names it; a user key takes the agent from
+/// [`AGENT_HEADER`]; an admin key or an open loopback server takes both
+/// [`USER_HEADER`] and [`AGENT_HEADER`].
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming the missing header; [`Error::Forbidden`]
+/// (empty message: the one refusal body) when the key does not cover the
+/// headers' scope; the [`crate::model::Scope`] id checks.
+pub fn scope_for(principal: &Principal, headers: &axum::http::HeaderMap) -> Result<crate::model::Scope> {
+    use crate::model::KeyGrant;
+    let need = |n: &str| {
+        headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .ok_or_else(|| Error::InvalidInput(format!("this key does not name one scope: send the {n} header")))
+    };
+    let (user, agent) = match principal {
+        Principal::Key(k) => match &k.grant {
+            KeyGrant::Agent { user_id, agent_id } => (user_id.clone(), agent_id.clone()),
+            KeyGrant::User { user_id } => (user_id.clone(), need(AGENT_HEADER)?),
+            KeyGrant::Admin => (need(USER_HEADER)?, need(AGENT_HEADER)?),
+        },
+        Principal::Open => (need(USER_HEADER)?, need(AGENT_HEADER)?),
+    };
+    if !principal.allows(&user, Some(&agent)) {
+        return Err(Error::Forbidden(String::new()));
+    }
+    crate::model::Scope::new(user, agent)
+}
+
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
@@ -83,6 +121,8 @@ pub struct AppState {
     loopback: bool,
     /// The address actually listened on (shown by `/v1/admin/config`).
     pub listen: Option<SocketAddr>,
+    /// The memory proxy's HTTP client of `[proxy] upstream_url`.
+    proxy_client: reqwest::Client,
 }
 
 /// Buckets of the latency histograms, in seconds (1 ms .. 10 s).
@@ -340,6 +380,7 @@ impl AppState {
                 governor::Quota::per_second(rate).allow_burst(burst),
             ))
         });
+        let proxy_client = proxy::client(&memory.config().proxy);
         Self {
             memory,
             source,
@@ -348,6 +389,7 @@ impl AppState {
             shutting_down: Arc::new(AtomicBool::new(false)),
             loopback,
             listen: None,
+            proxy_client,
         }
     }
 
@@ -407,6 +449,21 @@ pub fn router(state: AppState, mcp_cancel: tokio_util::sync::CancellationToken) 
                     sv.max_concurrent_requests,
                 ))
                 .timeout(Duration::from_millis(sv.request_timeout_ms)),
+        )
+        // the proxy waits on a model: its own concurrency limit, and
+        // proxy.timeout_ms on the upstream instead of server.request_timeout_ms
+        .merge(
+            Router::new()
+                .route("/v1/chat/completions", axum::routing::post(proxy::chat_completions))
+                .layer(axum::extract::DefaultBodyLimit::max(sv.max_body_bytes))
+                .layer(
+                    ServiceBuilder::new()
+                        .layer(HandleErrorLayer::new(overloaded))
+                        .load_shed()
+                        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+                            state.memory.config().proxy.max_concurrent_requests,
+                        )),
+                ),
         )
         .layer(middleware::from_fn_with_state(state.clone(), gate))
         .layer(middleware::from_fn(http_metrics))

@@ -63,6 +63,7 @@ pub(super) fn api(state: AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(record_batch))
         .routes(routes!(inject))
         .routes(routes!(end_session))
+        .routes(routes!(session_status))
         .routes(routes!(search))
         .routes(routes!(expand))
         .routes(routes!(graph_search))
@@ -305,6 +306,25 @@ async fn end_session(
         }),
     )
         .into_response())
+}
+
+/// A session's promotion status: `open`, `completed` (promotion queued),
+/// `promoted` (with `episode_id`; `vectors_indexed` once its embedding is
+/// done), `failed` (the promotion job is parked: `GET /v1/jobs`) or
+/// `expired` (promoted, and the episode gone since), with the message count,
+/// the first and last message times and the outbox jobs still open for it.
+/// Poll it after `…/end` instead of `search`.
+#[utoipa::path(
+    get, path = "/v1/users/{user_id}/agents/{agent_id}/sessions/{session_id}", tag = "turns",
+    params(SessionPath),
+    responses((status = 200, body = crate::model::SessionState), (status = 404, description = "no message was recorded in this session", body = ErrorBody))
+)]
+async fn session_status(
+    State(st): State<AppState>,
+    p: Result<Path<SessionPath>, PathRejection>,
+) -> ApiResult<Json<crate::model::SessionState>> {
+    let (scope, session) = path(p)?.parts()?;
+    Ok(Json(st.memory.session_status(&scope, &session).await?))
 }
 
 /// Body of a search.

@@ -653,6 +653,12 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
     assert_eq!(st.count_pending(&kinds).await.unwrap(), 1, "still pending, not dropped");
     st.fail_event(got[0].id, "llm timed out again", 2).await.unwrap();
     assert_eq!(st.count_pending(&kinds).await.unwrap(), 0);
+    // open jobs: the parked one, for its own scope only, with its last error
+    let open = st.open_jobs(&a, 10).await.unwrap();
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert!(open[0].parked && open[0].id == got[0].id && open[0].attempts == 2);
+    assert_eq!(open[0].last_error.as_deref(), Some("llm timed out again"));
+    assert!(st.open_jobs(&b, 10).await.unwrap().is_empty(), "scoped");
     let parked = st.parked_jobs(10).await.unwrap();
     assert_eq!(parked.len(), 1);
     assert_eq!((parked[0].attempts, parked[0].last_error.as_str()), (2, "llm timed out again"));
@@ -661,6 +667,8 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
     assert!(st.parked_jobs(10).await.unwrap().is_empty());
     let again = st.pending_events(&kinds, 10).await.unwrap();
     assert_eq!((again.len(), again[0].attempts), (1, 0), "a fresh attempt budget");
+    let open = st.open_jobs(&a, 10).await.unwrap();
+    assert!(open.len() == 1 && !open[0].parked, "pending again: {open:?}");
 
     // an episode finishes the event and announces itself once
     let e1 = episode(&a, "s1", "Alice moved to Lisbon and has a cat named Miso.", None);
@@ -672,6 +680,8 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
     let vectors = st.pending_events(&[EventKind::EpisodeVectors], 10).await.unwrap();
     assert_eq!(vectors.len(), 1);
     assert!(matches!(&vectors[0].event, Event::EpisodeVectors { scope, episode_id } if *scope == a && *episode_id == e1.id));
+    let open: Vec<EventKind> = st.open_jobs(&a, 10).await.unwrap().iter().map(|j| j.event.kind()).collect();
+    assert_eq!(open, vec![EventKind::EpisodeCreated, EventKind::EpisodeVectors], "promotion done, its follow-ups oldest first");
     st.finish_event(vectors[0].id, vec![]).await.unwrap();
     st.put_episode(&a, &e1, again[0].id, false).await.unwrap();
     assert_eq!(st.count_pending(&[EventKind::EpisodeVectors]).await.unwrap(), 0, "no job without vectors_pending");

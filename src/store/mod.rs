@@ -162,6 +162,21 @@ pub struct ParkedJob {
     pub created_at: DateTime<Utc>,
 }
 
+/// An outbox job not yet done ([`RecordStore::open_jobs`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenJob {
+    /// Outbox row id (what `strata jobs retry ID` takes once parked).
+    pub id: EventId,
+    /// The event, with its scope and session or episode.
+    pub event: Event,
+    /// Parked in the dead-letter table (else pending).
+    pub parked: bool,
+    /// Failed attempts so far.
+    pub attempts: u32,
+    /// The last error, when an attempt failed.
+    pub last_error: Option<String>,
+}
+
 /// LLM cost totals (from the `llm_calls` table).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct UsageTotals {
@@ -344,6 +359,11 @@ pub trait RecordStore: Send + Sync + 'static {
     async fn usage_totals(&self, scope: Option<&Scope>) -> Result<UsageTotals>;
     /// The dead-letter table, oldest first (operators).
     async fn parked_jobs(&self, limit: usize) -> Result<Vec<ParkedJob>>;
+    /// The outbox jobs of `scope` not yet done (pending, including those
+    /// waiting out a retry backoff, or parked), oldest first, at most
+    /// `limit`: what a session's promotion status reads
+    /// ([`crate::Memory::session_status`]).
+    async fn open_jobs(&self, scope: &Scope, limit: usize) -> Result<Vec<OpenJob>>;
     /// Puts parked jobs back in the queue with a fresh attempt budget: one
     /// id, or every parked job for `None`. Returns how many were re-queued.
     async fn retry_parked(&self, id: Option<EventId>) -> Result<usize>;

@@ -29,7 +29,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 use super::{
-    DeleteCounts, Event, EventKind, OutboxEvent, ParkedJob, RecordStore, StoreSizes, UsageTotals,
+    DeleteCounts, Event, EventKind, OpenJob, OutboxEvent, ParkedJob, RecordStore, StoreSizes, UsageTotals,
 };
 use crate::error::{Error, Result};
 use crate::model::*;
@@ -1009,6 +1009,34 @@ impl RecordStore for PgStore {
                 last_error: r.get(3),
                 parked_at: r.get::<_, Option<i64>>(4).map(from_ms),
                 created_at: from_ms(r.get(5)),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn open_jobs(&self, scope: &Scope, limit: usize) -> Result<Vec<OpenJob>> {
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                "SELECT id, payload, status, attempts, last_error FROM outbox
+                 WHERE status IN ('pending', 'parked') AND user_id = $1 AND agent_id = $2 ORDER BY id LIMIT $3",
+                &[&scope.user_id(), &scope.agent_id(), &(limit as i64)],
+            )
+            .await
+            .map_err(pe)?;
+        let mut out = Vec::new();
+        for r in &rows {
+            let id: i64 = r.get(0);
+            let Ok(event) = serde_json::from_str::<Event>(r.get::<_, &str>(1)) else {
+                tracing::warn!(event_id = id, "outbox row with an unreadable payload");
+                continue;
+            };
+            out.push(OpenJob {
+                id: EventId(id),
+                event,
+                parked: r.get::<_, &str>(2) == "parked",
+                attempts: r.get::<_, i32>(3) as u32,
+                last_error: r.get(4),
             });
         }
         Ok(out)

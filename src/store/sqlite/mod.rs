@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::{
-    DeleteCounts, Event, EventKind, OutboxEvent, ParkedJob, RecordStore, StoreSizes, UsageTotals,
+    DeleteCounts, Event, EventKind, OpenJob, OutboxEvent, ParkedJob, RecordStore, StoreSizes, UsageTotals,
 };
 use crate::error::{Error, Result};
 use crate::model::*;
@@ -914,6 +914,30 @@ impl RecordStore for SqliteStore {
                     continue;
                 };
                 out.push(ParkedJob { id: EventId(id), event, attempts: attempts as u32, last_error, parked_at: parked_at.map(from_ms), created_at: from_ms(created_at) });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn open_jobs(&self, scope: &Scope, limit: usize) -> Result<Vec<OpenJob>> {
+        let (user, agent) = (scope.user_id().to_string(), scope.agent_id().to_string());
+        self.run(move |c| {
+            let mut st = c.prepare(
+                "SELECT id, payload, status, attempts, last_error FROM outbox
+                 WHERE status IN ('pending', 'parked') AND user_id = ?1 AND agent_id = ?2 ORDER BY id LIMIT ?3",
+            )?;
+            let rows = st.query_map(params![user, agent, limit as i64], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?, r.get::<_, Option<String>>(4)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, payload, status, attempts, last_error) = row?;
+                let Ok(event) = serde_json::from_str::<Event>(&payload) else {
+                    tracing::warn!(event_id = id, "outbox row with an unreadable payload");
+                    continue;
+                };
+                out.push(OpenJob { id: EventId(id), event, parked: status == "parked", attempts: attempts as u32, last_error });
             }
             Ok(out)
         })
