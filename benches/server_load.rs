@@ -12,6 +12,15 @@
 //! nothing queued, the difference between the paths there is the HTTP layer's
 //! own cost (JSON, hyper, loopback TCP and the client).
 //!
+//! The memory proxy runs through the same server: an OpenAI-compatible
+//! upstream in this process answers every chat completion at once (and
+//! counts the Memory Context it was sent), and the closed-loop and
+//! one-chatbot phases run as `POST /v1/chat/completions` through `strata
+//! serve` (inject, record the turn, forward, record the reply) and straight
+//! to the upstream (the baseline of the proxy's added latency). Prints the
+//! tokens the proxy added per turn (characters / 4, as `strata eval`).
+//! `STRATA_LOAD_PROXY=0` leaves it out.
+//!
 //! `cargo bench --profile dev --bench server_load`; `STRATA_LOAD_CLIENTS`
 //! (32), `STRATA_LOAD_TURNS` (turns per client, 100) and `STRATA_LOAD_EPISODES`
 //! (10000) change the shape, `STRATA_LOAD_SERVER_LOG` the server's log filter
@@ -23,7 +32,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use strata::llm::Embedder;
 use strata::memory::Components;
 use strata::{Config, Memory, NewMessage, Scope, SessionId};
 
@@ -157,6 +165,47 @@ fn rss_mib(pid: u32) -> f64 {
         / 1024.0
 }
 
+/// The proxy phases' upstream: answers every chat completion at once, and
+/// adds up the characters of the system messages it was sent.
+async fn upstream(system_chars: Arc<std::sync::atomic::AtomicUsize>) -> String {
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |axum::Json(req): axum::Json<serde_json::Value>| {
+            let chars = system_chars.clone();
+            async move {
+                let system = req["messages"]
+                    .as_array()
+                    .and_then(|m| m.iter().find(|m| m["role"] == "system"))
+                    .and_then(|m| m["content"].as_str())
+                    .map(|s| s.chars().count())
+                    .unwrap_or(0);
+                chars.fetch_add(system, std::sync::atomic::Ordering::Relaxed);
+                axum::Json(json!({"id": "c", "object": "chat.completion", "model": "m",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Noted."}, "finish_reason": "stop"}]}))
+            }
+        }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", l.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    url
+}
+
+/// One chat completion (the proxy or the upstream directly), as an SDK sends it.
+async fn chat(client: &reqwest::Client, url: &str, session: &str, q: &str) {
+    let r = client
+        .post(format!("{url}/chat/completions"))
+        .header("content-type", "application/json")
+        .header("x-strata-user-id", "load")
+        .header("x-strata-agent-id", "bot")
+        .header("x-strata-session-id", session)
+        .body(json!({"model": "m", "messages": [{"role": "user", "content": q}]}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap_or_default());
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo bench -- --list` / `cargo test --benches`
@@ -219,6 +268,9 @@ fn main() {
         .local_addr()
         .unwrap()
         .port();
+    let with_proxy = std::env::var("STRATA_LOAD_PROXY").map(|v| v != "0").unwrap_or(true);
+    let system_chars = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let upstream_url = rt.block_on(upstream(system_chars.clone()));
     let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
         .args([
             "--data-dir",
@@ -227,6 +279,10 @@ fn main() {
             "pruner.enabled=false",
             "--set",
             "server.max_concurrent_requests=256",
+            "--set",
+            "proxy.max_concurrent_requests=256",
+            "--set",
+            &format!("proxy.upstream_url={upstream_url:?}"),
         ])
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .env("STRATA_LOG", std::env::var("STRATA_LOAD_SERVER_LOG").unwrap_or_else(|_| "warn".into()))
@@ -234,7 +290,7 @@ fn main() {
         .unwrap();
     let base_url = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
-    let (http, idle, peak) = rt.block_on(async {
+    let (http, idle, peak, proxied, direct, tokens) = rt.block_on(async {
         for _ in 0..600 {
             if client
                 .get(format!("{base_url}/readyz"))
@@ -310,10 +366,40 @@ fn main() {
                 per_turn(cpu_ns(std::process::id()) - cpu0.1, s.turns),
             );
         }
+        // the proxy, and the upstream straight (its baseline): closed loop and one chatbot
+        let mut proxied = Vec::new();
+        let mut direct = Vec::new();
+        let mut tokens = f64::NAN;
+        if with_proxy {
+            for (phase, n, turns, _) in phases.iter().filter(|p| p.3.is_none()) {
+                for (out, url, tag) in [(&mut direct, upstream_url.clone(), "direct"), (&mut proxied, format!("{base_url}/v1"), "proxy")] {
+                    let c2 = client.clone();
+                    let cpu0 = (cpu_ns(pid), cpu_ns(std::process::id()));
+                    let chars0 = system_chars.load(std::sync::atomic::Ordering::Relaxed);
+                    let phase = *phase;
+                    out.push(
+                        drive(*n, *turns, None, move |c, t| {
+                            let (client, url) = (c2.clone(), url.clone());
+                            async move {
+                                let q = question(&format!("{tag} {phase}"), c, t);
+                                chat(&client, &url, &format!("{tag}-{phase}-{c}"), &q).await;
+                            }
+                        })
+                        .await,
+                    );
+                    let s = out.last_mut().unwrap();
+                    s.cpu = (per_turn(cpu_ns(pid) - cpu0.0, s.turns), per_turn(cpu_ns(std::process::id()) - cpu0.1, s.turns));
+                    if tag == "proxy" && phase == "serial" {
+                        let chars = system_chars.load(std::sync::atomic::Ordering::Relaxed) - chars0;
+                        tokens = chars as f64 / strata::eval::inject::CHARS_PER_TOKEN as f64 / s.turns as f64;
+                    }
+                }
+            }
+        }
         sampling.store(false, std::sync::atomic::Ordering::Relaxed);
         sampler.await.unwrap();
         let peak = *peak.lock().unwrap();
-        (stats, idle, peak)
+        (stats, idle, peak, proxied, direct, tokens)
     });
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &server.id().to_string()])
@@ -376,6 +462,25 @@ fn main() {
             http[i].pct(0.99) - lib[i].pct(0.99),
             http[i].tps() / lib[i].tps()
         );
+    }
+    if with_proxy {
+        println!("memory proxy: one chat completion per turn (inject, record the turn, forward, record the reply), upstream in this process answering at once");
+        println!("| path | phase | turns/s | p50 ms | p99 ms | CPU ms/turn: server | CPU ms/turn: bench process |");
+        println!("|---|---|---|---|---|---|---|");
+        for (name, runs) in [("upstream directly (baseline, same run)", &direct), ("proxy (strata serve)", &proxied)] {
+            for (phase, s) in ["closed loop", "one chatbot"].iter().zip(runs.iter()) {
+                println!("| {name} | {phase} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} |", s.tps(), s.pct(0.5), s.pct(0.99), s.cpu.0, s.cpu.1);
+            }
+        }
+        for (i, phase) in ["closed loop", "one chatbot"].iter().enumerate() {
+            println!(
+                "proxy added over the upstream, {phase}: p50 +{:.2} ms, p99 +{:.2} ms",
+                proxied[i].pct(0.5) - direct[i].pct(0.5),
+                proxied[i].pct(0.99) - direct[i].pct(0.99)
+            );
+        }
+        println!("proxy capacity against REST inject + record, closed loop: {:.2}", proxied[0].tps() / http[0].tps());
+        println!("tokens the proxy added per turn (one chatbot; Memory Context, characters / 4): {tokens:.1}");
     }
     println!("strata serve resident memory: idle {idle:.0} MiB, peak under load {peak:.0} MiB");
 }

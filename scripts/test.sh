@@ -3,12 +3,15 @@
 # throwaway PostgreSQL (scripts/pg.sh) and a throwaway Bolt graph server
 # (scripts/graph-server.sh, ArcadeDB) on 127.0.0.1, each skipped when its
 # variable (STRATA_TEST_POSTGRES_URL, STRATA_TEST_BOLT_URI) already names a
-# server, then runs every unit, integration and doc test in the one dev
+# server, installs the client tests' packages (scripts/client-deps.sh), then runs every unit, integration and doc test in the one dev
 # profile (dependencies are optimised there, see Cargo.toml) and checks
 # that the benches compile and the API docs build without a warning.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/fetch-model.sh
+# the client and SDK tests' Python venv and npm packages (target/clients-venv, clients/*/node_modules)
+./scripts/client-deps.sh
+export STRATA_REQUIRE_CLIENT_TESTS=1
 cleanup=()
 stop() { for c in "${cleanup[@]}"; do $c || true; done; }
 trap stop EXIT
@@ -26,6 +29,10 @@ if [ -z "${STRATA_TEST_QDRANT_URL:-}" ]; then
 fi
 cargo test --features failpoints --lib --bins --tests "$@"
 cargo test --features failpoints --doc "$@"
+# the Python client against the strata binary the tests just built (clients/python/tests)
+(cd clients/python && ../../target/clients-venv/bin/python -m pytest -q tests)
+# the TypeScript client, and its generated types checked against /openapi.json
+(cd clients/typescript && node --test test/client.test.js)
 cargo test --features failpoints --benches --no-run "$@"
 # the API docs build without a warning (broken or private links, bad HTML)
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps

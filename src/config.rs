@@ -715,11 +715,12 @@ pub struct EmbeddingConfig {
     pub onnx_runtime: PathBuf,
     /// `onnx` provider: threads of one run (1 = a query uses one core, leaving the other to BM25 and SQLite).
     pub onnx_threads: usize,
-    /// `onnx` provider: sessions in the pool, i.e. embeddings that can run at
-    /// once (default 2, this machine's cores; each holds its own weights).
+    /// `onnx` and `e5` (ONNX) providers: sessions in the pool, i.e. query
+    /// embeddings that can run at once (default 2, this machine's cores; each
+    /// holds its own weights: 22 MB for MiniLM, ~55 MB for e5).
     pub onnx_sessions: usize,
-    /// `onnx` provider: most queued texts combined into one ONNX run when
-    /// requests arrive together (micro-batching; 1 = off).
+    /// `onnx` and `e5` (ONNX) providers: most queued texts combined into one
+    /// ONNX run when requests arrive together (micro-batching; 1 = off).
     pub onnx_max_batch: usize,
     /// `onnx` provider: dynamic (int8 activations, the default) or
     /// weights-only quantization; both keep the same vector space, so

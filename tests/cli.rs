@@ -170,6 +170,8 @@ fn missing_model_says_how_to_fetch_it() {
         .args([
             "--set",
             "embedding.model_dir=\"/nonexistent/model\"",
+            "--set",
+            "embedding.e5_model=\"/nonexistent/e5-small-q4.bin\"",
             "search",
             "--user",
             "u",

@@ -295,7 +295,9 @@ async fn garbage_is_parked_visibly_and_runs_again_on_retry() {
     let st = mem.session_status(&scope(), &sid).await.unwrap();
     assert_eq!(st.status, PromotionStatus::Promoted, "{st:?}");
     assert_eq!(st.episode_id, Some(strata::model::EpisodeId::for_session(&scope(), &sid)));
-    assert!(st.vectors_indexed && st.jobs.is_empty(), "{st:?}");
+    // promotion and vectors are done; the graph extraction of the new episode
+    // may still be queued behind them (its own worker)
+    assert!(st.vectors_indexed && st.jobs.iter().all(|j| j.kind == SessionJobKind::Graph), "{st:?}");
     assert_eq!(
         only_episode(&mem).await.summary,
         "Dana flies to Busan in May."

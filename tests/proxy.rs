@@ -423,3 +423,67 @@ async fn a_thread_without_a_session_header_keeps_one_derived_session() {
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-strata-session-id"), format!("{sid}.2"));
 }
+
+/// The command of an SDK check, or `None` (with a SKIPPED line) when its
+/// packages are not installed and `STRATA_REQUIRE_CLIENT_TESTS` is unset;
+/// `scripts/test.sh` installs them (`scripts/client-deps.sh`) and sets it.
+fn sdk(program: &str, needs: &str) -> Option<std::process::Command> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let needs = root.join(needs);
+    if !needs.exists() {
+        assert!(
+            std::env::var_os("STRATA_REQUIRE_CLIENT_TESTS").is_none(),
+            "{} is missing: run scripts/client-deps.sh",
+            needs.display()
+        );
+        eprintln!("SKIPPED: {} is missing (scripts/client-deps.sh installs it)", needs.display());
+        return None;
+    }
+    let mut c = std::process::Command::new(root.join(program));
+    c.current_dir(root.join("clients/proxy-tests"));
+    Some(c)
+}
+
+async fn run_sdk(mut cmd: std::process::Command, script: &'static str, base: String) {
+    let out = tokio::task::spawn_blocking(move || cmd.arg(script).arg(base).output().unwrap()).await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("all checks passed"), "{stdout}");
+}
+
+async fn sdk_proxy() -> Proxy {
+    let p = start(|c| {
+        c.proxy.tools = true;
+        c.proxy.timeout_ms = 1000;
+    })
+    .await;
+    first_session(&p).await;
+    p
+}
+
+#[tokio::test]
+async fn openai_python_sdk_through_the_proxy() {
+    let Some(cmd) = sdk("target/clients-venv/bin/python", "target/clients-venv/bin/python") else {
+        return;
+    };
+    let p = sdk_proxy().await;
+    run_sdk(cmd, "openai_sdk.py", p.base.clone()).await;
+    // each SDK turn went to its own session: user turn and reply, once
+    assert_eq!(p.messages("py-1").await, 2);
+    assert_eq!(p.messages("py-2").await, 2);
+    assert_eq!(p.messages("py-5").await, 1, "the failed turn is kept, no reply");
+}
+
+#[tokio::test]
+async fn openai_node_sdk_through_the_proxy() {
+    let Some(cmd) = sdk("/usr/bin/env", "clients/proxy-tests/node_modules/openai/package.json") else {
+        return;
+    };
+    let mut cmd = cmd;
+    cmd.arg("node");
+    let p = sdk_proxy().await;
+    run_sdk(cmd, "openai_sdk.mjs", p.base.clone()).await;
+    assert_eq!(p.messages("js-1").await, 2);
+    assert_eq!(p.messages("js-2").await, 2);
+    assert_eq!(p.messages("js-5").await, 1);
+}

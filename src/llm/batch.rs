@@ -19,21 +19,31 @@ use crate::error::{Error, Result};
 
 struct Job {
     texts: Vec<String>,
+    /// Queries (`Embedder::embed_query`) or passages: a run holds one kind.
+    query: bool,
     reply: tokio::sync::oneshot::Sender<Result<Vec<Vec<f32>>>>,
 }
 
 /// Anything that embeds on the calling thread (the local models).
 pub trait BlockingEmbed: Send + Sync + 'static {
-    /// Embeds `texts`, blocking.
+    /// Embeds `texts`, blocking: as queries when `query` (models with
+    /// query and passage prefixes, e5) or as passages.
     ///
     /// # Errors
     /// The model's.
-    fn embed_now(&self, texts: &[String]) -> Result<Vec<Vec<f32>>>;
+    fn embed_now(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>>;
 }
 
 impl BlockingEmbed for super::onnx::OnnxEmbedder {
-    fn embed_now(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+    /// MiniLM embeds queries and passages alike.
+    fn embed_now(&self, texts: &[String], _query: bool) -> Result<Vec<Vec<f32>>> {
         self.embed_blocking(texts)
+    }
+}
+
+impl BlockingEmbed for super::e5_onnx::E5OnnxEmbedder {
+    fn embed_now(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>> {
+        self.embed_blocking(texts, query)
     }
 }
 
@@ -78,7 +88,13 @@ impl BatchingEmbedder {
                                 Err(_) => break,
                             }
                         }
-                        run(inner.as_ref(), jobs);
+                        // one run per kind (queries and passages take other prefixes)
+                        let (queries, passages): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| j.query);
+                        for (kind, group) in [(true, queries), (false, passages)] {
+                            if !group.is_empty() {
+                                run(inner.as_ref(), group, kind);
+                            }
+                        }
                     }
                 });
             if let Err(e) = spawned {
@@ -95,11 +111,11 @@ impl BatchingEmbedder {
 }
 
 /// Embeds every job's texts in one call and hands each job its share.
-fn run<E: BlockingEmbed + ?Sized>(inner: &E, jobs: Vec<Job>) {
+fn run<E: BlockingEmbed + ?Sized>(inner: &E, jobs: Vec<Job>, query: bool) {
     metrics::histogram!("strata_embed_batch_texts")
         .record(jobs.iter().map(|j| j.texts.len()).sum::<usize>() as f64);
     let all: Vec<String> = jobs.iter().flat_map(|j| j.texts.iter().cloned()).collect();
-    match inner.embed_now(&all) {
+    match inner.embed_now(&all, query) {
         Ok(vecs) if vecs.len() == all.len() => {
             let mut it = vecs.into_iter();
             for j in jobs {
@@ -138,19 +154,27 @@ impl Embedder for BatchingEmbedder {
         }
         if texts.len() > SPLIT_ABOVE && self.workers > 1 {
             let parts = super::split_interleaved(texts, self.workers);
-            let done = futures::future::try_join_all(parts.iter().map(|p| self.send(p))).await?;
+            let done = futures::future::try_join_all(parts.iter().map(|p| self.send(p, false))).await?;
             return super::merge_interleaved(done, texts.len());
         }
-        self.send(texts).await
+        self.send(texts, false).await
+    }
+    /// Queries: batched with other queries only, never split (a few texts).
+    async fn embed_query(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.send(texts, true).await
     }
 }
 
 impl BatchingEmbedder {
-    async fn send(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+    async fn send(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>> {
         let (reply, rx) = tokio::sync::oneshot::channel();
         self.tx
             .send(Job {
                 texts: texts.to_vec(),
+                query,
                 reply,
             })
             .map_err(|_| Error::Embedder("the embedding threads have stopped".into()))?;
@@ -164,13 +188,17 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// A fake model: the vector of a text is [its length], and it counts calls.
+    /// A fake model: the vector of a text is [its length] (negated for a
+    /// query), and it counts calls.
     struct Fake {
         calls: AtomicUsize,
         largest: AtomicUsize,
     }
     impl BlockingEmbed for Fake {
-        fn embed_now(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        fn embed_now(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>> {
+            if query {
+                return Ok(self.embed_now(texts, false)?.into_iter().map(|v| vec![-v[0]]).collect());
+            }
             self.calls.fetch_add(1, Ordering::SeqCst);
             self.largest.fetch_max(texts.len(), Ordering::SeqCst);
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -189,7 +217,28 @@ mod tests {
             "fake"
         }
         async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-            self.embed_now(texts)
+            self.embed_now(texts, false)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn queries_and_passages_never_share_a_run() {
+        let fake = Arc::new(Fake { calls: AtomicUsize::new(0), largest: AtomicUsize::new(0) });
+        let b = Arc::new(BatchingEmbedder::new(fake.clone(), 1, 8));
+        let tasks: Vec<_> = (0..16)
+            .map(|i| {
+                let b = b.clone();
+                tokio::spawn(async move {
+                    let t = vec!["x".repeat(i + 1)];
+                    let v = if i % 2 == 0 { b.embed_query(&t).await } else { b.embed(&t).await };
+                    (i, v.unwrap())
+                })
+            })
+            .collect();
+        for t in tasks {
+            let (i, v) = t.await.unwrap();
+            let len = (i + 1) as f32;
+            assert_eq!(v, vec![vec![if i % 2 == 0 { -len } else { len }]], "request {i}");
         }
     }
 

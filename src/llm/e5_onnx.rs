@@ -463,8 +463,11 @@ fn build_model(model: &Model, bytes: &[u8], accuracy_level: i64) -> Result<Vec<u
 struct Inner {
     /// Passages. `Session::run` takes `&mut`: one run at a time.
     session: Mutex<ort::session::Session>,
-    /// Queries, at [`QUERY_ACCURACY`]; `None` when they share `session`.
-    query_session: Option<Mutex<ort::session::Session>>,
+    /// Queries, at [`QUERY_ACCURACY`]: a pool, so concurrent queries run on
+    /// every core; empty when they share `session`.
+    query_sessions: Vec<Mutex<ort::session::Session>>,
+    /// Round-robin start of the query pool's search for a free session.
+    next_query: std::sync::atomic::AtomicUsize,
     front: Front,
     threads: usize,
 }
@@ -486,13 +489,18 @@ impl Inner {
         }
         let embeds = ort::value::Tensor::from_array(([b, l, h], emb)).map_err(ee)?;
         let mask = ort::value::Tensor::from_array(([b, l], mask)).map_err(ee)?;
-        let session = match (&self.query_session, query) {
-            (Some(q), true) => q,
-            _ => &self.session,
+        let poisoned = |_| Error::Task("e5 onnx session mutex poisoned".into());
+        let mut session = if query && !self.query_sessions.is_empty() {
+            // a free session of the pool if there is one, else wait on the next in turn
+            let n = self.query_sessions.len();
+            let start = self.next_query.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match (0..n).find_map(|i| self.query_sessions[(start + i) % n].try_lock().ok()) {
+                Some(s) => s,
+                None => self.query_sessions[start % n].lock().map_err(poisoned)?,
+            }
+        } else {
+            self.session.lock().map_err(poisoned)?
         };
-        let mut session = session
-            .lock()
-            .map_err(|_| Error::Task("e5 onnx session mutex poisoned".into()))?;
         let out = session
             .run(ort::inputs![INPUT_EMBEDS => embeds, INPUT_MASK => mask])
             .map_err(ee)?;
@@ -547,7 +555,25 @@ impl E5OnnxEmbedder {
         max_tokens: usize,
         threads: usize,
     ) -> Result<Self> {
-        Self::load_with(model, runtime, batch_size, max_tokens, threads, true)
+        Self::load_pool(model, runtime, batch_size, max_tokens, threads, 1)
+    }
+
+    /// [`E5OnnxEmbedder::load`] with `query_sessions` int8 query sessions
+    /// (≥ 1; one per core lets concurrent queries run at once, each holding
+    /// its own ~55 MB copy of the 4-bit weights; `embedding.onnx_sessions`).
+    ///
+    /// # Errors
+    /// As [`E5OnnxEmbedder::load`].
+    pub fn load_pool(
+        model: &Path,
+        runtime: &Path,
+        batch_size: usize,
+        max_tokens: usize,
+        threads: usize,
+        query_sessions: usize,
+    ) -> Result<Self> {
+        let n = query_sessions.max(1);
+        load_file(model, |bytes| Self::from_bytes(bytes, runtime, batch_size, max_tokens, threads, n))
     }
 
     /// [`E5OnnxEmbedder::load`], with `int8_queries` choosing whether
@@ -564,7 +590,8 @@ impl E5OnnxEmbedder {
         threads: usize,
         int8_queries: bool,
     ) -> Result<Self> {
-        load_file(model, |bytes| Self::from_bytes(bytes, runtime, batch_size, max_tokens, threads, int8_queries))
+        let query_sessions = usize::from(int8_queries);
+        load_file(model, |bytes| Self::from_bytes(bytes, runtime, batch_size, max_tokens, threads, query_sessions))
     }
 
     /// Builds the graphs and the sessions from a file image (all of it is
@@ -575,7 +602,7 @@ impl E5OnnxEmbedder {
         batch_size: usize,
         max_tokens: usize,
         threads: usize,
-        int8_queries: bool,
+        query_sessions: usize,
     ) -> Result<Self> {
         let model = parse(bytes)?;
         let env = super::onnx::environment(runtime)?;
@@ -596,11 +623,12 @@ impl E5OnnxEmbedder {
                 .map_err(|e| ee(format!("ONNX Runtime refused the graph: {e}")))
         };
         let passages = session(PASSAGE_ACCURACY)?;
-        let queries = int8_queries.then(|| session(QUERY_ACCURACY)).transpose()?;
+        let queries = (0..query_sessions).map(|_| session(QUERY_ACCURACY).map(Mutex::new)).collect::<Result<Vec<_>>>()?;
         Ok(Self {
             inner: Arc::new(Inner {
                 session: Mutex::new(passages),
-                query_session: queries.map(Mutex::new),
+                query_sessions: queries,
+                next_query: std::sync::atomic::AtomicUsize::new(0),
                 front: Front::new(model, bytes, batch_size, max_tokens)?,
                 threads,
             }),

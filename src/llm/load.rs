@@ -40,17 +40,20 @@ pub async fn embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
                 Ok(Arc::new(e5))
             }
             crate::config::E5Runtime::Onnx => {
+                let (workers, max_batch) = (e.onnx_sessions, e.onnx_max_batch);
                 let e5 = tokio::task::spawn_blocking(move || {
-                    super::e5_onnx::E5OnnxEmbedder::load(
+                    super::e5_onnx::E5OnnxEmbedder::load_pool(
                         &e.e5_model_path(),
                         &e.onnx_runtime_path(),
                         e.batch_size,
                         e.max_tokens,
                         e.onnx_threads,
+                        e.onnx_sessions,
                     )
                 })
                 .await??;
-                Ok(Arc::new(e5))
+                // a query session per worker thread, and concurrent queries batched
+                Ok(Arc::new(super::batch::BatchingEmbedder::new(Arc::new(e5), workers, max_batch)))
             }
         },
         EmbeddingProvider::Onnx => {

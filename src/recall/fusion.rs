@@ -176,8 +176,9 @@ fn empty<K: DocKey>(id: &K) -> FusedHit<K> {
 
 /// The cross-lingual features of each candidate `is_cross` marks, from the
 /// cosines of all of them: `(cosine, margin)`, the margin being the best
-/// one's lead over the second (0.03 when it is alone, about the median lead
-/// of a gold episode on the multilingual dev set) and, for every other,
+/// one's lead over the second (when it is alone, [`LONE_MARGIN`] or, if
+/// smaller, its lead over the nearest candidate in the message's own
+/// language, which may be negative) and, for every other,
 /// its (negative) distance to the best. Candidates without a cosine get
 /// none. Returned in `hits` order.
 pub fn cross_lingual_features<K>(hits: &[FusedHit<K>], is_cross: impl Fn(&K) -> bool) -> Vec<Option<(f64, f64)>> {
@@ -188,8 +189,20 @@ pub fn cross_lingual_features<K>(hits: &[FusedHit<K>], is_cross: impl Fn(&K) -> 
         .collect();
     cos.sort_by(|a, b| b.total_cmp(a));
     let best = cos.first().copied();
-    let lead = match (cos.first(), cos.get(1)) {
-        (Some(a), Some(b)) => a - b,
+    // the closest candidate in the message's own language
+    let same = hits
+        .iter()
+        .filter(|h| !is_cross(&h.episode_id))
+        .filter_map(|h| h.vector.map(f64::from))
+        .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
+    let lead = match (cos.first(), cos.get(1), same) {
+        (Some(a), Some(b), _) => a - b,
+        // alone among the cross-lingual candidates, it has no rival to lead,
+        // so it gets LONE_MARGIN, but never more than its lead over the
+        // nearest candidate in the message's own language: a lone Korean
+        // session must not pass, on its vector alone, an English session
+        // nearer to an English question (tests/cli.rs)
+        (Some(a), None, Some(s)) => LONE_MARGIN.min(a - s),
         _ => LONE_MARGIN,
     };
     hits.iter()
@@ -285,6 +298,13 @@ mod tests {
         // a lone cross-lingual candidate gets LONE_MARGIN
         let lone = vec![cand("x", 0.0, Some(0.86))];
         assert_eq!(cross_lingual_features(&lone, |_| true)[0], Some((0.8600000143051147, LONE_MARGIN)));
+        // ... or its lead over a nearer candidate in the message's language, when smaller
+        let near = vec![cand("x", 0.0, Some(0.80)), cand("same", 0.07, Some(0.83))];
+        let f = cross_lingual_features(&near, |k| *k == id("x"));
+        let (c, m) = f[0].unwrap();
+        assert!((m - (c - 0.83)).abs() < 1e-6 && m < 0.0, "{f:?}");
+        let far = vec![cand("x", 0.0, Some(0.82)), cand("same", 0.0, Some(0.75))];
+        assert_eq!(cross_lingual_features(&far, |k| *k == id("x"))[0].unwrap().1, LONE_MARGIN);
     }
 
     #[test]

@@ -1,0 +1,18 @@
+"""Python client of Strata, the tiered conversational memory runtime.
+
+    from strata_client import Strata
+    s = Strata("http://127.0.0.1:8750", api_key="sk_strata_...").scope("alice", "support-bot")
+    ctx = s.inject("thread-42", "what did we decide about Kafka?")["section"]
+
+Sync (:class:`Strata`) and async (:class:`AsyncStrata`) clients on httpx,
+types generated from ``/openapi.json`` (:mod:`strata_client.models`), one
+exception per error code (:mod:`strata_client.errors`).
+"""
+from . import errors, models
+from .client import AsyncScope, AsyncStrata, PromotionFailed, Scope, Strata
+from .errors import *  # noqa: F401,F403  (one class per error code)
+
+__all__ = ["Strata", "AsyncStrata", "Scope", "AsyncScope", "PromotionFailed", "errors", "models"] + [
+    c.__name__ for c in errors.ERRORS.values()
+] + ["StrataError"]
+__version__ = "0.1.0"
