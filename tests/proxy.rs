@@ -487,3 +487,56 @@ async fn openai_node_sdk_through_the_proxy() {
     assert_eq!(p.messages("js-2").await, 2);
     assert_eq!(p.messages("js-5").await, 1);
 }
+
+/// The proxy in front of a real model: llama.cpp's server (llama-cpp-python,
+/// `scripts/llm-e2e.sh` builds it) at `STRATA_TEST_LLAMA_URL` (with its
+/// `/v1`), model `STRATA_TEST_LLAMA_MODEL` (default `smollm2-135m`, the script's alias). Skipped
+/// when the variable is unset: CI does not build llama.cpp (~11 min).
+#[tokio::test]
+async fn the_proxy_in_front_of_llama_cpp() {
+    let Ok(url) = std::env::var("STRATA_TEST_LLAMA_URL") else {
+        eprintln!("SKIPPED: STRATA_TEST_LLAMA_URL is not set (a llama.cpp server, see scripts/llm-e2e.sh)");
+        return;
+    };
+    let model = std::env::var("STRATA_TEST_LLAMA_MODEL").unwrap_or_else(|_| "smollm2-135m".into());
+    let p = start(|c| {
+        c.proxy.upstream_url = url;
+        c.proxy.timeout_ms = 300_000;
+    })
+    .await;
+    let mut thread = vec![];
+    for text in MISO_TURNS {
+        thread.push(user(text));
+        let r = p.chat(&with(&[("x-strata-session-id", "l1")]), json!({"model": model, "max_tokens": 48, "messages": thread})).await;
+        assert_eq!(r.status, 200, "{}", r.text);
+        let reply = r.json()["choices"][0]["message"].clone();
+        assert!(!reply["content"].as_str().unwrap_or("").trim().is_empty(), "{reply}");
+        thread.push(reply);
+    }
+    assert_eq!(p.messages("l1").await, 4);
+    p.memory.end_session(&scope(), &SessionId::new("l1").unwrap()).await.unwrap();
+    p.memory.wait_promoted().await.unwrap();
+    let r = p
+        .chat(&with(&[("x-strata-session-id", "l2")]), json!({"model": model, "max_tokens": 48, "stream": true, "messages": [user(QUESTION)]}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.header("x-strata-injected").starts_with("ep_"), "{:?}", r.headers);
+    let text: String = r
+        .text
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| v["choices"][0]["delta"]["content"].as_str().map(str::to_string))
+        .collect();
+    assert!(!text.trim().is_empty(), "{}", r.text);
+    for _ in 0..100 {
+        if p.messages("l2").await == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(p.messages("l2").await, 2, "the streamed reply is recorded");
+    eprintln!("llama.cpp answered through the proxy: {text:?}");
+}
+
+const MISO_TURNS: [&str; 2] = ["I adopted a grey cat called Miso last spring.", "Miso sleeps on the radiator every afternoon."];
