@@ -295,6 +295,11 @@ async fn the_memory_tools_run_inside_strata_and_client_tools_pass_through() {
         // the client never sees the memory tool calls
         assert!(!r.text.contains("\"memory_search\""), "{}", r.text);
     }
+    // operators see the rounds and the upstream calls
+    let metrics = reqwest::get(format!("{}/metrics", p.base)).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("strata_proxy_tool_calls_total{tool=\"memory_search\"}"), "{metrics}");
+    assert!(metrics.contains("strata_proxy_upstream_calls_total{outcome=\"ok\"}"), "{metrics}");
+    assert!(metrics.contains("strata_proxy_upstream_duration_seconds_bucket"), "{metrics}");
     // a call to the client's own tool comes back to the client untouched
     let weather = json!({"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}});
     let r = p

@@ -226,6 +226,19 @@ fn describe_metrics() {
         "strata_store_rows",
         "rows per table of the stores, over every scope"
     );
+    describe_histogram!(
+        "strata_proxy_upstream_duration_seconds",
+        Unit::Seconds,
+        "memory proxy: time to the upstream's response headers, per upstream call, by outcome (ok, upstream_error, timeout, unavailable)"
+    );
+    describe_counter!(
+        "strata_proxy_upstream_calls_total",
+        "memory proxy: upstream calls by outcome (a request with memory-tool rounds makes several)"
+    );
+    describe_counter!(
+        "strata_proxy_tool_calls_total",
+        "memory proxy: memory-tool calls answered inside Strata, by tool"
+    );
     metrics::counter!("strata_inject_trivial_total").increment(0);
 }
 

@@ -310,6 +310,7 @@ async fn answer_calls(st: &AppState, scope: &Scope, req: &mut serde_json::Map<St
             None => format!("error: no tool named {}", c.name),
         };
         tracing::debug!(tool = %c.name, chars = out.len(), "proxy: memory tool answered");
+        metrics::counter!("strata_proxy_tool_calls_total", "tool" => c.name.clone()).increment(1);
         messages.push(json!({"role": "tool", "tool_call_id": c.id, "content": out}));
     }
 }
@@ -337,7 +338,17 @@ impl Ctx {
         if let Some(a) = &self.upstream_auth {
             b = b.header(header::AUTHORIZATION, a.clone());
         }
-        let resp = b.send().await.map_err(|e| send_error(&e))?;
+        let started = std::time::Instant::now();
+        let sent = b.send().await;
+        let outcome = match &sent {
+            Ok(r) if r.status().is_success() => "ok",
+            Ok(_) => "upstream_error",
+            Err(e) if e.is_timeout() => "timeout",
+            Err(_) => "unavailable",
+        };
+        metrics::histogram!("strata_proxy_upstream_duration_seconds", "outcome" => outcome).record(started.elapsed().as_secs_f64());
+        metrics::counter!("strata_proxy_upstream_calls_total", "outcome" => outcome).increment(1);
+        let resp = sent.map_err(|e| send_error(&e))?;
         if !resp.status().is_success() {
             let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
             let body = resp.bytes().await.unwrap_or_default();
