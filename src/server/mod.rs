@@ -619,15 +619,7 @@ async fn principal(st: &AppState, auth: Option<header::HeaderValue>) -> ApiResul
         )
         .into());
     };
-    let secret = h
-        .to_str()
-        .ok()
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .ok_or_else(|| {
+    let secret = bearer(&h).ok_or_else(|| {
             Error::Unauthenticated("the Authorization header must be `Bearer <key>`".into())
         })?;
     let key = st.memory.authenticate(secret).await?;
@@ -643,6 +635,12 @@ async fn principal(st: &AppState, auth: Option<header::HeaderValue>) -> ApiResul
         }
     }
     Ok(Principal::Key(key))
+}
+
+/// The token of an `Authorization: Bearer <token>` value, trimmed.
+fn bearer(v: &header::HeaderValue) -> Option<&str> {
+    let v = v.to_str().ok()?;
+    v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")).map(str::trim)
 }
 
 fn caller(req: &Request) -> ApiResult<Principal> {

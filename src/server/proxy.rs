@@ -115,14 +115,12 @@ struct Keys {
 
 fn keys(headers: &HeaderMap, cfg: &ProxyConfig) -> Result<Keys, Response> {
     let auth = headers.get(header::AUTHORIZATION).cloned();
-    let is_strata = |v: &HeaderValue| {
-        v.to_str().ok().and_then(|s| s.strip_prefix("Bearer ").or_else(|| s.strip_prefix("bearer "))).is_some_and(|s| s.trim().starts_with(crate::keys::SECRET_PREFIX))
-    };
+    let is_strata = |v: &HeaderValue| super::bearer(v).is_some_and(|s| s.starts_with(crate::keys::SECRET_PREFIX));
     let (strata, request_upstream) = match headers.get(KEY_HEADER) {
         Some(k) => {
             let raw = k.to_str().map_err(|_| invalid(format!("{KEY_HEADER} is not text")))?.trim();
-            let bearer = if raw.starts_with("Bearer ") || raw.starts_with("bearer ") { raw.to_string() } else { format!("Bearer {raw}") };
-            (Some(HeaderValue::from_str(&bearer).map_err(|_| invalid(format!("{KEY_HEADER} is not a key")))?), auth)
+            let secret = super::bearer(k).unwrap_or(raw);
+            (Some(HeaderValue::from_str(&format!("Bearer {secret}")).map_err(|_| invalid(format!("{KEY_HEADER} is not a key")))?), auth)
         }
         None => match auth {
             Some(a) if is_strata(&a) => (Some(a), None),
@@ -197,19 +195,19 @@ pub fn derived_session(messages: &[Value]) -> String {
 /// The session this request writes to. A named one is used as it is (an
 /// ended one makes the record a 409). A derived one that the idle timeout
 /// ended continues in `….2`, `….3`, …: the first that is open or new.
-async fn session(st: &AppState, scope: &Scope, headers: &HeaderMap, messages: &[Value]) -> Result<(SessionId, bool), Response> {
+async fn session(st: &AppState, scope: &Scope, headers: &HeaderMap, messages: &[Value]) -> Result<SessionId, Response> {
     if let Some(h) = headers.get(SESSION_HEADER) {
         let s = h.to_str().map_err(|_| invalid(format!("{SESSION_HEADER} is not text")))?;
-        return Ok((SessionId::new(s.trim()).map_err(strata_error)?, true));
+        return SessionId::new(s.trim()).map_err(strata_error);
     }
     let base = derived_session(messages);
     for n in 1..=MAX_CHAIN {
         let id = if n == 1 { base.clone() } else { format!("{base}.{n}") };
         let sid = SessionId::new(&id).map_err(strata_error)?;
         match st.memory.session(scope, &sid).await {
-            Ok(s) if s.status == SessionStatus::Open => return Ok((sid, false)),
+            Ok(s) if s.status == SessionStatus::Open => return Ok(sid),
             Ok(_) => continue,
-            Err(Error::NotFound(_)) => return Ok((sid, false)),
+            Err(Error::NotFound(_)) => return Ok(sid),
             Err(e) => return Err(strata_error(e)),
         }
     }
@@ -403,17 +401,16 @@ async fn run(st: AppState, headers: HeaderMap, body: Bytes) -> Result<Response, 
         return Err(oai_error(StatusCode::BAD_REQUEST, "model_not_allowed", "invalid_request_error", format!("model {model:?} is not in proxy.models")));
     }
     let stream = req.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let messages: Vec<Value> = match req.get("messages") {
-        Some(Value::Array(m)) if !m.is_empty() => m.clone(),
+    let mut messages: Vec<Value> = match req.remove("messages") {
+        Some(Value::Array(m)) if !m.is_empty() => m,
         _ => return Err(invalid("`messages` must be a non-empty array")),
     };
     let t = turn(&messages);
-    let (session, _named) = session(&st, &scope, &headers, &messages).await?;
+    let session = session(&st, &scope, &headers, &messages).await?;
     let (user_key, reply_key) = turn_keys(&headers, &t);
 
     // inject before recording: the recall query's earlier turns are the session's
     let mut injected = String::new();
-    let mut messages = messages;
     if !t.text.trim().is_empty() {
         match st.memory.inject(&scope, &session, &t.text).await {
             Ok(r) => {
@@ -517,19 +514,19 @@ impl Sse {
     /// text (blank-line terminator included) and its `data` payload.
     fn push(&mut self, chunk: &[u8]) -> Vec<(String, String)> {
         self.buf.extend_from_slice(chunk);
+        let find = |buf: &[u8], sep: &[u8]| buf.windows(sep.len()).position(|w| w == sep).map(|i| i + sep.len());
         let mut out = vec![];
         loop {
-            let text = String::from_utf8_lossy(&self.buf).to_string();
-            let end = [("\r\n\r\n", 4), ("\n\n", 2)].iter().filter_map(|(sep, n)| text.find(sep).map(|i| (i, *n))).min();
-            let Some((i, n)) = end else { break };
-            let raw = text[..i + n].to_string();
+            let ends = [find(&self.buf, b"\r\n\r\n"), find(&self.buf, b"\n\n")];
+            let Some(end) = ends.into_iter().flatten().min() else { break };
+            let raw = String::from_utf8_lossy(&self.buf[..end]).into_owned();
             let data = raw
                 .lines()
                 .filter_map(|l| l.strip_prefix("data:"))
                 .map(|d| d.strip_prefix(' ').unwrap_or(d))
                 .collect::<Vec<_>>()
                 .join("\n");
-            self.buf.drain(..raw.len());
+            self.buf.drain(..end);
             out.push((raw, data));
         }
         out

@@ -162,6 +162,19 @@ pub struct ParkedJob {
     pub created_at: DateTime<Utc>,
 }
 
+/// The event of a listed outbox row (`parked_jobs`, `open_jobs`), or `None`,
+/// logged with `what` (the kind of row), when its payload cannot be read:
+/// a listing skips such a row; the claim path parks it.
+pub(crate) fn listed_event(id: i64, payload: &str, what: &str) -> Option<Event> {
+    match serde_json::from_str::<Event>(payload) {
+        Ok(e) => Some(e),
+        Err(_) => {
+            tracing::warn!(event_id = id, "{what} with an unreadable payload");
+            None
+        }
+    }
+}
+
 /// An outbox job not yet done ([`RecordStore::open_jobs`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenJob {

@@ -998,8 +998,7 @@ impl RecordStore for PgStore {
         let mut out = Vec::new();
         for r in &rows {
             let id: i64 = r.get(0);
-            let Ok(event) = serde_json::from_str::<Event>(r.get::<_, &str>(1)) else {
-                tracing::warn!(event_id = id, "dead-letter row with an unreadable payload");
+            let Some(event) = super::listed_event(id, r.get::<_, &str>(1), "dead-letter row") else {
                 continue;
             };
             out.push(ParkedJob {
@@ -1027,8 +1026,7 @@ impl RecordStore for PgStore {
         let mut out = Vec::new();
         for r in &rows {
             let id: i64 = r.get(0);
-            let Ok(event) = serde_json::from_str::<Event>(r.get::<_, &str>(1)) else {
-                tracing::warn!(event_id = id, "outbox row with an unreadable payload");
+            let Some(event) = super::listed_event(id, r.get::<_, &str>(1), "outbox row") else {
                 continue;
             };
             out.push(OpenJob {

@@ -909,8 +909,7 @@ impl RecordStore for SqliteStore {
             let mut out = Vec::new();
             for row in rows {
                 let (id, payload, attempts, last_error, parked_at, created_at) = row?;
-                let Ok(event) = serde_json::from_str::<Event>(&payload) else {
-                    tracing::warn!(event_id = id, "dead-letter row with an unreadable payload");
+                let Some(event) = super::listed_event(id, &payload, "dead-letter row") else {
                     continue;
                 };
                 out.push(ParkedJob { id: EventId(id), event, attempts: attempts as u32, last_error, parked_at: parked_at.map(from_ms), created_at: from_ms(created_at) });
@@ -933,8 +932,7 @@ impl RecordStore for SqliteStore {
             let mut out = Vec::new();
             for row in rows {
                 let (id, payload, status, attempts, last_error) = row?;
-                let Ok(event) = serde_json::from_str::<Event>(&payload) else {
-                    tracing::warn!(event_id = id, "outbox row with an unreadable payload");
+                let Some(event) = super::listed_event(id, &payload, "outbox row") else {
                     continue;
                 };
                 out.push(OpenJob { id: EventId(id), event, parked: status == "parked", attempts: attempts as u32, last_error });
