@@ -43,6 +43,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// `[proxy]`: the OpenAI-compatible memory proxy of `strata serve`.
     pub proxy: ProxyConfig,
+    /// `[webhooks]`: signed notifications posted through the outbox.
+    pub webhooks: WebhooksConfig,
     /// `[stores]`: which engine holds each role.
     pub stores: StoresConfig,
     /// `[postgres]`: the server of `stores.records = "postgres"`.
@@ -112,6 +114,100 @@ pub struct ProxyConfig {
     /// `overloaded`. Separate from `server.max_concurrent_requests`: a
     /// stream holds its slot for as long as the model writes.
     pub max_concurrent_requests: usize,
+}
+
+/// `[webhooks]`: endpoints that get a signed JSON POST when something
+/// happens (`docs/webhooks.md`). Deliveries are outbox jobs, retried with
+/// the outbox's backoff and parked after `max_attempts`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhooksConfig {
+    /// The endpoints (`[[webhooks.endpoints]]`); empty = no notifications.
+    pub endpoints: Vec<WebhookEndpoint>,
+    /// Hosts an endpoint may name beyond loopback (`127.0.0.0/8`, `::1`,
+    /// `localhost`), compared case-insensitively with the URL's host; no
+    /// wildcards. An endpoint elsewhere is refused when the config loads.
+    pub allowed_hosts: Vec<String>,
+    /// Longest wait for one delivery (connect, send, answer), in ms.
+    pub timeout_ms: u64,
+    /// Failed attempts after which a delivery is parked (visible in
+    /// `GET /v1/jobs`, re-queued by `strata jobs retry`). With the outbox's
+    /// backoff (0.5 s × 2^attempts, at most 60 s) the default 12 keeps
+    /// trying for about 5 minutes.
+    pub max_attempts: u32,
+}
+
+/// One `[[webhooks.endpoints]]` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookEndpoint {
+    /// Where deliveries are POSTed (`http://` or `https://`; redirects are not followed).
+    pub url: String,
+    /// Name of the environment variable holding the signing secret (never
+    /// the secret): `X-Strata-Signature` is HMAC-SHA256 under it. It must be
+    /// set, non-empty, when `strata serve` starts.
+    pub secret_env: String,
+    /// The event types posted here (`session.promoted`, `memory.created`,
+    /// `entity.merged`, `job.parked`, `user.erased`); empty = all.
+    #[serde(default)]
+    pub events: Vec<String>,
+}
+
+impl WebhookEndpoint {
+    /// Whether notifications of `t` go to this endpoint.
+    pub fn wants(&self, t: crate::model::webhook::WebhookEventType) -> bool {
+        self.events.is_empty() || self.events.iter().any(|e| e == t.as_str())
+    }
+}
+
+impl WebhooksConfig {
+    /// Whether `host` (a URL's host, IPv6 without brackets) may receive
+    /// deliveries: loopback, or listed in `allowed_hosts`.
+    pub fn host_allowed(&self, host: &str) -> bool {
+        let h = host.trim_start_matches('[').trim_end_matches(']');
+        let loopback = h.eq_ignore_ascii_case("localhost")
+            || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        loopback || self.allowed_hosts.iter().any(|a| a.eq_ignore_ascii_case(h))
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |k: &str, why: String| Err(Error::Config(format!("{k}: {why}")));
+        if self.timeout_ms == 0 {
+            return bad("webhooks.timeout_ms", "must be positive".into());
+        }
+        if self.max_attempts == 0 {
+            return bad("webhooks.max_attempts", "must be positive".into());
+        }
+        for (i, e) in self.endpoints.iter().enumerate() {
+            let k = format!("webhooks.endpoints[{i}]");
+            let url = match reqwest::Url::parse(&e.url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") => u,
+                _ => return bad(&format!("{k}.url"), format!("{:?} is not an http:// or https:// URL", e.url)),
+            };
+            let host = url.host_str().unwrap_or("");
+            if !self.host_allowed(host) {
+                return bad(
+                    &format!("{k}.url"),
+                    format!("host {host:?} is neither loopback nor in webhooks.allowed_hosts"),
+                );
+            }
+            if !url.username().is_empty() || url.password().is_some() {
+                return bad(&format!("{k}.url"), "must not hold credentials".into());
+            }
+            if e.secret_env.trim().is_empty() {
+                return bad(&format!("{k}.secret_env"), "must name the environment variable holding the secret".into());
+            }
+            for t in &e.events {
+                if let Err(err) = crate::model::webhook::WebhookEventType::parse(t) {
+                    return bad(&format!("{k}.events"), err.to_string());
+                }
+            }
+            if self.endpoints[..i].iter().any(|o| o.url == e.url) {
+                return bad(&format!("{k}.url"), format!("{:?} is listed twice", e.url));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `[stores]`: the engine of each role, chosen one by one (so a single node
@@ -857,6 +953,7 @@ impl Config {
     pub fn validate(&self) -> Result<()> {
         let r = &self.recall;
         let bad = |k: &str, why: &str| Err(Error::Config(format!("{k}: {why}")));
+        self.webhooks.validate()?;
         let p = &self.proxy;
         if !p.upstream_url.is_empty() && !(p.upstream_url.starts_with("http://") || p.upstream_url.starts_with("https://")) {
             return bad("proxy.upstream_url", "must be an http:// or https:// URL, or \"\" (off)");

@@ -49,6 +49,10 @@ pub enum Error {
     /// The chat model (summariser) failed.
     #[error("chat model: {0}")]
     Chat(String),
+    /// A webhook endpoint refused a delivery or could not be reached (the
+    /// delivery is retried, then parked; never an answer to a request).
+    #[error("webhook delivery: {0}")]
+    Webhook(String),
     /// A file could not be read or written.
     #[error("io: {0}")]
     Io(#[from] std::io::Error),

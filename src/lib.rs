@@ -79,6 +79,7 @@ pub mod server;
 pub mod store;
 pub mod text;
 pub mod typed;
+pub mod webhook;
 pub mod worker;
 
 pub use config::Config;

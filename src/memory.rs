@@ -85,6 +85,8 @@ impl Memory {
     /// As [`Memory::open`].
     pub async fn open_with(config: Config, components: Components) -> Result<Self> {
         let no_workers = components.no_workers;
+        // a webhook secret that is not set is an error now, not parked deliveries later
+        crate::webhook::check_secrets(&config.webhooks)?;
         let (rt, parts) = Runtime::open(config, components, true).await?;
         let typed = TypedMemories::open(&rt, parts);
         let (stop, stop_rx) = watch::channel(false);

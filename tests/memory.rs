@@ -408,7 +408,7 @@ async fn cron_pruner_fires_on_schedule() {
         .unwrap();
     ep.expires_at = Some(Utc::now() - Duration::seconds(1));
     s.records
-        .put_episode(&scope, &ep, strata::model::EventId(0), false)
+        .put_episode(&scope, &ep, strata::model::EventId(0), false, vec![])
         .await
         .unwrap();
     // the scheduled job (not a manual prune) removes it from every store within a few ticks
@@ -660,7 +660,7 @@ async fn deferred_vectors_follow_promotion_and_skip_what_is_gone() {
     // expired before its vectors were embedded, with a point a crashed run wrote
     let mut ep = s.records.episode(&aged, &mem.memory_search(&aged, "hallway", 5).await.unwrap()[0].id, Utc::now()).await.unwrap();
     ep.expires_at = Some(Utc::now() - Duration::seconds(1));
-    s.records.put_episode(&aged, &ep, strata::model::EventId(0), false).await.unwrap();
+    s.records.put_episode(&aged, &ep, strata::model::EventId(0), false, vec![]).await.unwrap();
     let dim = s.embedder.dim();
     s.vectors
         .upsert(vec![VectorPoint { scope: aged.clone(), episode_id: ep.id.clone(), unit: 0, vector: vec![1.0 / (dim as f32).sqrt(); dim] }])

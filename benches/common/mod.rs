@@ -219,7 +219,7 @@ pub async fn populate_scopes(mem: &Memory, scopes: &[Scope], per_scope: usize, b
             s.records.append_messages(&scopes[k], t, now).await.unwrap();
         }
         for (k, e) in &eps {
-            s.records.put_episode(&scopes[*k], e, EventId(0), false).await.unwrap();
+            s.records.put_episode(&scopes[*k], e, EventId(0), false, vec![]).await.unwrap();
         }
     }
     s.vectors.optimize().await.unwrap();

@@ -68,6 +68,11 @@ pub async fn forget_user(rt: &Runtime, typed: &TypedMemories, user_id: &str) -> 
     report.graph = rt.graph.delete_user_graph(user_id).await?;
     report.records = rt.records.delete_user_records(user_id).await?;
     report.scopes = by_scope.len();
+    // announced once every store is clean (a crash before this line leaves
+    // an erasure to run again, which then announces it)
+    crate::webhook::Notifier::new(rt)
+        .send(crate::webhook::user_erased(&rt.config.webhooks, user_id)?)
+        .await?;
     tracing::info!(user_id, scopes = report.scopes, "user erased");
     Ok(report)
 }

@@ -67,7 +67,7 @@ pub async fn store_sizes(rt: &Runtime) -> Result<(StoreSizes, GraphCounts)> {
 }
 
 /// Jobs waiting in the outbox per worker (`episodic`, `vectors`: the
-/// deferred embeddings, `semantic`, `dedup`), including those in retry
+/// deferred embeddings, `semantic`, `dedup`, `webhooks`: deliveries), including those in retry
 /// backoff (operators, `/metrics`).
 ///
 /// # Errors
@@ -79,6 +79,7 @@ pub async fn queue_depths(rt: &Runtime) -> Result<Vec<(&'static str, usize)>> {
         ("vectors", EventKind::EpisodeVectors),
         ("semantic", EventKind::EpisodeCreated),
         ("dedup", EventKind::EntityUpserted),
+        ("webhooks", EventKind::WebhookDelivery),
     ] {
         out.push((name, rt.records.count_pending(&[kind]).await?));
     }

@@ -8,14 +8,15 @@
 //! whatever is still pending.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::store::EventKind;
 
-/// Fan-out of wake-up notices per event kind.
-#[derive(Debug, Default)]
+/// Fan-out of wake-up notices per event kind. A clone is a handle on the
+/// same subscribers (what a capability keeps to wake a worker).
+#[derive(Debug, Default, Clone)]
 pub struct Bus {
-    subscribers: Mutex<HashMap<&'static str, Vec<flume::Sender<()>>>>,
+    subscribers: Arc<Mutex<HashMap<&'static str, Vec<flume::Sender<()>>>>>,
 }
 
 impl Bus {

@@ -168,7 +168,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// The dead-letter table: promotion jobs that failed every attempt.
+    /// The dead-letter table: jobs (promotion, vectors, extraction, dedup, webhook deliveries) that failed every attempt.
     Jobs {
         /// What to do.
         #[command(subcommand)]
@@ -996,6 +996,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                         Event::EpisodeCreated { episode_id, .. }
                         | Event::EpisodeVectors { episode_id, .. } => episode_id.to_string(),
                         Event::EntityUpserted { entity_id, .. } => entity_id.to_string(),
+                        Event::WebhookDelivery { url, webhook, .. } => format!("{} → {url}", webhook.event_type),
                     };
                     let target = format!("{}/{}/{item}", scope.user_id(), scope.agent_id());
                     let parked = j

@@ -14,6 +14,7 @@ pub mod keys;
 pub mod filter;
 pub mod records;
 pub mod typed;
+pub mod webhook;
 pub use keys::{ApiKey, KeyGrant};
 pub use records::{CallRecord, DeleteCounts, LoggedDecision, TranscriptTurn};
 

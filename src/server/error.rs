@@ -92,6 +92,7 @@ impl From<Error> for ApiError {
             | Error::Keyword(_)
             | Error::Vector(_)
             | Error::Chat(_)
+            | Error::Webhook(_)
             | Error::Io(_)
             | Error::Json(_)
             | Error::Data(_)

@@ -648,11 +648,34 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
     assert_eq!(got.len(), 1);
     assert_eq!(Some(got[0].id), ev);
     assert!(matches!(&got[0].event, Event::SessionCompleted { scope, session_id } if *scope == a && *session_id == s1));
-    st.fail_event(got[0].id, "llm timed out", 2).await.unwrap();
+    // the job.parked notification is written with the parking, not before
+    let note = || {
+        vec![Event::WebhookDelivery {
+            scope: a.clone(),
+            url: "http://127.0.0.1:9/hook".into(),
+            webhook: crate::model::webhook::WebhookEvent::new(
+                crate::model::webhook::WebhookEventType::JobParked,
+                a.user_id(),
+                Some(a.agent_id()),
+                serde_json::json!({"job_id": got[0].id}),
+            ),
+        }]
+    };
+    let hooks = [EventKind::WebhookDelivery];
+    assert!(!st.fail_event(got[0].id, "llm timed out", 2, note()).await.unwrap());
+    assert_eq!(st.count_pending(&hooks).await.unwrap(), 0, "not parked: no notification");
     assert!(st.pending_events(&kinds, 10).await.unwrap().is_empty(), "in backoff");
     assert_eq!(st.count_pending(&kinds).await.unwrap(), 1, "still pending, not dropped");
-    st.fail_event(got[0].id, "llm timed out again", 2).await.unwrap();
+    assert!(st.fail_event(got[0].id, "llm timed out again", 2, note()).await.unwrap());
     assert_eq!(st.count_pending(&kinds).await.unwrap(), 0);
+    let announced = st.pending_events(&hooks, 10).await.unwrap();
+    assert_eq!(announced.len(), 1, "parked: one notification");
+    assert!(
+        matches!(&announced[0].event, Event::WebhookDelivery { scope, webhook, .. } if *scope == a && webhook.data["job_id"] == got[0].id.0),
+        "{:?}",
+        announced[0].event
+    );
+    st.finish_event(announced[0].id, vec![]).await.unwrap();
     // open jobs: the parked one, for its own scope only, with its last error
     let open = st.open_jobs(&a, 10).await.unwrap();
     assert_eq!(open.len(), 1, "{open:?}");
@@ -672,7 +695,9 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
 
     // an episode finishes the event and announces itself once
     let e1 = episode(&a, "s1", "Alice moved to Lisbon and has a cat named Miso.", None);
-    st.put_episode(&a, &e1, again[0].id, true).await.unwrap();
+    st.put_episode(&a, &e1, again[0].id, true, note()).await.unwrap();
+    let promoted = st.pending_events(&hooks, 10).await.unwrap();
+    assert_eq!(promoted.len(), 1, "a new episode writes its notification");
     assert_eq!(st.count_pending(&kinds).await.unwrap(), 0);
     let created = st.pending_events(&[EventKind::EpisodeCreated], 10).await.unwrap();
     assert_eq!(created.len(), 1);
@@ -681,9 +706,15 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
     assert_eq!(vectors.len(), 1);
     assert!(matches!(&vectors[0].event, Event::EpisodeVectors { scope, episode_id } if *scope == a && *episode_id == e1.id));
     let open: Vec<EventKind> = st.open_jobs(&a, 10).await.unwrap().iter().map(|j| j.event.kind()).collect();
-    assert_eq!(open, vec![EventKind::EpisodeCreated, EventKind::EpisodeVectors], "promotion done, its follow-ups oldest first");
+    assert_eq!(
+        open,
+        vec![EventKind::EpisodeCreated, EventKind::WebhookDelivery, EventKind::EpisodeVectors],
+        "promotion done, its follow-ups oldest first"
+    );
     st.finish_event(vectors[0].id, vec![]).await.unwrap();
-    st.put_episode(&a, &e1, again[0].id, false).await.unwrap();
+    st.put_episode(&a, &e1, again[0].id, false, note()).await.unwrap();
+    assert_eq!(st.count_pending(&hooks).await.unwrap(), 1, "a rewritten episode notifies nothing");
+    st.finish_event(promoted[0].id, vec![]).await.unwrap();
     assert_eq!(st.count_pending(&[EventKind::EpisodeVectors]).await.unwrap(), 0, "no job without vectors_pending");
     st.finish_event(created[0].id, vec![]).await.unwrap();
     assert_eq!(st.count_pending(&[EventKind::EpisodeCreated]).await.unwrap(), 0, "rewriting an episode announces nothing new");
@@ -695,10 +726,10 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
     // expiry: expired episodes are invisible and listed for the pruner
     let old = episode(&a, "s-old", "An old chat.", Some(now - Duration::minutes(1)));
     // no session, no episode: an erasure during promotion must not bring one back
-    assert!(matches!(st.put_episode(&a, &old, EventId(-1), false).await, Err(crate::Error::NotFound(_))));
+    assert!(matches!(st.put_episode(&a, &old, EventId(-1), false, vec![]).await, Err(crate::Error::NotFound(_))));
     assert_eq!(st.count_episodes(&a).await.unwrap(), 1);
     st.append_message(&a, &SessionId::new("s-old").unwrap(), &NewMessage::user("old", t0), now).await.unwrap();
-    st.put_episode(&a, &old, EventId(-1), false).await.unwrap();
+    st.put_episode(&a, &old, EventId(-1), false, vec![]).await.unwrap();
     assert_eq!(st.episodes(&a, &[e1.id.clone(), old.id.clone()], now).await.unwrap().len(), 1);
     assert_eq!(st.expired_episodes(now, 10).await.unwrap(), vec![(a.clone(), old.id.clone())]);
     assert_eq!(st.delete_episodes(&b, std::slice::from_ref(&old.id)).await.unwrap(), 0, "scoped delete");
@@ -710,7 +741,7 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
     // follow-ups are written with the event's completion
     let eb = episode(&b, "sb", "Bob likes tea.", None);
     st.append_message(&b, &SessionId::new("sb").unwrap(), &NewMessage::user("I like tea", t0), now).await.unwrap();
-    st.put_episode(&b, &eb, EventId(-1), false).await.unwrap();
+    st.put_episode(&b, &eb, EventId(-1), false, vec![]).await.unwrap();
     let announced = st.pending_events(&[EventKind::EpisodeCreated], 10).await.unwrap();
     assert_eq!(announced.len(), 2, "the expired episode's and bob's, oldest first");
     assert!(announced[0].id.0 < announced[1].id.0);

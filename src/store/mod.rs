@@ -85,6 +85,18 @@ pub enum Event {
         /// The entity.
         entity_id: crate::model::graph::EntityId,
     },
+    /// A webhook notification still to be posted to one endpoint (consumed by
+    /// the webhook worker; `docs/webhooks.md`). The row carries the URL, not
+    /// the secret: the worker signs with the secret the endpoint's config names.
+    WebhookDelivery {
+        /// The scope the notification concerns (a `user.erased` one: the user
+        /// with agent `_`, so erasing the user again removes it too).
+        scope: Scope,
+        /// The endpoint's URL, as configured in `[[webhooks.endpoints]]`.
+        url: String,
+        /// The body to post.
+        webhook: crate::model::webhook::WebhookEvent,
+    },
 }
 
 impl Event {
@@ -95,6 +107,7 @@ impl Event {
             Event::EpisodeCreated { .. } => EventKind::EpisodeCreated,
             Event::EpisodeVectors { .. } => EventKind::EpisodeVectors,
             Event::EntityUpserted { .. } => EventKind::EntityUpserted,
+            Event::WebhookDelivery { .. } => EventKind::WebhookDelivery,
         }
     }
     /// The event's scope.
@@ -103,7 +116,8 @@ impl Event {
             Event::SessionCompleted { scope, .. }
             | Event::EpisodeCreated { scope, .. }
             | Event::EpisodeVectors { scope, .. }
-            | Event::EntityUpserted { scope, .. } => scope,
+            | Event::EntityUpserted { scope, .. }
+            | Event::WebhookDelivery { scope, .. } => scope,
         }
     }
 }
@@ -119,6 +133,8 @@ pub enum EventKind {
     EpisodeVectors,
     /// See [`Event::EntityUpserted`].
     EntityUpserted,
+    /// See [`Event::WebhookDelivery`].
+    WebhookDelivery,
 }
 
 impl EventKind {
@@ -129,6 +145,7 @@ impl EventKind {
             EventKind::EpisodeCreated => "episode_created",
             EventKind::EpisodeVectors => "episode_vectors",
             EventKind::EntityUpserted => "entity_upserted",
+            EventKind::WebhookDelivery => "webhook_delivery",
         }
     }
 }
@@ -302,14 +319,16 @@ pub trait RecordStore: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<Option<EventId>>;
     /// Writes (or overwrites) an episode, marks `done` events done and writes
-    /// `EpisodeCreated` (when the episode is new) and, with `vectors_pending`,
-    /// an [`Event::EpisodeVectors`] job, in one transaction.
+    /// `EpisodeCreated` and `on_new` (the `session.promoted` webhook
+    /// deliveries) when the episode is new and, with `vectors_pending`, an
+    /// [`Event::EpisodeVectors`] job, in one transaction.
     async fn put_episode(
         &self,
         scope: &Scope,
         episode: &Episode,
         done: EventId,
         vectors_pending: bool,
+        on_new: Vec<Event>,
     ) -> Result<()>;
     /// The episode, if it exists in `scope` and has not expired at `now`.
     /// NotFound otherwise.
@@ -332,8 +351,10 @@ pub trait RecordStore: Send + Sync + 'static {
     async fn count_pending(&self, kinds: &[EventKind]) -> Result<usize>;
     /// Records a failed attempt and delays the event by an exponential backoff
     /// (0.5 s x 2^attempts, at most 60 s); after `park_after` attempts the event is
-    /// parked (kept, visible, never dropped) and no longer pending.
-    async fn fail_event(&self, id: EventId, error: &str, park_after: u32) -> Result<()>;
+    /// parked (kept, visible, never dropped) and no longer pending, and
+    /// `on_park` (the `job.parked` webhook deliveries) is written in the same
+    /// transaction. Returns whether it was parked.
+    async fn fail_event(&self, id: EventId, error: &str, park_after: u32, on_park: Vec<Event>) -> Result<bool>;
     /// Open sessions whose last activity (wall clock) is before `before` (maintenance).
     async fn idle_sessions(&self, before: DateTime<Utc>) -> Result<Vec<(Scope, SessionId)>>;
     /// Episodes whose `expires_at` is before `now` (maintenance).
@@ -345,6 +366,15 @@ pub trait RecordStore: Send + Sync + 'static {
 
     /// Marks an event done and writes its follow-up events, in one transaction.
     async fn finish_event(&self, id: EventId, follow_ups: Vec<Event>) -> Result<()>;
+    /// Writes `events` to the outbox in one transaction: notifications of a
+    /// change another store committed (typed memories, erasure). Provided:
+    /// [`RecordStore::finish_event`] of id 0, which no row has (ids start at 1).
+    async fn enqueue(&self, events: Vec<Event>) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        self.finish_event(EventId(0), events).await
+    }
     /// Deletes every row of a user (all agents) from the record tables;
     /// rows removed per table (erasure).
     async fn delete_user_records(&self, user_id: &str) -> Result<DeleteCounts>;

@@ -233,6 +233,8 @@ pub struct TypedMemories {
     tiers: Mutex<HashMap<Visibility, Arc<SharedTier>>>,
     /// Recalls not yet written: (store, scope, memory) → count.
     pending: Mutex<HashMap<(Visibility, Scope, MemoryId), u64>>,
+    /// Writes `memory.created` notifications (set by [`TypedMemories::open`]).
+    notifier: Option<crate::webhook::Notifier>,
 }
 
 impl TypedMemories {
@@ -244,7 +246,7 @@ impl TypedMemories {
             keyword: parts.knowledge_keyword,
             vectors: parts.knowledge_vectors,
         };
-        Arc::new(Self::new(
+        let mut typed = Self::new(
             parts.typed,
             index,
             rt.graph.clone(),
@@ -252,7 +254,9 @@ impl TypedMemories {
             rt.config.teams.clone(),
             parts.shared,
             parts.places,
-        ))
+        );
+        typed.notifier = Some(crate::webhook::Notifier::new(rt));
+        Arc::new(typed)
     }
 
     /// Starts the background task that writes collected recall counts every
@@ -306,6 +310,7 @@ impl TypedMemories {
             places,
             tiers: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
+            notifier: None,
         }
     }
 
@@ -455,6 +460,7 @@ impl TypedMemories {
         let mut out = Vec::with_capacity(ms.len());
         let mut add: Vec<(MemoryId, String)> = Vec::new();
         let mut stale: Vec<MemoryId> = Vec::new();
+        let mut notes = Vec::new();
         for m in ms {
             let id = MemoryId::new();
             let (held, outcome) = self.records.put_memory(scope, &id, &m, now).await?;
@@ -465,6 +471,18 @@ impl TypedMemories {
                     stale.push(old.clone());
                 }
                 add.push((held.clone(), m.content.clone()));
+            }
+            if let (Some(n), PutOutcome::Created | PutOutcome::Superseded(_)) = (&self.notifier, &outcome) {
+                let mut data = serde_json::json!({"memory_id": held.as_str(), "type": t, "category": t.category()});
+                if let PutOutcome::Superseded(old) = &outcome {
+                    data["supersedes"] = old.as_str().into();
+                }
+                notes.extend(crate::webhook::deliveries(
+                    n.config(),
+                    scope,
+                    crate::model::webhook::WebhookEventType::MemoryCreated,
+                    data,
+                ));
             }
             if t.category() == Category::Entity {
                 let stored = self.records.memory(scope, &held).await?;
@@ -481,6 +499,11 @@ impl TypedMemories {
         // the records are durable first; an index write lost to a crash here
         // is found by `strata check` and restored by `--repair` (or `strata
         // reindex`) from the system of record
+        // the notifications follow the records' commit (at most once across
+        // a crash in between: docs/webhooks.md)
+        if let Some(n) = &self.notifier {
+            n.send(notes).await?;
+        }
         crate::error::fail_point!("typed.after_record");
         if !stale.is_empty() {
             self.index.remove(scope, &stale).await?;

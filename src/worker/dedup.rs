@@ -154,6 +154,7 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
             }
         }
     }
+    let mut notes = Vec::new();
     for (c, s, reason) in merges {
         // the older entity survives
         let (survivor, merged) =
@@ -169,6 +170,17 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
         {
             Ok(id) => {
                 tracing::info!(merge_id = id, survivor = %survivor.name, merged = %merged.name, "entities merged");
+                notes.extend(crate::webhook::deliveries(
+                    &shared.config.webhooks,
+                    scope,
+                    crate::model::webhook::WebhookEventType::EntityMerged,
+                    serde_json::json!({
+                        "merge_id": id,
+                        "survivor_id": survivor.id.to_string(),
+                        "merged_id": merged.id.to_string(),
+                        "similarity": s,
+                    }),
+                ));
                 log_rows.push((c.id.clone(), "merge", s, reason));
             }
             // one side was merged away by an earlier pair of this batch
@@ -192,5 +204,13 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
         .collect();
     shared.records.log_dedup(scope, &entity.id, rows).await?;
     crate::error::fail_point!("dedup.before_finish");
-    shared.records.finish_event(ev.id, vec![]).await
+    // the merge notifications are written with the job's end: a crash
+    // between a merge and here replays the job, which finds the entity merged
+    // away and, like any replay, announces nothing (docs/webhooks.md)
+    let announce = !notes.is_empty();
+    shared.records.finish_event(ev.id, notes).await?;
+    if announce {
+        shared.bus.publish(EventKind::WebhookDelivery);
+    }
+    Ok(())
 }

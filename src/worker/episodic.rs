@@ -115,10 +115,7 @@ pub async fn drain(shared: &Runtime) -> Result<usize> {
                 } else {
                     tracing::warn!(event_id = %ev.id, attempts, error = %e, "summarisation failed; will retry");
                 }
-                shared
-                    .records
-                    .fail_event(ev.id, &e.to_string(), super::park_after(&e, max_attempts))
-                    .await?;
+                super::fail(shared, &ev, &e, super::park_after(&e, max_attempts)).await?;
             }
         }
     }
@@ -134,10 +131,7 @@ pub async fn drain(shared: &Runtime) -> Result<usize> {
     if let Err(e) = committed {
         tracing::warn!(events = prepared.len(), error = %e, "episode indexing failed");
         for p in &prepared {
-            shared
-                .records
-                .fail_event(p.event.id, &e.to_string(), super::park_after(&e, max_attempts))
-                .await?;
+            super::fail(shared, &p.event, &e, super::park_after(&e, max_attempts)).await?;
         }
     }
     Ok(n)
@@ -153,7 +147,7 @@ async fn prepare(shared: &Runtime, ev: &OutboxEvent) -> Result<Option<Prepared>>
             // erased meanwhile: nothing to promote; close the event
             shared
                 .records
-                .fail_event(ev.id, "session no longer exists", 1)
+                .fail_event(ev.id, "session no longer exists", 1, vec![])
                 .await?;
             return Ok(None);
         }
@@ -331,7 +325,19 @@ async fn commit(shared: &Runtime, batch: &[Prepared]) -> Result<()> {
     crate::error::fail_point!("promotion.before_record");
     for p in batch {
         let scope = p.event.event.scope();
-        match shared.records.put_episode(scope, &p.episode, p.event.id, defer).await {
+        let promoted = crate::webhook::deliveries(
+            &shared.config.webhooks,
+            scope,
+            crate::model::webhook::WebhookEventType::SessionPromoted,
+            serde_json::json!({
+                "session_id": p.episode.session_id.as_str(),
+                "episode_id": p.episode.id.as_str(),
+                "summary_kind": p.episode.summary_kind.as_str(),
+                "vectors_indexed": !defer,
+            }),
+        );
+        let announce = !promoted.is_empty();
+        match shared.records.put_episode(scope, &p.episode, p.event.id, defer, promoted).await {
             Ok(()) => {}
             Err(crate::Error::NotFound(_)) => {
                 // erased while summarised: take back what was just indexed (the
@@ -340,7 +346,7 @@ async fn commit(shared: &Runtime, batch: &[Prepared]) -> Result<()> {
                 shared.keyword.delete(scope, ids).await?;
                 shared.vectors.delete(scope, ids).await?;
                 shared.keyword.compact().await?;
-                shared.records.fail_event(p.event.id, "session erased while promoted", 1).await?;
+                shared.records.fail_event(p.event.id, "session erased while promoted", 1, vec![]).await?;
                 tracing::info!(episode_id = %p.episode.id, "session erased during promotion; its index entries removed");
                 continue;
             }
@@ -348,6 +354,9 @@ async fn commit(shared: &Runtime, batch: &[Prepared]) -> Result<()> {
         }
         // (the EpisodeVectors job needs no wake-up: this loop takes it next)
         shared.bus.publish(EventKind::EpisodeCreated);
+        if announce {
+            shared.bus.publish(EventKind::WebhookDelivery);
+        }
         tracing::debug!(episode_id = %p.episode.id, session_id = %p.episode.session_id, "episode created");
     }
     Ok(())

@@ -17,6 +17,7 @@ pub mod vectors;
 
 pub mod dedup;
 pub mod semantic;
+pub mod webhooks;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -25,12 +26,13 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
-use crate::store::EventKind;
+use crate::store::{EventKind, OutboxEvent};
 
-/// The event kinds the workers consume under `config`: promotion and the
-/// deferred vectors always, extraction and dedup with `graph.enabled`.
+/// The event kinds the workers consume under `config`: promotion, the
+/// deferred vectors and webhook deliveries always, extraction and dedup
+/// with `graph.enabled`.
 pub fn kinds(config: &Config) -> Vec<EventKind> {
-    let mut k = vec![EventKind::SessionCompleted, EventKind::EpisodeVectors];
+    let mut k = vec![EventKind::SessionCompleted, EventKind::EpisodeVectors, EventKind::WebhookDelivery];
     if config.graph.enabled {
         k.extend([EventKind::EpisodeCreated, EventKind::EntityUpserted]);
     }
@@ -44,12 +46,14 @@ pub fn start(rt: &Arc<Runtime>, stop: &watch::Receiver<bool>) -> Vec<tokio::task
     let mut tasks = vec![
         tokio::spawn(run_promotion(rt.clone(), rt.bus.subscribe(EventKind::SessionCompleted), stop.clone())),
         tokio::spawn(idle::run(rt.clone(), stop.clone())),
+        // always: deliveries a previous config left are posted or parked
+        tokio::spawn(webhooks::run(rt.clone(), rt.bus.subscribe(EventKind::WebhookDelivery), stop.clone())),
     ];
     if rt.config.graph.enabled {
         tasks.push(tokio::spawn(semantic::run(rt.clone(), rt.bus.subscribe(EventKind::EpisodeCreated), stop.clone())));
         tasks.push(tokio::spawn(dedup::run(rt.clone(), rt.bus.subscribe(EventKind::EntityUpserted), stop.clone())));
     }
-    for kind in [EventKind::SessionCompleted, EventKind::EpisodeCreated, EventKind::EntityUpserted] {
+    for kind in [EventKind::SessionCompleted, EventKind::EpisodeCreated, EventKind::EntityUpserted, EventKind::WebhookDelivery] {
         rt.bus.publish(kind);
     }
     tasks
@@ -96,6 +100,7 @@ pub async fn run_pending(rt: &Runtime) -> Result<usize> {
             n += semantic::drain(rt).await?;
             n += dedup::drain(rt).await?;
         }
+        n += webhooks::drain(rt).await?;
         if n == 0 {
             return Ok(total);
         }
@@ -114,6 +119,24 @@ pub(crate) fn park_after(e: &Error, max_attempts: u32) -> u32 {
     } else {
         max_attempts
     }
+}
+
+/// Records a failed attempt of `job` (retried with backoff, parked after
+/// `park_after` attempts; [`crate::store::RecordStore::fail_event`]),
+/// writing the `job.parked` webhook deliveries in the same transaction when
+/// it parks. Returns whether it was parked.
+///
+/// # Errors
+/// Store errors.
+pub(crate) async fn fail(rt: &Runtime, job: &OutboxEvent, error: &Error, park_after: u32) -> Result<bool> {
+    let message = error.to_string();
+    let on_park = crate::webhook::job_parked(&rt.config.webhooks, job, job.attempts + 1, &message);
+    let announce = !on_park.is_empty();
+    let parked = rt.records.fail_event(job.id, &message, park_after, on_park).await?;
+    if parked && announce {
+        rt.bus.publish(EventKind::WebhookDelivery);
+    }
+    Ok(parked)
 }
 
 /// Takes one batch of `kind` events and runs `process` on each; a failure
@@ -136,10 +159,7 @@ pub(crate) async fn drain_each(
     for ev in events {
         if let Err(e) = process(shared, &ev).await {
             tracing::warn!(event_id = %ev.id, attempts = ev.attempts + 1, error = %e, job = what, "job failed");
-            shared
-                .records
-                .fail_event(ev.id, &e.to_string(), park_after(&e, shared.config.workers.max_attempts))
-                .await?;
+            fail(shared, &ev, &e, park_after(&e, shared.config.workers.max_attempts)).await?;
         }
     }
     Ok(n)

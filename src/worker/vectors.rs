@@ -115,12 +115,7 @@ pub async fn drain(shared: &Runtime) -> Result<usize> {
 }
 
 async fn fail(shared: &Runtime, ev: &crate::store::OutboxEvent, e: &crate::Error) -> Result<()> {
-    shared
-        .records
-        .fail_event(
-            ev.id,
-            &e.to_string(),
-            super::park_after(e, shared.config.workers.max_attempts),
-        )
+    super::fail(shared, ev, e, super::park_after(e, shared.config.workers.max_attempts))
         .await
+        .map(|_| ())
 }

@@ -6,13 +6,14 @@
 
 Sync (:class:`Strata`) and async (:class:`AsyncStrata`) clients on httpx,
 types generated from ``/openapi.json`` (:mod:`strata_client.models`), one
-exception per error code (:mod:`strata_client.errors`).
+exception per error code (:mod:`strata_client.errors`), and the
+signature check of webhook deliveries (:mod:`strata_client.webhooks`).
 """
-from . import errors, models
+from . import errors, models, webhooks
 from .client import AsyncScope, AsyncStrata, PromotionFailed, Scope, Strata
 from .errors import *  # noqa: F401,F403  (one class per error code)
 
-__all__ = ["Strata", "AsyncStrata", "Scope", "AsyncScope", "PromotionFailed", "errors", "models"] + [
+__all__ = ["Strata", "AsyncStrata", "Scope", "AsyncScope", "PromotionFailed", "errors", "models", "webhooks"] + [
     c.__name__ for c in errors.ERRORS.values()
 ] + ["StrataError"]
 __version__ = "0.1.0"

@@ -609,6 +609,7 @@ impl RecordStore for PgStore {
         ep: &Episode,
         done: EventId,
         vectors_pending: bool,
+        on_new: Vec<Event>,
     ) -> Result<()> {
         let mut c = self.client().await?;
         let tx = c.transaction().await.map_err(pe)?;
@@ -658,6 +659,9 @@ impl RecordStore for PgStore {
                 now,
             )
             .await?;
+            for e in &on_new {
+                insert_event(&tx, e, now).await?;
+            }
         }
         if vectors_pending {
             insert_event(
@@ -787,19 +791,29 @@ impl RecordStore for PgStore {
         Ok(n as usize)
     }
 
-    async fn fail_event(&self, id: EventId, error: &str, park_after: u32) -> Result<()> {
-        let c = self.client().await?;
-        c.execute(
-            "UPDATE outbox SET attempts = attempts + 1, last_error = $2, updated_at = $4,
-                available_at = $4 + LEAST(60000, 500 * (1::BIGINT << LEAST(attempts, 7))),
-                status = CASE WHEN attempts + 1 >= $3 THEN 'parked' ELSE status END,
-                parked_at = CASE WHEN attempts + 1 >= $3 THEN $4 ELSE parked_at END
-             WHERE id = $1",
-            &[&id.0, &error, &(park_after as i32), &ms(Utc::now())],
-        )
-        .await
-        .map_err(pe)?;
-        Ok(())
+    async fn fail_event(&self, id: EventId, error: &str, park_after: u32, on_park: Vec<Event>) -> Result<bool> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await.map_err(pe)?;
+        let now = ms(Utc::now());
+        let parked = tx
+            .query_opt(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = $2, updated_at = $4,
+                    available_at = $4 + LEAST(60000, 500 * (1::BIGINT << LEAST(attempts, 7))),
+                    status = CASE WHEN attempts + 1 >= $3 THEN 'parked' ELSE status END,
+                    parked_at = CASE WHEN attempts + 1 >= $3 THEN $4 ELSE parked_at END
+                 WHERE id = $1 RETURNING status = 'parked'",
+                &[&id.0, &error, &(park_after as i32), &now],
+            )
+            .await
+            .map_err(pe)?
+            .is_some_and(|r| r.get::<_, bool>(0));
+        if parked {
+            for e in &on_park {
+                insert_event(&tx, e, now).await?;
+            }
+        }
+        tx.commit().await.map_err(pe)?;
+        Ok(parked)
     }
 
     async fn idle_sessions(&self, before: DateTime<Utc>) -> Result<Vec<(Scope, SessionId)>> {

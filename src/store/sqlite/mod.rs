@@ -543,6 +543,7 @@ impl RecordStore for SqliteStore {
         episode: &Episode,
         done: EventId,
         vectors_pending: bool,
+        on_new: Vec<Event>,
     ) -> Result<()> {
         let (scope, ep) = (scope.clone(), episode.clone());
         self.run(move |c| {
@@ -579,6 +580,9 @@ impl RecordStore for SqliteStore {
             tx.execute("UPDATE outbox SET status='done', updated_at=?2 WHERE id=?1", params![done.0, now])?;
             if !existed {
                 insert_event(&tx, &Event::EpisodeCreated { scope: scope.clone(), episode_id: ep.id.clone() }, now)?;
+                for e in &on_new {
+                    insert_event(&tx, e, now)?;
+                }
             }
             if vectors_pending {
                 insert_event(&tx, &Event::EpisodeVectors { scope: scope.clone(), episode_id: ep.id.clone() }, now)?;
@@ -707,18 +711,30 @@ impl RecordStore for SqliteStore {
         .await
     }
 
-    async fn fail_event(&self, id: EventId, error: &str, park_after: u32) -> Result<()> {
+    async fn fail_event(&self, id: EventId, error: &str, park_after: u32, on_park: Vec<Event>) -> Result<bool> {
         let error = error.to_string();
         self.run(move |c| {
-            c.execute(
+            let tx = c.transaction()?;
+            let now = ms(Utc::now());
+            tx.execute(
                 "UPDATE outbox SET attempts = attempts + 1, last_error = ?2, updated_at = ?4,
                     available_at = ?4 + MIN(60000, 500 * (1 << MIN(attempts, 7))),
                     status = CASE WHEN attempts + 1 >= ?3 THEN 'parked' ELSE status END,
                     parked_at = CASE WHEN attempts + 1 >= ?3 THEN ?4 ELSE parked_at END
                  WHERE id = ?1",
-                params![id.0, error, park_after, ms(Utc::now())],
+                params![id.0, error, park_after, now],
             )?;
-            Ok(())
+            let parked = tx
+                .query_row("SELECT status = 'parked' FROM outbox WHERE id = ?1", [id.0], |r| r.get::<_, bool>(0))
+                .optional()?
+                .unwrap_or(false);
+            if parked {
+                for e in &on_park {
+                    insert_event(&tx, e, now)?;
+                }
+            }
+            tx.commit()?;
+            Ok(parked)
         })
         .await
     }
@@ -1209,14 +1225,14 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(pending.len(), 1);
-        s.fail_event(pending[0].id, "boom", 2).await.unwrap();
+        s.fail_event(pending[0].id, "boom", 2, vec![]).await.unwrap();
         assert_eq!(
             s.count_pending(&[EventKind::SessionCompleted])
                 .await
                 .unwrap(),
             1
         );
-        s.fail_event(pending[0].id, "boom", 2).await.unwrap();
+        s.fail_event(pending[0].id, "boom", 2, vec![]).await.unwrap();
         assert_eq!(
             s.count_pending(&[EventKind::SessionCompleted])
                 .await
