@@ -315,6 +315,16 @@ class UsageTotals(TypedDict):
     sessions: int
 
 
+class WebhookEvent(TypedDict):
+    """The JSON body of a webhook delivery."""
+    agent_id: NotRequired[Optional[str]]
+    created_at: str
+    data: Dict[str, Any]
+    id: str
+    type: "WebhookEventType"
+    user_id: str
+
+
 # Why a recall candidate was kept or cut (`explain: true`).
 CandidateOutcome = Literal["kept", "below_min_score", "over_limit", "expired", "no_message_evidence", "below_relative_cut"]
 # How a memory is stored, decided on write from its type.
@@ -361,3 +371,5 @@ Shared = Dict[str, Any]
 SummaryKind = Literal["extractive", "llm"]
 # Where a memory lives (and, in results, where it came from).
 Visibility = Dict[str, Any]
+# What a notification reports. Wire names are dotted (`session.promoted`).
+WebhookEventType = Literal["session.promoted", "memory.created", "entity.merged", "job.parked", "user.erased"]

@@ -609,6 +609,18 @@ export interface components {
             kind: "entity_upserted";
             /** @description Owner. */
             scope: components["schemas"]["Scope"];
+        } | {
+            /** @enum {string} */
+            kind: "webhook_delivery";
+            /**
+             * @description The scope the notification concerns (a `user.erased` one: the user
+             *     with agent `_`, so erasing the user again removes it too).
+             */
+            scope: components["schemas"]["Scope"];
+            /** @description The endpoint's URL, as configured in `[[webhooks.endpoints]]`. */
+            url: string;
+            /** @description The body to post. */
+            webhook: components["schemas"]["WebhookEvent"];
         };
         /**
          * Format: int64
@@ -1250,6 +1262,32 @@ export interface components {
             /** @enum {string} */
             visibility: "public";
         };
+        /** @description The JSON body of a webhook delivery. */
+        WebhookEvent: {
+            /** @description The agent it concerns; absent for `user.erased` (every agent of the user). */
+            agent_id?: string | null;
+            /**
+             * Format: date-time
+             * @description When it happened (UTC, RFC 3339).
+             */
+            created_at: string;
+            /** @description Ids of what happened, by type (`docs/webhooks.md` lists the fields). */
+            data: Record<string, never>;
+            /**
+             * @description `evt_` + 32 hex (a UUIDv7: time-ordered); the same for every endpoint
+             *     and every retry of one notification.
+             */
+            id: string;
+            /** @description What happened. */
+            type: components["schemas"]["WebhookEventType"];
+            /** @description The user it concerns. */
+            user_id: string;
+        };
+        /**
+         * @description What a notification reports. Wire names are dotted (`session.promoted`).
+         * @enum {string}
+         */
+        WebhookEventType: "session.promoted" | "memory.created" | "entity.merged" | "job.parked" | "user.erased";
     };
     responses: never;
     parameters: never;
