@@ -429,6 +429,8 @@ pub enum EvalCommand {
     Multilingual(crate::eval::multilingual::MultilingualArgs),
     /// Fit the Platt calibration of keyword and vector scores on LoCoMo data.
     Calibrate(crate::eval::runner::CalibrateArgs),
+    /// Promote LoCoMo conversations and score the semantic graph against hand-written gold labels (src/eval/graph_gold).
+    Graph(crate::eval::graph::GraphArgs),
 }
 
 /// Entry point used by `main.rs`: parses arguments, sets up tracing, runs, maps errors to exit codes.
@@ -816,6 +818,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Eval {
             bench: EvalCommand::Locomo(args),
         } => crate::eval::runner::run_locomo(config, args)
+            .await
+            .map(|_| ExitCode::SUCCESS),
+        Command::Eval {
+            bench: EvalCommand::Graph(args),
+        } => crate::eval::graph::run_graph(config, args)
             .await
             .map(|_| ExitCode::SUCCESS),
         Command::Eval {

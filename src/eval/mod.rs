@@ -3,6 +3,7 @@
 
 pub mod bm25;
 pub mod cross_lingual;
+pub mod graph;
 pub mod inject;
 pub mod locomo;
 pub mod logistic;

@@ -213,7 +213,7 @@ fn session_index(id: &SessionId) -> Option<usize> {
 /// Replays one conversation; returns inject latencies in ms and the number
 /// of blank turns skipped (empty, whitespace-only or invisible-only text,
 /// which `record` refuses: [`crate::model::is_blank`]).
-async fn replay(mem: &Memory, conv: &LocomoConversation, measure_inject: bool) -> Result<(Vec<f64>, usize)> {
+pub(super) async fn replay(mem: &Memory, conv: &LocomoConversation, measure_inject: bool) -> Result<(Vec<f64>, usize)> {
     let scope = Scope::new(conv.sample_id.clone(), "locomo")?;
     let mut lat = Vec::new();
     let mut blank = 0;

@@ -1,0 +1,618 @@
+//! `strata eval graph`: replays LoCoMo conversations through promotion and
+//! the semantic tier (offline or the configured LLM), then scores the graph
+//! of each conversation's scope against gold labels written by hand
+//! (`src/eval/graph_gold/*.json`, one file per conversation; the guidelines
+//! are in `docs/evaluation.md`, "Graph evaluation").
+//!
+//! Matching (documented constants, no learning):
+//! - an entity matches a gold entity when the identity key of its name or of
+//!   one of its aliases equals that of the gold name or one of its aliases;
+//! - entities of a value type ([`VALUE_TYPES`]: roles, activities, topics)
+//!   stand for the gold file's literal objects and are left out of entity
+//!   precision and recall;
+//! - junk: a predicted entity that matches no gold entity and shares no
+//!   word with any gold name or alias (a partial such as "Jon" for "Jon
+//!   Smith" is a miss, not junk);
+//! - a relation matches a gold relation when both ends match (a literal gold
+//!   object: equal identity keys, or one containing the other as words) and
+//!   the predicates are equal after [`canonical_predicate`] (its synonym
+//!   table, inverses such as `child_of` read as `parent_of` reversed, and
+//!   symmetric predicates in either direction).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::graph::identity_key;
+use crate::memory::{Components, Memory};
+use crate::model::Scope;
+
+use super::locomo::load_locomo;
+
+/// Entity types that stand for values (the gold file's literal objects), not named things.
+pub const VALUE_TYPES: &[&str] = &["role", "activity", "topic", "value"];
+
+/// Arguments of `strata eval graph`.
+#[derive(Debug, Clone, Args)]
+pub struct GraphArgs {
+    /// Path to a LoCoMo JSON file (e.g. ../shared/data/locomo/locomo-dev.json).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Gold label files, or folders of them (`src/eval/graph_gold`); each
+    /// names its conversation. Comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub gold: Vec<PathBuf>,
+    /// Comma-separated sample ids to run (default: every conversation with gold labels).
+    #[arg(long, value_delimiter = ',')]
+    pub conversations: Vec<String>,
+    /// Write the scores and every matched, missed and junk item as JSON to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// One conversation's hand-written labels.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Gold {
+    /// LoCoMo sample id.
+    pub conversation: String,
+    /// Named entities.
+    pub entities: Vec<GoldEntity>,
+    /// Facts among them.
+    pub relations: Vec<GoldRelation>,
+}
+
+/// A labelled entity.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GoldEntity {
+    /// Fullest name.
+    pub name: String,
+    /// person, pet, organization, place, project, product, event or work.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Other forms the conversation uses.
+    #[serde(default)]
+    pub aliases: Vec<String>,
+}
+
+/// A labelled relation.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GoldRelation {
+    /// A gold entity's name or alias.
+    pub subject: String,
+    /// snake_case predicate.
+    pub predicate: String,
+    /// A gold entity's name or alias, or a value when `literal`.
+    pub object: String,
+    /// The object is a value (a role, an activity), not an entity.
+    #[serde(default)]
+    pub literal: bool,
+}
+
+/// What the extractor produced for one scope, as names.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Predicted {
+    /// (name, aliases, type) of live entities.
+    pub entities: Vec<(String, Vec<String>, String)>,
+    /// (subject name, predicate, object name), distinct.
+    pub relations: Vec<(String, String, String)>,
+}
+
+/// Scores of one conversation (or their sums).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct GraphScores {
+    /// Predicted named entities (value types left out).
+    pub predicted_entities: usize,
+    /// Of which matching a gold entity.
+    pub matched_entities: usize,
+    /// Gold entities.
+    pub gold_entities: usize,
+    /// Gold entities found.
+    pub found_entities: usize,
+    /// Found gold entities whose predicted type equals the gold type (after [`canonical_type`]).
+    pub typed_correctly: usize,
+    /// Predicted entities that are junk (see the module docs).
+    pub junk: usize,
+    /// Predicted relations (every predicate, `mentioned_with` included).
+    pub predicted_relations: usize,
+    /// Predicted relations other than `mentioned_with`/`mentions`.
+    pub predicted_typed_relations: usize,
+    /// Predicted relations matching a gold relation.
+    pub matched_relations: usize,
+    /// Gold relations.
+    pub gold_relations: usize,
+    /// Gold relations found.
+    pub found_relations: usize,
+    /// Predicted entities that matched nothing (names), for reading.
+    pub unmatched: Vec<String>,
+    /// Gold entities not found (names).
+    pub missed: Vec<String>,
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+impl GraphScores {
+    /// Entity precision.
+    pub fn entity_precision(&self) -> f64 {
+        ratio(self.matched_entities, self.predicted_entities)
+    }
+    /// Entity recall.
+    pub fn entity_recall(&self) -> f64 {
+        ratio(self.found_entities, self.gold_entities)
+    }
+    /// Entity F1.
+    pub fn entity_f1(&self) -> f64 {
+        let (p, r) = (self.entity_precision(), self.entity_recall());
+        if p + r == 0.0 {
+            0.0
+        } else {
+            2.0 * p * r / (p + r)
+        }
+    }
+    /// Share of found entities with the right type.
+    pub fn typed_accuracy(&self) -> f64 {
+        ratio(self.typed_correctly, self.found_entities)
+    }
+    /// Share of predicted entities that are junk.
+    pub fn junk_rate(&self) -> f64 {
+        ratio(self.junk, self.predicted_entities)
+    }
+    /// Relation precision over every predicted relation.
+    pub fn relation_precision(&self) -> f64 {
+        ratio(self.matched_relations, self.predicted_relations)
+    }
+    /// Relation precision over typed relations (co-occurrence edges left out).
+    pub fn typed_relation_precision(&self) -> f64 {
+        ratio(self.matched_relations, self.predicted_typed_relations)
+    }
+    /// Relation recall.
+    pub fn relation_recall(&self) -> f64 {
+        ratio(self.found_relations, self.gold_relations)
+    }
+    /// Relation F1 (typed precision).
+    pub fn relation_f1(&self) -> f64 {
+        let (p, r) = (self.typed_relation_precision(), self.relation_recall());
+        if p + r == 0.0 {
+            0.0
+        } else {
+            2.0 * p * r / (p + r)
+        }
+    }
+    fn add(&mut self, o: &GraphScores) {
+        self.predicted_entities += o.predicted_entities;
+        self.matched_entities += o.matched_entities;
+        self.gold_entities += o.gold_entities;
+        self.found_entities += o.found_entities;
+        self.typed_correctly += o.typed_correctly;
+        self.junk += o.junk;
+        self.predicted_relations += o.predicted_relations;
+        self.predicted_typed_relations += o.predicted_typed_relations;
+        self.matched_relations += o.matched_relations;
+        self.gold_relations += o.gold_relations;
+        self.found_relations += o.found_relations;
+    }
+}
+
+/// The type a predicted or gold type name counts as.
+pub fn canonical_type(t: &str) -> &str {
+    match t {
+        "animal" | "pet" | "dog" | "cat" => "pet",
+        "org" | "organisation" | "organization" | "company" | "school" | "team" | "band" => "organization",
+        "location" | "city" | "country" | "place" | "venue" => "place",
+        "book" | "film" | "movie" | "song" | "album" | "game" | "work" => "work",
+        "person" | "people" => "person",
+        other => other,
+    }
+}
+
+/// A predicate's canonical form and whether the ends are swapped to reach
+/// it (`child_of(a, b)` is `parent_of(b, a)`). The synonym table.
+pub fn canonical_predicate(p: &str) -> (&str, bool) {
+    match p {
+        "lives_in" | "lived_in" | "living_in" | "resident_of" | "based_in" => ("lives_in", false),
+        "moved_to" | "relocated_to" | "moving_to" => ("moved_to", false),
+        "from" | "born_in" | "grew_up_in" | "comes_from" | "moved_from" => ("from", false),
+        "works_at" | "worked_at" | "works_for" | "worked_for" | "employed_by" | "job_at" => ("works_at", false),
+        "works_as" | "worked_as" | "occupation" | "profession" | "job_title" => ("works_as", false),
+        "studies_at" | "studied_at" | "student_at" | "graduated_from" => ("studies_at", false),
+        "member_of" | "joined" => ("member_of", false),
+        "sibling_of" | "sister_of" | "brother_of" | "has_sibling" => ("sibling_of", false),
+        "parent_of" | "mother_of" | "father_of" => ("parent_of", false),
+        "child_of" | "son_of" | "daughter_of" => ("parent_of", true),
+        "partner_of" | "married_to" | "spouse_of" | "wife_of" | "husband_of" | "girlfriend_of"
+        | "boyfriend_of" | "fiance_of" | "dating" => ("partner_of", false),
+        "friend_of" | "best_friend_of" | "friends_with" => ("friend_of", false),
+        "colleague_of" | "coworker_of" | "works_with" | "manager_of" => ("colleague_of", false),
+        "owns_pet" | "has_pet" | "adopted" => ("owns_pet", false),
+        "pet_of" => ("owns_pet", true),
+        "visited" | "traveled_to" | "travelled_to" | "went_to" | "trip_to" => ("visited", false),
+        "likes" | "loves" | "enjoys" | "fan_of" | "interested_in" | "favorite" => ("likes", false),
+        "plays" | "played" => ("plays", false),
+        "created" | "wrote" | "painted" | "made" | "composed" | "authored" => ("created", false),
+        "attended" | "participated_in" | "went_to_event" => ("attended", false),
+        other => (other, false),
+    }
+}
+
+/// Predicates that hold both ways.
+const SYMMETRIC: &[&str] = &["sibling_of", "partner_of", "friend_of", "colleague_of", "mentioned_with"];
+/// Co-occurrence edges: no fact, left out of typed relation precision.
+const COOCCURRENCE: &[&str] = &["mentioned_with", "mentions"];
+
+fn words(s: &str) -> BTreeSet<String> {
+    identity_key(s)
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Scores `pred` against `gold`.
+pub fn score(gold: &Gold, pred: &Predicted) -> GraphScores {
+    // gold entity index by every key
+    let mut key_to_gold: HashMap<String, usize> = HashMap::new();
+    let mut gold_words: BTreeSet<String> = BTreeSet::new();
+    for (i, g) in gold.entities.iter().enumerate() {
+        for n in std::iter::once(&g.name).chain(&g.aliases) {
+            key_to_gold.entry(identity_key(n)).or_insert(i);
+            gold_words.extend(words(n));
+        }
+    }
+    let mut s = GraphScores { gold_entities: gold.entities.len(), gold_relations: gold.relations.len(), ..Default::default() };
+    // predicted name key → gold index
+    let mut pred_to_gold: HashMap<String, usize> = HashMap::new();
+    let mut found: BTreeMap<usize, String> = BTreeMap::new();
+    for (name, aliases, kind) in &pred.entities {
+        if VALUE_TYPES.contains(&kind.as_str()) {
+            continue;
+        }
+        s.predicted_entities += 1;
+        let hit = std::iter::once(name).chain(aliases).find_map(|n| key_to_gold.get(&identity_key(n)).copied());
+        match hit {
+            Some(g) => {
+                s.matched_entities += 1;
+                for n in std::iter::once(name).chain(aliases) {
+                    pred_to_gold.insert(identity_key(n), g);
+                }
+                found.entry(g).or_insert_with(|| kind.clone());
+            }
+            None => {
+                if words(name).is_disjoint(&gold_words) {
+                    s.junk += 1;
+                }
+                s.unmatched.push(name.clone());
+            }
+        }
+    }
+    s.found_entities = found.len();
+    s.typed_correctly = found
+        .iter()
+        .filter(|(g, kind)| canonical_type(kind) == canonical_type(&gold.entities[**g].kind))
+        .count();
+    s.missed = gold
+        .entities
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !found.contains_key(i))
+        .map(|(_, g)| g.name.clone())
+        .collect();
+    // relations
+    let gold_end = |n: &str| key_to_gold.get(&identity_key(n)).copied();
+    let literal_match = |gold_obj: &str, pred_obj: &str| {
+        let (a, b) = (identity_key(gold_obj), identity_key(pred_obj));
+        if a == b {
+            return true;
+        }
+        let (wa, wb) = (words(gold_obj), words(pred_obj));
+        !wa.is_empty() && !wb.is_empty() && (wa.is_subset(&wb) || wb.is_subset(&wa))
+    };
+    let mut found_rel: BTreeSet<usize> = BTreeSet::new();
+    for (ps, pp, po) in &pred.relations {
+        s.predicted_relations += 1;
+        if !COOCCURRENCE.contains(&pp.as_str()) {
+            s.predicted_typed_relations += 1;
+        }
+        let (pc, pswap) = canonical_predicate(pp);
+        let (ps, po) = if pswap { (po, ps) } else { (ps, po) };
+        let mut matched = false;
+        for (i, g) in gold.relations.iter().enumerate() {
+            let (gc, gswap) = canonical_predicate(&g.predicate);
+            if gc != pc {
+                continue;
+            }
+            let (gs, go) = if gswap { (&g.object, &g.subject) } else { (&g.subject, &g.object) };
+            let end_ok = |gold_name: &str, literal: bool, pred_name: &str| {
+                if literal {
+                    literal_match(gold_name, pred_name)
+                } else {
+                    match (gold_end(gold_name), pred_to_gold.get(&identity_key(pred_name))) {
+                        (Some(a), Some(b)) => a == *b,
+                        _ => false,
+                    }
+                }
+            };
+            // a swapped gold relation has its literal end as the subject
+            let (gs_lit, go_lit) = if gswap { (g.literal, false) } else { (false, g.literal) };
+            let forward = end_ok(gs, gs_lit, ps) && end_ok(go, go_lit, po);
+            let backward = SYMMETRIC.contains(&gc) && end_ok(gs, gs_lit, po) && end_ok(go, go_lit, ps);
+            if forward || backward {
+                matched = true;
+                found_rel.insert(i);
+            }
+        }
+        if matched {
+            s.matched_relations += 1;
+        }
+    }
+    s.found_relations = found_rel.len();
+    s
+}
+
+/// Reads gold files from files or folders (`*.json`), keyed by conversation.
+///
+/// # Errors
+/// [`Error::Data`] for an unreadable or malformed file, or two files of one conversation.
+pub fn load_gold(paths: &[PathBuf]) -> Result<BTreeMap<String, Gold>> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut in_dir: Vec<PathBuf> = std::fs::read_dir(p)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "json"))
+                .collect();
+            in_dir.sort();
+            files.extend(in_dir);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let mut out = BTreeMap::new();
+    for f in files {
+        let g = read_gold(&f)?;
+        if out.insert(g.conversation.clone(), g).is_some() {
+            return Err(Error::Data(format!("{}: a second gold file for its conversation", f.display())));
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::Data("no gold file found (give files or folders of *.json with --gold)".into()));
+    }
+    Ok(out)
+}
+
+fn read_gold(f: &Path) -> Result<Gold> {
+    let text = std::fs::read_to_string(f).map_err(|e| Error::Data(format!("{}: {e}", f.display())))?;
+    let g: Gold = serde_json::from_str(&text).map_err(|e| Error::Data(format!("{}: {e}", f.display())))?;
+    let keys: BTreeSet<String> = g
+        .entities
+        .iter()
+        .flat_map(|e| std::iter::once(&e.name).chain(&e.aliases))
+        .map(|n| identity_key(n))
+        .collect();
+    for r in &g.relations {
+        for (end, literal) in [(&r.subject, false), (&r.object, r.literal)] {
+            if !literal && !keys.contains(&identity_key(end)) {
+                return Err(Error::Data(format!(
+                    "{}: relation {} {} {}: {end:?} is no labelled entity (mark a value with \"literal\": true)",
+                    f.display(),
+                    r.subject,
+                    r.predicate,
+                    r.object
+                )));
+            }
+        }
+    }
+    Ok(g)
+}
+
+/// The live graph of `scope` as names: merged-away entities folded into
+/// their survivors, every relation (invalidated ones too: they were true once).
+///
+/// # Errors
+/// Graph store errors.
+pub async fn predicted(mem: &Memory, scope: &Scope) -> Result<Predicted> {
+    let g = &mem.runtime().graph;
+    let live = g.entities_of_type(scope, None, usize::MAX / 2).await?;
+    let dump = g.export_graph(scope).await?;
+    let merged: HashMap<&str, &str> = dump
+        .entities
+        .iter()
+        .filter_map(|e| e.merged_into.as_deref().map(|m| (e.id.as_str(), m)))
+        .collect();
+    let names: HashMap<&str, &str> = live.iter().map(|e| (e.id.as_str(), e.name.as_str())).collect();
+    let resolve = |id: &str| -> Option<String> {
+        let mut id = id;
+        for _ in 0..16 {
+            if let Some(n) = names.get(id) {
+                return Some(n.to_string());
+            }
+            id = merged.get(id)?;
+        }
+        None
+    };
+    let mut relations = BTreeSet::new();
+    for r in &dump.relations {
+        if let (Some(s), Some(o)) = (resolve(&r.source_id), resolve(&r.target_id)) {
+            relations.insert((s, r.predicate.clone(), o));
+        }
+    }
+    Ok(Predicted {
+        entities: live.iter().map(|e| (e.name.clone(), e.aliases.clone(), e.kind.clone())).collect(),
+        relations: relations.into_iter().collect(),
+    })
+}
+
+/// Runs `strata eval graph`: prints one row per conversation and the total.
+///
+/// # Errors
+/// Data, store and model errors.
+pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
+    let gold = load_gold(&args.gold)?;
+    let mut convs = load_locomo(&args.data).map_err(|e| Error::Data(e.to_string()))?;
+    convs.retain(|c| gold.contains_key(&c.sample_id) && (args.conversations.is_empty() || args.conversations.contains(&c.sample_id)));
+    if convs.is_empty() {
+        return Err(Error::Data("no conversation of --data has gold labels (or matches --conversations)".into()));
+    }
+    let (mut cfg, _dir) = super::systems::eval_config(&config)?;
+    cfg.graph.enabled = true;
+    let extractor = if cfg.llm.provider == crate::config::LlmProvider::Offline { "offline".to_string() } else { format!("llm {}", cfg.llm.model) };
+    let mem = Memory::open_with(cfg, Components { ephemeral: true, ..Default::default() }).await?;
+    let mut total = GraphScores::default();
+    let mut rows = Vec::new();
+    println!("graph eval ({extractor}): entity P/R/F1, typed accuracy, junk rate; relation P (typed)/R/F1");
+    for conv in &convs {
+        let t0 = std::time::Instant::now();
+        super::runner::replay(&mem, conv, false).await?;
+        let scope = Scope::new(conv.sample_id.clone(), "locomo")?;
+        let pred = predicted(&mem, &scope).await?;
+        let s = score(&gold[&conv.sample_id], &pred);
+        println!(
+            "{:<8} entities {:>3}/{:<3} P {:.2} R {:.2} F1 {:.2} typed {:.2} junk {:.2} | relations {:>3} ({:>3} typed) P {:.2} R {:.2} F1 {:.2} | {:.0} s",
+            conv.sample_id,
+            s.predicted_entities,
+            s.gold_entities,
+            s.entity_precision(),
+            s.entity_recall(),
+            s.entity_f1(),
+            s.typed_accuracy(),
+            s.junk_rate(),
+            s.predicted_relations,
+            s.predicted_typed_relations,
+            s.typed_relation_precision(),
+            s.relation_recall(),
+            s.relation_f1(),
+            t0.elapsed().as_secs_f64()
+        );
+        total.add(&s);
+        rows.push((conv.sample_id.clone(), s, pred));
+    }
+    println!(
+        "{:<8} entities {:>3}/{:<3} P {:.2} R {:.2} F1 {:.2} typed {:.2} junk {:.2} | relations {:>3} ({:>3} typed) P {:.2} R {:.2} F1 {:.2} (all-relation P {:.2})",
+        "total",
+        total.predicted_entities,
+        total.gold_entities,
+        total.entity_precision(),
+        total.entity_recall(),
+        total.entity_f1(),
+        total.typed_accuracy(),
+        total.junk_rate(),
+        total.predicted_relations,
+        total.predicted_typed_relations,
+        total.typed_relation_precision(),
+        total.relation_recall(),
+        total.relation_f1(),
+        total.relation_precision()
+    );
+    if let Some(out) = &args.out {
+        let per: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(id, s, p)| serde_json::json!({"conversation": id, "scores": s, "predicted": p}))
+            .collect();
+        let summary = |s: &GraphScores| {
+            serde_json::json!({
+                "entity_precision": s.entity_precision(), "entity_recall": s.entity_recall(), "entity_f1": s.entity_f1(),
+                "typed_accuracy": s.typed_accuracy(), "junk_rate": s.junk_rate(),
+                "relation_precision": s.relation_precision(), "typed_relation_precision": s.typed_relation_precision(),
+                "relation_recall": s.relation_recall(), "relation_f1": s.relation_f1(),
+            })
+        };
+        let doc = serde_json::json!({"extractor": extractor, "total": total, "summary": summary(&total), "conversations": per});
+        std::fs::write(out, serde_json::to_string_pretty(&doc)?)?;
+    }
+    mem.shutdown().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gold() -> Gold {
+        serde_json::from_value(serde_json::json!({
+            "conversation": "c",
+            "entities": [
+                {"name": "Melanie", "type": "person", "aliases": ["Mel"]},
+                {"name": "Caroline", "type": "person"},
+                {"name": "Oliver", "type": "pet"},
+                {"name": "Sweden", "type": "place"}
+            ],
+            "relations": [
+                {"subject": "Melanie", "predicate": "owns_pet", "object": "Oliver"},
+                {"subject": "Caroline", "predicate": "from", "object": "Sweden"},
+                {"subject": "Melanie", "predicate": "friend_of", "object": "Caroline"},
+                {"subject": "Caroline", "predicate": "works_as", "object": "counselor", "literal": true},
+                {"subject": "Caroline", "predicate": "child_of", "object": "Melanie"}
+            ]
+        }))
+        .unwrap()
+    }
+
+    fn e(n: &str, t: &str) -> (String, Vec<String>, String) {
+        (n.into(), vec![], t.into())
+    }
+    fn r(s: &str, p: &str, o: &str) -> (String, String, String) {
+        (s.into(), p.into(), o.into())
+    }
+
+    #[test]
+    fn matching_counts_aliases_types_junk_synonyms_inverses_and_literals() {
+        let pred = Predicted {
+            entities: vec![
+                e("Mel", "person"),
+                e("caroline", "entity"),
+                e("Oliver", "animal"),
+                e("Sounds", "entity"),
+                e("Sweden Trip", "entity"),
+                e("counselor", "role"),
+            ],
+            relations: vec![
+                r("Mel", "has_pet", "Oliver"),
+                r("Caroline", "friend_of", "Mel"),
+                r("Caroline", "works_as", "counselor"),
+                r("Mel", "parent_of", "Caroline"),
+                r("Caroline", "mentioned_with", "Sounds"),
+                r("Caroline", "lives_in", "Sweden Trip"),
+            ],
+        };
+        let s = score(&gold(), &pred);
+        // counselor is a value type: out of entity counts
+        assert_eq!((s.predicted_entities, s.matched_entities, s.found_entities), (5, 3, 3));
+        assert_eq!(s.missed, vec!["Sweden".to_string()]);
+        assert_eq!(s.typed_correctly, 2, "Mel a person, Oliver an animal = pet; caroline untyped");
+        assert_eq!(s.junk, 1, "Sounds; 'Sweden Trip' shares a word with Sweden: a miss, not junk");
+        assert_eq!(s.predicted_relations, 6);
+        assert_eq!(s.predicted_typed_relations, 5);
+        // has_pet = owns_pet; friend_of both ways; the literal; parent_of = child_of reversed
+        assert_eq!(s.matched_relations, 4);
+        assert_eq!(s.found_relations, 4);
+        assert!((s.entity_precision() - 0.6).abs() < 1e-9);
+        assert!((s.relation_recall() - 0.8).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_gold_files_in_the_repo_load_and_name_only_labelled_entities() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/eval/graph_gold");
+        let gold = load_gold(&[dir]).unwrap();
+        assert!(gold.len() >= 3, "at least three conversations: {:?}", gold.keys());
+        for g in gold.values() {
+            assert!(g.entities.len() >= 8 && g.relations.len() >= 30, "{}", g.conversation);
+        }
+    }
+
+    #[test]
+    fn a_relation_naming_an_unlabelled_entity_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("x.json");
+        std::fs::write(&f, r#"{"conversation":"x","entities":[{"name":"A","type":"person"}],"relations":[{"subject":"A","predicate":"likes","object":"B"}]}"#).unwrap();
+        let e = load_gold(&[f]).unwrap_err().to_string();
+        assert!(e.contains("\"B\" is no labelled entity"), "{e}");
+    }
+}
