@@ -27,7 +27,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::graph::identity_key;
+/// The key names are compared by: [`crate::graph::identity_key`] without a
+/// leading "the " or a trailing possessive ("The Fireworks" = "Fireworks",
+/// "McGee's" = "McGee").
+fn identity_key(name: &str) -> String {
+    let k = crate::graph::identity_key(name).replace('’', "'");
+    let k = k.strip_prefix("the ").unwrap_or(&k);
+    k.strip_suffix("'s").unwrap_or(k).to_string()
+}
 use crate::memory::{Components, Memory};
 use crate::model::Scope;
 

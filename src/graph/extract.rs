@@ -22,7 +22,7 @@ use regex::Regex;
 use std::sync::OnceLock;
 use unicode_normalization::UnicodeNormalization;
 
-use super::{EntityMention, Extraction, RelationMention, UNKNOWN_TYPE};
+use super::{lexicon, EntityMention, Extraction, RelationMention, UNKNOWN_TYPE};
 use crate::model::TranscriptTurn;
 use crate::text::split_sentences;
 
@@ -261,6 +261,26 @@ struct Patterns {
     verb: Regex,
     possessive_kin: Regex,
     my_kin: Regex,
+    /// "my dog Max", "a cat named Luna" (owner: `own`).
+    pet: Regex,
+    /// "I'm a nurse", "I work as a software engineer".
+    role: Regex,
+    /// "I love painting", "I enjoy hiking".
+    likes_activity: Regex,
+    /// "I love Aerosmith".
+    likes_named: Regex,
+    /// "I play the violin".
+    plays: Regex,
+    /// "the book Becoming Nicole", "read The Hobbit", "playing Fortnite".
+    work: Regex,
+    /// "went to Japan", "trip to Tokyo".
+    visit: Regex,
+    /// "member of X", "joined the X".
+    member: Regex,
+    /// "I wrote a song called Brave".
+    created: Regex,
+    /// Korean (님, 씨), Japanese (さん, くん, ちゃん, 様, 先生) and Vietnamese (anh, chị, ...) honorifics.
+    honorific: Regex,
 }
 
 fn patterns() -> &'static Patterns {
@@ -269,7 +289,9 @@ fn patterns() -> &'static Patterns {
         let name = name_re();
         let subj = format!(r"(?P<s>\bI['’]m\b|\bI am\b|{name}|\b(?:[Hh]e|[Ss]he|[Tt]hey|I)\b)");
         Patterns {
-            span: Regex::new(r"\p{Lu}[\w'’\-]*(?:\s+(?:(?:of|de|van|von|da|di)\s+)?\p{Lu}[\w'’\-]*)*").expect("span regex"),
+            // capitalised words, joined by "of (the)", "de", ...; a title's number ("FIFA 23") and
+            // an inner colon ("CS:GO") belong to it
+            span: Regex::new(r"\p{Lu}[\w'’\-]*(?::\p{Lu}[\w'’\-]*)?(?:\s+(?:(?:of|de|van|von|da|di)\s+(?:the\s+)?)?\p{Lu}[\w'’\-]*(?::\p{Lu}[\w'’\-]*)?)*(?:\s+\d{1,4}\b)?").expect("span regex"),
             verb: Regex::new(&format!(
                 r"{subj}\s+(?:(?:also|now|recently|just|finally|still)\s+)?(?P<v>{VERBS})\s+(?:the\s+)?(?P<o>{name})(?:,?\s+and\s+(?:(?:also|now)\s+)?(?P<v2>{VERBS})\s+(?:the\s+)?(?P<o2>{name}))?"
             ))
@@ -278,6 +300,43 @@ fn patterns() -> &'static Patterns {
                 .expect("kin regex"),
             my_kin: Regex::new(&format!(r"\b[Mm]y\s+(?:(?:older|younger|little|big|best|new)\s+)?(?P<k>{KIN}),?\s+(?P<y>{name})"))
                 .expect("my-kin regex"),
+            pet: Regex::new(&format!(
+                r"\b(?P<own>[Mm]y|[Oo]ur|[Aa]|[Tt]he|[Hh]is|[Hh]er|[Tt]heir)\s+(?:(?:new|little|sweet|old|baby|furry|two|other)\s+)?(?:{pets})(?:\s+(?:named|called))?,?\s+(?P<y>{name})",
+                pets = lexicon::PETS
+            ))
+            .expect("pet regex"),
+            role: Regex::new(&format!(
+                r"\b(?:I['’]m|I am|I work as|I worked as|I['’]ve been|I was)\s+(?:a|an)\s+(?P<r>(?:[a-z]+\s+)?(?:{roles}))\b",
+                roles = lexicon::ROLES.join("|")
+            ))
+            .expect("role regex"),
+            likes_activity: Regex::new(r"\bI\s+(?:really\s+|just\s+|absolutely\s+|also\s+|totally\s+)?(?:love|like|enjoy|adore)\s+(?P<a>[a-z]{3,}ing)\b")
+                .expect("likes regex"),
+            likes_named: Regex::new(&format!(r"\bI\s+(?:really\s+|just\s+|absolutely\s+|also\s+)?(?:love|like|enjoy|adore)\s+(?P<y>{name})"))
+                .expect("likes-named regex"),
+            plays: Regex::new(&format!(
+                r"\bI\s+(?:also\s+|still\s+|used to\s+)?(?:play|played|am playing|['’]m playing)\s+(?:the\s+)?(?P<a>{})\b",
+                lexicon::PLAYABLE.join("|")
+            ))
+            .expect("plays regex"),
+            work: Regex::new(&format!(
+                r"\b(?:(?:the|a|my|favorite|favourite|new)\s+(?:{cues})(?:\s+(?:called|named|titled))?|(?:read|reading|watched|watching|playing|played|listened to|listening to)(?:\s+the\s+(?:{cues}))?)\s+[\x22“]?(?P<y>{name})",
+                cues = lexicon::WORK_CUES
+            ))
+            .expect("work regex"),
+            visit: Regex::new(&format!(
+                r"\b(?:went|been|go|going|traveled|travelled|trip|flew|drove|headed|vacation|holiday|visit|visiting)\s+(?:back\s+)?(?:to\s+)(?:the\s+)?(?P<y>{name})"
+            ))
+            .expect("visit regex"),
+            member: Regex::new(&format!(r"\b(?:member of|joined|part of)\s+(?:the\s+)?(?P<y>{name})")).expect("member regex"),
+            created: Regex::new(&format!(
+                r"\bI\s+(?:just\s+|finally\s+)?(?:wrote|painted|made|drew|composed|created|recorded|released|published)\s+(?:a|an|the|my)\s+(?:[a-z]+\s+){{0,2}}(?:called|named|titled)\s+[\x22“]?(?P<y>{name})"
+            ))
+            .expect("created regex"),
+            honorific: Regex::new(
+                r"(?P<ko>[가-힣]{2,4})\s?(?:님|씨)|(?P<ja>[\p{Han}\p{Katakana}ー]{1,6})(?:さん|くん|ちゃん|様|先生)|\b(?:anh|chị|em|ông|bà|cô|chú|bác)\s+(?P<vi>\p{Lu}\p{L}*)",
+            )
+            .expect("honorific regex"),
         }
     })
 }
@@ -336,7 +395,13 @@ fn clean_name(raw: &str) -> Option<String> {
     let words: Vec<&str> = t.split_whitespace().collect();
     // drop leading function words ("The", "My") of a span
     let mut start = 0;
-    while start < words.len() && STOP.contains(&words[start].to_lowercase().as_str()) {
+    while start < words.len() && {
+        let w = words[start].to_lowercase().replace('’', "'");
+        let w = w.trim_matches(|c: char| c.is_ascii_punctuation() && c != '\'');
+        STOP.contains(&w)
+            || lexicon::contains(lexicon::OPENERS, w)
+            // "Lovin' Aerosmith", "Exploring Japan": a leading verb form, not part of a name
+    } {
         start += 1;
     }
     let mut end = words.len();
@@ -365,7 +430,90 @@ fn clean_name(raw: &str) -> Option<String> {
     if MONTHS_DAYS.contains(&lower.as_str()) {
         return None;
     }
+    // a number, or a date ("July 20"), is no name
+    if !joined.chars().any(char::is_alphabetic) || MONTHS_DAYS.contains(&words[0].to_lowercase().as_str()) {
+        return None;
+    }
+    // an acronym alone ("VR", "PC", "RPGs") is a common noun more often than a name
+    if words.len() == 1 {
+        let letters: Vec<char> = joined.trim_end_matches('s').chars().collect();
+        if (2..=5).contains(&letters.len()) && letters.iter().all(|c| c.is_ascii_uppercase()) && type_cue(&joined).is_none() {
+            return None;
+        }
+    }
+    let lw: Vec<String> = words
+        .iter()
+        .map(|w| w.to_lowercase().trim_end_matches("'s").trim_end_matches("’s").trim_matches(|c: char| c.is_ascii_punctuation()).to_string())
+        .collect();
+    // "LGBTQ", "Pride Month", "New Year": identities, holidays and the like name no entity
+    if lw.iter().all(|w| lexicon::contains(lexicon::IDENTITIES, w) || MONTHS_DAYS.contains(&w.as_str())) {
+        return None;
+    }
+    // "Financial Analyst": a role (a works_as value), not an entity
+    if lw.last().is_some_and(|w| lexicon::contains(lexicon::ROLES, w)) && !lexicon::contains(lexicon::HONORIFICS, &lw[0]) {
+        return None;
+    }
     Some(joined)
+}
+
+/// The type a name's own words give it: a gazetteer place, a place,
+/// organization or event suffix ("Grand Canyon", "Acme Inc", "Pride
+/// Parade"), an honorific ("Dr. Lee"); `None` when they say nothing.
+pub fn type_cue(name: &str) -> Option<&'static str> {
+    let key = super::identity_key(name);
+    if lexicon::contains(lexicon::PLACES, &key) {
+        return Some("place");
+    }
+    let words: Vec<&str> = key.split_whitespace().collect();
+    let first = words.first()?.trim_end_matches('.');
+    if words.len() > 1 && lexicon::contains(lexicon::HONORIFICS, first) {
+        return Some("person");
+    }
+    let last = words.last()?.trim_matches(|c: char| c.is_ascii_punctuation());
+    if words.len() > 1 || lexicon::contains(lexicon::ORG_SUFFIXES, last) {
+        if lexicon::contains(lexicon::ORG_SUFFIXES, last) {
+            return Some("organization");
+        }
+        if lexicon::contains(lexicon::EVENT_SUFFIXES, last) {
+            return Some("event");
+        }
+        if lexicon::contains(lexicon::PLACE_SUFFIXES, last) || lexicon::contains(lexicon::PLACE_SUFFIXES, first) {
+            return Some("place");
+        }
+    }
+    None
+}
+
+/// Words a session uses in lowercase: a capitalised word that is also
+/// written lowercase there is a common word at a sentence start or in a
+/// title ("Painting's great", "Family is everything"), not a name.
+fn lowercase_words(turns: &[TranscriptTurn]) -> std::collections::HashSet<String> {
+    let mut out = std::collections::HashSet::new();
+    for t in turns {
+        for w in t.text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’' || c == '-')) {
+            let w = w.trim_end_matches("'s").trim_end_matches("’s").trim_matches(|c: char| c == '\'' || c == '’' || c == '-');
+            if w.chars().next().is_some_and(|c| c.is_lowercase()) {
+                out.insert(w.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Whether a capitalised span found without any pattern around it is kept:
+/// not a one-word common word of the session (written lowercase there),
+/// not shouting ("DOING"), unless its own words type it.
+fn weak_name_ok(name: &str, lower: &std::collections::HashSet<String>) -> bool {
+    if name.contains(' ') || type_cue(name).is_some() {
+        return true;
+    }
+    let l = name.to_lowercase();
+    if lower.contains(&l) {
+        return false;
+    }
+    let letters: Vec<char> = name.chars().filter(|c| c.is_alphabetic()).collect();
+    let shouting = letters.len() > 3 && letters.iter().all(|c| c.is_uppercase());
+    !(shouting && (lexicon::contains(lexicon::OPENERS, &l) || lower.iter().any(|w| w.eq_ignore_ascii_case(&l))))
 }
 
 /// Adds (or types) an entity mention.
@@ -374,6 +522,7 @@ fn mention(out: &mut Extraction, name: &str, kind: &str) {
     if key.is_empty() {
         return;
     }
+    let kind = if kind == UNKNOWN_TYPE { type_cue(name).unwrap_or(kind) } else { kind };
     if let Some(m) = out
         .entities
         .iter_mut()
@@ -436,6 +585,97 @@ fn relate(
     });
 }
 
+/// The cue patterns of one sentence: pets, roles, likes, plays, titled
+/// works, visits, memberships, creations and CJK or Vietnamese honorifics
+/// (each names its entity's type; first person binds to a named speaker).
+fn cued(
+    p: &Patterns,
+    sentence: &str,
+    speaker: &str,
+    at: Option<chrono::DateTime<chrono::Utc>>,
+    out: &mut Extraction,
+    related: &mut Vec<(String, String)>,
+    last_named: &mut Option<String>,
+) {
+    let me = named(speaker).then(|| speaker.to_string());
+    for c in p.pet.captures_iter(sentence) {
+        let Some(y) = clean_name(&c["y"]) else { continue };
+        mention(out, &y, "pet");
+        if let (Some(me), "my" | "our") = (&me, c["own"].to_lowercase().as_str()) {
+            relate(out, me, "owns_pet", &y, at);
+            related.push((me.clone(), y.clone()));
+        }
+        *last_named = Some(y);
+    }
+    if let Some(me) = &me {
+        for c in p.role.captures_iter(sentence) {
+            let r = c["r"].to_lowercase();
+            mention(out, &r, "role");
+            relate(out, me, "works_as", &r, at);
+        }
+        for c in p.likes_activity.captures_iter(sentence) {
+            let a = c["a"].to_lowercase();
+            if lexicon::contains(lexicon::OPENERS, &a) || a == "thing" || a == "nothing" || a == "something" || a == "everything" {
+                continue;
+            }
+            mention(out, &a, "activity");
+            relate(out, me, "likes", &a, at);
+        }
+        for c in p.likes_named.captures_iter(sentence) {
+            if let Some(y) = clean_name(&c["y"]) {
+                mention(out, &y, UNKNOWN_TYPE);
+                relate(out, me, "likes", &y, at);
+                related.push((me.clone(), y));
+            }
+        }
+        for c in p.plays.captures_iter(sentence) {
+            let a = c["a"].to_lowercase();
+            mention(out, &a, "activity");
+            relate(out, me, "plays", &a, at);
+        }
+        for c in p.visit.captures_iter(sentence) {
+            if let Some(y) = clean_name(&c["y"]) {
+                let kind = out
+                    .entities
+                    .iter()
+                    .find(|e| super::identity_key(&e.name) == super::identity_key(&y))
+                    .map(|e| e.kind.clone());
+                if matches!(kind.as_deref(), Some("person") | Some("pet")) {
+                    continue;
+                }
+                mention(out, &y, "place");
+                relate(out, me, "visited", &y, at);
+                related.push((me.clone(), y));
+            }
+        }
+        for c in p.member.captures_iter(sentence) {
+            if let Some(y) = clean_name(&c["y"]) {
+                mention(out, &y, "organization");
+                relate(out, me, "member_of", &y, at);
+                related.push((me.clone(), y));
+            }
+        }
+        for c in p.created.captures_iter(sentence) {
+            if let Some(y) = clean_name(&c["y"]) {
+                mention(out, &y, "work");
+                relate(out, me, "created", &y, at);
+                related.push((me.clone(), y));
+            }
+        }
+    }
+    for c in p.work.captures_iter(sentence) {
+        if let Some(y) = clean_name(&c["y"]) {
+            mention(out, &y, "work");
+        }
+    }
+    for c in p.honorific.captures_iter(sentence) {
+        if let Some(y) = c.name("ko").or(c.name("ja")).or(c.name("vi")) {
+            mention(out, y.as_str(), "person");
+            *last_named = Some(y.as_str().to_string());
+        }
+    }
+}
+
 /// True when `speaker` is a real name (not a role label).
 fn named(speaker: &str) -> bool {
     !matches!(
@@ -449,6 +689,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
     let p = patterns();
     let mut out = Extraction::default();
     let mut last_named: Option<String> = None;
+    let lower = lowercase_words(turns);
     for t in turns {
         // NFKC first: full-width letters and compatibility forms become plain letters
         let speaker_nfkc: String = t.speaker.nfkc().collect();
@@ -528,25 +769,58 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                     related_pairs.push((s.clone(), o));
                 }
             }
+            cued(p, sentence, speaker, t.at, &mut out, &mut related_pairs, &mut last_named);
             // every name of the sentence; the last one becomes the pronoun antecedent
             let mut names: Vec<String> = Vec::new();
             let first_word_end = sentence.find(char::is_whitespace).unwrap_or(sentence.len());
-            for m in p.span.find_iter(sentence) {
-                let Some(n) = clean_name(m.as_str()) else {
+            let mut initial_candidate = false;
+            let spans = p.span.find_iter(sentence).flat_map(|m| {
+                // "Tokyo's Times Square": two names
+                let text = m.as_str();
+                let mut parts = Vec::new();
+                let mut from = 0;
+                for (i, apostrophe) in text.match_indices(['\'', '’']) {
+                    let rest = &text[i + apostrophe.len()..];
+                    // a name after the possessive ("Tokyo's Times Square"), not a title ("Charlotte's Web")
+                    let after = rest.get(2..).unwrap_or("");
+                    if rest.starts_with("s ") && (after.contains(' ') || type_cue(after).is_some()) {
+                        parts.push((m.start() + from, &text[from..i]));
+                        from = i + apostrophe.len() + 2;
+                    }
+                }
+                if from < text.len() {
+                    parts.push((m.start() + from, &text[from..]));
+                }
+                parts
+            });
+            for (start, raw) in spans {
+                // "Exploring Japan" opening a sentence: the verb form is no part of the name
+                let raw = match raw.split_once(' ') {
+                    Some((first, rest)) if start == 0 && (first.ends_with("ing") || first.ends_with("in'")) => rest,
+                    _ => raw,
+                };
+                let Some(n) = clean_name(raw) else {
                     continue;
                 };
                 // a single capitalised word opening the sentence is only a name if seen elsewhere as one
-                let sentence_initial = m.start() == 0
+                let first_word = sentence[..first_word_end].trim_end_matches(|c: char| c.is_ascii_punctuation());
+                let sentence_initial = start == 0
                     && !n.contains(' ')
-                    && sentence[..first_word_end]
-                        .trim_end_matches(|c: char| c.is_ascii_punctuation())
-                        == n;
+                    && first_word.trim_end_matches("'s").trim_end_matches("’s") == n;
                 if sentence_initial
                     && !out
                         .entities
                         .iter()
                         .any(|e| super::identity_key(&e.name) == super::identity_key(&n))
                 {
+                    // not an entity, but maybe a person: a later "she" stays ambiguous
+                    if weak_name_ok(&n, &lower) {
+                        initial_candidate = true;
+                    }
+                    continue;
+                }
+                let known = out.entities.iter().any(|e| super::identity_key(&e.name) == super::identity_key(&n));
+                if !known && !weak_name_ok(&n, &lower) {
                     continue;
                 }
                 mention(&mut out, &n, UNKNOWN_TYPE);
@@ -576,6 +850,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                     .filter(|n| kind_of(n).as_deref() == Some(UNKNOWN_TYPE))
                     .collect();
                 last_named = match (persons.as_slice(), unknown.as_slice()) {
+                    _ if initial_candidate => None,
                     ([one], _) => Some((*one).clone()),
                     ([], [one]) => Some((*one).clone()),
                     _ => None,
@@ -814,6 +1089,61 @@ mod tests {
             !anon.relations.iter().any(|r| r.predicate == "moved_to"),
             "an unnamed speaker is not an entity"
         );
+    }
+
+    fn kind(ex: &Extraction, n: &str) -> Option<String> {
+        ex.entities.iter().find(|e| e.name == n).map(|e| e.kind.clone())
+    }
+
+    #[test]
+    fn sentence_starts_interjections_and_common_words_are_no_entities() {
+        let ex = extract(&[
+            turn("Caroline", "Painting's great for expressing myself. I love painting with Melanie."),
+            turn("Melanie", "Sounds fun! Woah. Hopefully Jon comes too. Gotcha, Family is everything to my family."),
+            turn("Caroline", "Remember Jon? It's Shia Labeouf's movie. I'm DOING fine. LGBTQ rights and Pride Month matter."),
+            turn("Melanie", "My friend works as a Financial Analyst. I use VR at work."),
+        ]);
+        let names: Vec<&str> = ex.entities.iter().filter(|e| e.kind != "activity" && e.kind != "role").map(|e| e.name.as_str()).collect();
+        for junk in ["Painting", "Sounds", "Woah", "Hopefully", "Gotcha", "Family", "Remember Jon", "It's Shia Labeouf", "DOING", "LGBTQ", "Pride Month", "Financial Analyst", "VR"] {
+            assert!(!names.contains(&junk), "{junk} in {names:?}");
+        }
+        for real in ["Caroline", "Melanie", "Jon", "Shia Labeouf"] {
+            assert!(names.contains(&real), "{real} missing from {names:?}");
+        }
+        assert!(has(&ex, "Caroline", "likes", "painting"), "{:?}", ex.relations);
+    }
+
+    #[test]
+    fn cues_type_entities_and_give_typed_relations() {
+        let ex = extract(&[
+            turn("Melanie", "My dog Oliver loves the park. We also have a cat named Luna."),
+            turn("Caroline", "I'm a school counselor now. I play the violin and I went to Sweden last year."),
+            turn("Melanie", "I just read the book Becoming Nicole. I joined the Riverside Running Club. We camped at the Grand Canyon."),
+        ]);
+        assert_eq!(kind(&ex, "Oliver").as_deref(), Some("pet"));
+        assert_eq!(kind(&ex, "Luna").as_deref(), Some("pet"));
+        assert!(has(&ex, "Melanie", "owns_pet", "Oliver"), "{:?}", ex.relations);
+        assert!(has(&ex, "Caroline", "works_as", "school counselor"), "{:?}", ex.relations);
+        assert!(has(&ex, "Caroline", "plays", "violin"));
+        assert!(has(&ex, "Caroline", "visited", "Sweden"));
+        assert_eq!(kind(&ex, "Sweden").as_deref(), Some("place"));
+        assert_eq!(kind(&ex, "Becoming Nicole").as_deref(), Some("work"));
+        assert!(has(&ex, "Melanie", "member_of", "Riverside Running Club"));
+        assert_eq!(kind(&ex, "Riverside Running Club").as_deref(), Some("organization"));
+        assert_eq!(kind(&ex, "Grand Canyon").as_deref(), Some("place"));
+    }
+
+    #[test]
+    fn korean_japanese_and_vietnamese_honorifics_mark_persons() {
+        let ex = extract(&[
+            turn("민지", "어제 지훈님이랑 점심 먹었어요. 수진 씨도 왔어요."),
+            turn("Aiko", "昨日、田中さんと会いました。ユキちゃんも来ました。"),
+            turn("Lan", "Hôm qua tôi gặp anh Minh ở Hà Nội."),
+        ]);
+        for (n, k) in [("지훈", "person"), ("수진", "person"), ("田中", "person"), ("ユキ", "person"), ("Minh", "person")] {
+            assert_eq!(kind(&ex, n).as_deref(), Some(k), "{n}: {:?}", ex.entities);
+        }
+        assert!(!ex.entities.iter().any(|e| e.name.contains("님") || e.name.contains("さん")), "{:?}", ex.entities);
     }
 
     #[test]

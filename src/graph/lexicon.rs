@@ -28,6 +28,7 @@ pub const OPENERS: &[&str] = &[
     "right", "same", "gonna", "wanna", "gotta", "aha", "bravo", "dude", "man", "girl", "buddy", "pal", "bro", "sis",
     "wanted", "means", "meant", "sweet", "damn", "gosh", "jeez", "yikes", "geez", "hooray", "ahh", "oof", "meh",
     "mhm", "uhh", "umm", "wooo", "noted", "good", "morning", "afternoon", "evening", "night", "happy", "merry",
+    "lovin'", "always", "never", "sometimes", "often", "usually", "sports",
 ];
 
 /// Job titles: a span ending in one is a role (a `works_as` value), not an entity.
@@ -58,6 +59,8 @@ pub const IDENTITIES: &[&str] = &[
     "easter", "thanksgiving", "halloween", "hanukkah", "diwali", "ramadan", "eid", "valentine", "valentine's",
     "new", "year", "years", "pride", "month", "internet", "wifi", "tv", "ai", "god", "bible", "mom", "dad",
     "grandma", "grandpa", "mum", "mommy", "daddy", "ok", "ps", "asap", "diy", "fyi", "imo", "tbh", "btw", "covid",
+    "python", "java", "javascript", "typescript", "html", "css", "sql", "c++", "c#", "php", "hawaiian", "zen",
+    "bon", "appetit", "voyage",
 ];
 
 /// Countries, regions, states and big cities (a gazetteer for `place`).

@@ -11,6 +11,7 @@
 
 pub mod dedup;
 pub mod extract;
+pub mod lexicon;
 pub mod search;
 
 use async_trait::async_trait;
