@@ -139,6 +139,15 @@ pub struct GraphScores {
     pub missed: Vec<String>,
 }
 
+/// The harmonic mean of precision and recall (0 when both are 0).
+fn f1(p: f64, r: f64) -> f64 {
+    if p + r == 0.0 {
+        0.0
+    } else {
+        2.0 * p * r / (p + r)
+    }
+}
+
 fn ratio(a: usize, b: usize) -> f64 {
     if b == 0 {
         0.0
@@ -158,12 +167,7 @@ impl GraphScores {
     }
     /// Entity F1.
     pub fn entity_f1(&self) -> f64 {
-        let (p, r) = (self.entity_precision(), self.entity_recall());
-        if p + r == 0.0 {
-            0.0
-        } else {
-            2.0 * p * r / (p + r)
-        }
+        f1(self.entity_precision(), self.entity_recall())
     }
     /// Share of found entities with the right type.
     pub fn typed_accuracy(&self) -> f64 {
@@ -187,12 +191,7 @@ impl GraphScores {
     }
     /// Relation F1 (typed precision).
     pub fn relation_f1(&self) -> f64 {
-        let (p, r) = (self.typed_relation_precision(), self.relation_recall());
-        if p + r == 0.0 {
-            0.0
-        } else {
-            2.0 * p * r / (p + r)
-        }
+        f1(self.typed_relation_precision(), self.relation_recall())
     }
     fn add(&mut self, o: &GraphScores) {
         self.predicted_entities += o.predicted_entities;

@@ -470,18 +470,17 @@ pub fn type_cue(name: &str) -> Option<&'static str> {
         return Some("person");
     }
     let last = words.last()?.trim_matches(|c: char| c.is_ascii_punctuation());
-    if words.len() > 1 || lexicon::contains(lexicon::ORG_SUFFIXES, last) {
-        if lexicon::contains(lexicon::ORG_SUFFIXES, last) {
-            return Some("organization");
-        }
-        if lexicon::contains(lexicon::EVENT_SUFFIXES, last) {
-            return Some("event");
-        }
-        if lexicon::contains(lexicon::PLACE_SUFFIXES, last) || lexicon::contains(lexicon::PLACE_SUFFIXES, first) {
-            return Some("place");
-        }
+    if lexicon::contains(lexicon::ORG_SUFFIXES, last) {
+        Some("organization")
+    } else if words.len() == 1 {
+        None
+    } else if lexicon::contains(lexicon::EVENT_SUFFIXES, last) {
+        Some("event")
+    } else if lexicon::contains(lexicon::PLACE_SUFFIXES, last) || lexicon::contains(lexicon::PLACE_SUFFIXES, first) {
+        Some("place")
+    } else {
+        None
     }
-    None
 }
 
 /// Words a session uses in lowercase: a capitalised word that is also
@@ -621,13 +620,7 @@ fn cued(
             mention(out, &a, "activity");
             relate(out, me, "likes", &a, at);
         }
-        for c in p.likes_named.captures_iter(sentence) {
-            if let Some(y) = clean_name(&c["y"]) {
-                mention(out, &y, UNKNOWN_TYPE);
-                relate(out, me, "likes", &y, at);
-                related.push((me.clone(), y));
-            }
-        }
+
         for c in p.plays.captures_iter(sentence) {
             let a = c["a"].to_lowercase();
             mention(out, &a, "activity");
@@ -648,18 +641,18 @@ fn cued(
                 related.push((me.clone(), y));
             }
         }
-        for c in p.member.captures_iter(sentence) {
-            if let Some(y) = clean_name(&c["y"]) {
-                mention(out, &y, "organization");
-                relate(out, me, "member_of", &y, at);
-                related.push((me.clone(), y));
-            }
-        }
-        for c in p.created.captures_iter(sentence) {
-            if let Some(y) = clean_name(&c["y"]) {
-                mention(out, &y, "work");
-                relate(out, me, "created", &y, at);
-                related.push((me.clone(), y));
+        // the speaker's relation to the name the pattern captures, typed by the pattern
+        for (re, kind, predicate) in [
+            (&p.likes_named, UNKNOWN_TYPE, "likes"),
+            (&p.member, "organization", "member_of"),
+            (&p.created, "work", "created"),
+        ] {
+            for c in re.captures_iter(sentence) {
+                if let Some(y) = clean_name(&c["y"]) {
+                    mention(out, &y, kind);
+                    relate(out, me, predicate, &y, at);
+                    related.push((me.clone(), y));
+                }
             }
         }
     }
@@ -807,19 +800,14 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                 let sentence_initial = start == 0
                     && !n.contains(' ')
                     && first_word.trim_end_matches("'s").trim_end_matches("’s") == n;
-                if sentence_initial
-                    && !out
-                        .entities
-                        .iter()
-                        .any(|e| super::identity_key(&e.name) == super::identity_key(&n))
-                {
+                let known = out.entities.iter().any(|e| super::identity_key(&e.name) == super::identity_key(&n));
+                if sentence_initial && !known {
                     // not an entity, but maybe a person: a later "she" stays ambiguous
                     if weak_name_ok(&n, &lower) {
                         initial_candidate = true;
                     }
                     continue;
                 }
-                let known = out.entities.iter().any(|e| super::identity_key(&e.name) == super::identity_key(&n));
                 if !known && !weak_name_ok(&n, &lower) {
                     continue;
                 }
