@@ -251,9 +251,12 @@ const KIN: &str = "sister|brother|mother|mom|mum|father|dad|wife|husband|partner
 const PRONOUNS: &[&str] = &["he", "she", "they"];
 const VERBS: &str = "moving to|moving from \\p{Lu}[\\w'’\\-]*(?: \\p{Lu}[\\w'’\\-]*)* to|moved from \\p{Lu}[\\w'’\\-]*(?: \\p{Lu}[\\w'’\\-]*)* to|work at|work for|live in|am living in|am moving to|works at|works for|worked at|worked for|is working at|started at|joined|moved to|is moving to|relocated to|lives in|lived in|is living in|mentors|mentored|manages|managed|married|visited|founded|leads|led|studies at|studied at|teaches at|owns|adopted";
 
+/// A liked object: a quoted title (`q`), a name (`n`) or a lowercase phrase (`l`).
+const LIKED: &str = r"[\x22“‘](?P<q>[^\x22”’]{2,60})[\x22”’]|(?P<n>\p{Lu}[\w'’\-]*(?::\p{Lu}[\w'’\-]*)?(?:\s+(?:of\s+(?:the\s+)?)?\p{Lu}[\w'’\-]*)*(?:\s+\d{1,4}\b)?)|(?P<l>[a-z][a-z\-]+(?:\s+[a-z][a-z\-+]+){0,5})";
+
 fn name_re() -> &'static str {
     // a name: capitalised words (letters, digits, hyphens, apostrophes inside), joined by spaces
-    r"(?:\p{Lu}[\w'’\-]*(?:\s+(?:of|de|van|von|the|da|di|le|la)?\s*\p{Lu}[\w'’\-]*)*)"
+    r"(?:\p{Lu}[\w'’\-]*(?:\s+(?:(?:of|de|van|von|the|da|di|le|la)\s+(?:the\s+)?)?\p{Lu}[\w'’\-]*)*)"
 }
 
 struct Patterns {
@@ -265,10 +268,6 @@ struct Patterns {
     pet: Regex,
     /// "I'm a nurse", "I work as a software engineer".
     role: Regex,
-    /// "I love painting", "I enjoy hiking".
-    likes_activity: Regex,
-    /// "I love Aerosmith".
-    likes_named: Regex,
     /// "I play the violin".
     plays: Regex,
     /// "the book Becoming Nicole", "read The Hobbit", "playing Fortnite".
@@ -281,6 +280,113 @@ struct Patterns {
     created: Regex,
     /// Korean (님, 씨), Japanese (さん, くん, ちゃん, 様, 先生) and Vietnamese (anh, chị, ...) honorifics.
     honorific: Regex,
+    /// "I love camping", "I'm a big fan of pottery", "I'm into classic rock", "my love of
+    /// reading", "I loved \"Becoming Nicole\"" (the object: a quoted title, a name or a
+    /// lowercase phrase).
+    likes_any: Regex,
+    /// "Ratatouille is one of my favorites", "my favorite game is CS:GO", "as a Manchester City fan".
+    favorite: Regex,
+    /// "I'm doing kickboxing", "started aerial yoga", "playing my violin".
+    sport: Regex,
+    /// "We played Fortnite", "I'm playing \"The Witcher 3\"" (a named game).
+    plays_named: Regex,
+    /// "I went to an LGBTQ support group", "signed up for a pottery class" (and "... in Boston").
+    attended: Regex,
+    /// "I joined a chess club", "joined a nearby church".
+    joined_group: Regex,
+    /// "I painted that lake sunrise", "making my first mobile game", "my horse painting I did".
+    made: Regex,
+    /// "\"Becoming Nicole\" by Amy Ellis Nutt", "a song by Tupac and Dr. Dre called \"California Love\"".
+    by_author: Regex,
+    /// "Ed Sheeran's \"Perfect\"".
+    authors_title: Regex,
+    /// "Oscar, my guinea pig".
+    name_my_pet: Regex,
+    /// "Her name's Coco" (a pet named in a turn about a pet).
+    pet_name_is: Regex,
+    /// "I'm planning a trip to the East Coast", "can't wait to visit Tokyo".
+    plans_visit: Regex,
+    /// "thanks for being an awesome friend", "glad to have you as a friend" (said to the other speaker).
+    friend_you: Regex,
+    /// "my friends Josh and Mark".
+    my_friends: Regex,
+    /// "hustling as a musician" (first person in the sentence).
+    as_role: Regex,
+}
+
+/// A liked object: a quoted title, a name, or a short lowercase phrase. The
+/// phrase ends at the first function word and at most three words are kept.
+fn liked_object(c: &regex::Captures) -> Option<(String, &'static str)> {
+    if let Some(q) = c.name("q") {
+        return clean_title(q.as_str()).map(|t| (t, "work"));
+    }
+    if let Some(n) = c.name("n") {
+        return clean_name(n.as_str()).map(|n| (n, UNKNOWN_TYPE));
+    }
+    let l = c.name("l")?.as_str();
+    value_phrase(l, 3).map(|v| (v, "activity"))
+}
+
+/// Words that end a value phrase ("camping trips with my fam" → "camping trips").
+const PHRASE_END: &[&str] = &[
+    "and", "or", "but", "with", "when", "because", "to", "in", "on", "at", "for", "of", "so", "as", "that",
+    "which", "who", "is", "are", "was", "were", "too", "more", "than", "since", "after", "before", "while",
+    "these", "those", "this", "it", "them", "a", "an", "the", "my", "your", "his", "her", "our", "their",
+    "all", "every", "really", "very", "much", "lot", "lots", "now", "then", "here", "there", "from", "about",
+    "like", "just", "also", "ever", "and", "these", "days", "lately", "recently", "together", "again",
+    "yesterday", "today", "last", "next", "i", "you", "we", "they", "he", "she", "by", "into", "around",
+    "has", "have", "had", "been", "be", "will", "would", "can", "could", "do", "did", "does", "not", "always",
+];
+/// First words that make a phrase no value ("I love that", "I love how ...", "I love being ...").
+const PHRASE_REJECT: &[&str] = &[
+    "it", "that", "this", "you", "how", "what", "when", "where", "why", "to", "the", "a", "an", "my", "your",
+    "our", "his", "her", "their", "them", "him", "being", "having", "getting", "seeing", "hearing", "doing",
+    "going", "making", "knowing", "thinking", "feeling", "talking", "chatting", "sharing", "spending",
+    "thing", "things", "stuff", "idea", "ideas", "one", "ones", "all", "so", "such", "every", "each", "some",
+    "any", "those", "these", "there", "here", "people", "everyone", "everything", "something", "anything",
+    "nothing", "seeing", "hanging", "learning", "trying", "working", "taking", "looking", "spending",
+    "helping", "watching", "supporting", "connecting", "expressing", "sending", "telling", "finding",
+    "having", "catching", "both", "when", "if", "me", "us", "myself", "yourself", "lots", "time", "moments",
+    "different", "other", "various", "many", "several", "new", "great", "good", "cool", "awesome", "nice",
+    "same", "games", "playing", "entering", "capturing", "transforming",
+];
+
+/// The head of a lowercase phrase, up to `max` words, cut at [`PHRASE_END`];
+/// `None` when it opens with a [`PHRASE_REJECT`] word or is shorter than 3 letters.
+fn value_phrase(text: &str, max: usize) -> Option<String> {
+    let mut words = Vec::new();
+    let mut ended_by = "";
+    for w in text.split_whitespace() {
+        let w = w.trim_matches(|c: char| c.is_ascii_punctuation() && c != '-' && c != '+');
+        if w.is_empty() || PHRASE_END.contains(&w) || words.len() == max {
+            ended_by = w;
+            break;
+        }
+        words.push(w);
+    }
+    let first = *words.first()?;
+    if PHRASE_REJECT.contains(&first) || words.concat().chars().count() < 3 {
+        return None;
+    }
+    // "I love making it", "I love taking pics of the": a verb form whose object follows is no value
+    if words.len() == 1 && first.ends_with("ing") && OBJECT_STARTS.contains(&ended_by) {
+        return None;
+    }
+    Some(words.join(" "))
+}
+
+/// Words that open a verb's object: a lone "-ing" word before one is a verb, not a hobby.
+const OBJECT_STARTS: &[&str] = &[
+    "the", "a", "an", "my", "your", "his", "her", "our", "their", "it", "them", "this", "that", "these",
+    "those", "me", "you", "him", "us", "all", "every", "up", "out",
+];
+
+/// A quoted title, trimmed; `None` when it is no title (too long, a sentence,
+/// lowercase).
+fn clean_title(raw: &str) -> Option<String> {
+    let t = raw.trim().trim_matches(|c: char| c.is_ascii_punctuation() && c != '!' && c != '?');
+    let words = t.split_whitespace().count();
+    (words > 0 && words <= MAX_NAME_WORDS && t.chars().next().is_some_and(char::is_uppercase)).then(|| t.to_string())
 }
 
 fn patterns() -> &'static Patterns {
@@ -301,7 +407,7 @@ fn patterns() -> &'static Patterns {
             my_kin: Regex::new(&format!(r"\b[Mm]y\s+(?:(?:older|younger|little|big|best|new)\s+)?(?P<k>{KIN}),?\s+(?P<y>{name})"))
                 .expect("my-kin regex"),
             pet: Regex::new(&format!(
-                r"\b(?P<own>[Mm]y|[Oo]ur|[Aa]|[Tt]he|[Hh]is|[Hh]er|[Tt]heir)\s+(?:(?:new|little|sweet|old|baby|furry|two|other)\s+)?(?:{pets})(?:\s+(?:named|called))?,?\s+(?P<y>{name})",
+                r"\b(?P<own>[Mm]y|[Oo]ur|[Aa]|[Aa]nother|[Tt]he|[Hh]is|[Hh]er|[Tt]heir)\s+(?:(?:new|little|sweet|old|baby|furry|two|other)\s+)?(?:{pets})(?:\s+(?:named|called))?,?\s+(?P<y>{name})",
                 pets = lexicon::PETS
             ))
             .expect("pet regex"),
@@ -310,10 +416,6 @@ fn patterns() -> &'static Patterns {
                 roles = lexicon::ROLES.join("|")
             ))
             .expect("role regex"),
-            likes_activity: Regex::new(r"\bI\s+(?:really\s+|just\s+|absolutely\s+|also\s+|totally\s+)?(?:love|like|enjoy|adore)\s+(?P<a>[a-z]{3,}ing)\b")
-                .expect("likes regex"),
-            likes_named: Regex::new(&format!(r"\bI\s+(?:really\s+|just\s+|absolutely\s+|also\s+)?(?:love|like|enjoy|adore)\s+(?P<y>{name})"))
-                .expect("likes-named regex"),
             plays: Regex::new(&format!(
                 r"\bI\s+(?:also\s+|still\s+|used to\s+)?(?:play|played|am playing|['’]m playing)\s+(?:the\s+)?(?P<a>{})\b",
                 lexicon::PLAYABLE.join("|")
@@ -333,6 +435,63 @@ fn patterns() -> &'static Patterns {
                 r"\bI\s+(?:just\s+|finally\s+)?(?:wrote|painted|made|drew|composed|created|recorded|released|published)\s+(?:a|an|the|my)\s+(?:[a-z]+\s+){{0,2}}(?:called|named|titled)\s+[\x22“]?(?P<y>{name})"
             ))
             .expect("created regex"),
+            likes_any: Regex::new(&format!(
+                r"\b(?:I(?:['’]m| am)?\s+(?:really\s+|just\s+|absolutely\s+|also\s+|totally\s+|still\s+|always\s+)?(?:love|like|enjoy|adore|loved|enjoyed|liked)|(?:I['’]m|I am)\s+(?:a\s+|such\s+a\s+)?(?:big\s+|huge\s+|massive\s+)?fan\s+of|(?:I['’]m|I am|I['’]ve been|I have been|I['’]ve become|I became)\s+(?:really\s+|totally\s+|so\s+|getting\s+|now\s+)?(?:into|obsessed with|hooked on|interested in|passionate about)|[Mm]y\s+(?:love|passion)\s+(?:of|for))\s+(?:both\s+)?(?:{obj})",
+                obj = LIKED
+            ))
+            .expect("likes-any regex"),
+            favorite: Regex::new(&format!(
+                r"(?:(?P<s>[\x22“][^\x22”]{{2,60}}[\x22”]|{name})\s+(?:is|are)\s+(?:one of\s+|two of\s+)?my\s+(?:all-time\s+)?(?:favou?rites?|faves?)\b|\b[Mm]y\s+favou?rite\s+(?:[a-z]+\s+)?(?:is|was)\s+(?:{obj})|\b[Aa]s\s+an?\s+(?P<fan>{name})\s+fan\b)",
+                obj = LIKED
+            ))
+            .expect("favorite regex"),
+            sport: Regex::new(&format!(
+                r"\b(?:doing|do|started|start|trying|tried|practicing|practising|playing|play|played|taking|took|into)\s+(?:some\s+|a\s+little\s+|my\s+|the\s+|a\s+)?(?P<a>(?:[a-z]+\s+)?(?:{sports}|{playable}))\b",
+                sports = lexicon::SPORTS.join("|"),
+                playable = lexicon::PLAYABLE.join("|")
+            ))
+            .expect("sport regex"),
+            plays_named: Regex::new(&format!(
+                r"\b(?:play|played|playing|['’]m playing|hooked on)\s+(?:the\s+game\s+|this\s+(?:great\s+)?game\s+called\s+|a\s+game\s+called\s+)?(?:[\x22“](?P<q>[^\x22”]{{2,60}})[\x22”]|(?P<n>{name}))"
+            ))
+            .expect("plays-named regex"),
+            attended: Regex::new(&format!(
+                r"\b(?:went|go|going|got to go|been)\s+to\s+(?:an?|the|my|this|that)\s+(?P<e>(?:[\w+'’\-]+\s+){{0,4}}?(?:{events}))\b(?:\s+(?:in|at)\s+(?P<y>{name}))?|\b(?:attended|signed up for|registered for|took|taking)\s+(?:an?|the|my|this|that)\s+(?P<e2>(?:[\w+'’\-]+\s+){{0,4}}?(?:{events}))\b",
+                events = lexicon::EVENT_NOUNS
+            ))
+            .expect("attended regex"),
+            joined_group: Regex::new(&format!(
+                r"\bjoined\s+(?:an?|the|my|this|our)\s+(?P<g>(?:[\w+'’\-]+\s+){{0,3}}?(?:{groups})(?:\s+for\s+[\w+'’\-]+(?:\s+[\w+'’\-]+)?)?)\b",
+                groups = lexicon::GROUP_NOUNS
+            ))
+            .expect("joined regex"),
+            made: Regex::new(&format!(
+                r"\b(?:I|we)\s+(?:just\s+|recently\s+|finally\s+|also\s+)?(?:painted|drew|wrote|composed|built|made|created|started|launched|published|released|designed|knitted|baked|finished|making|writing|painting|building)\s+(?:a|an|my|this|that|the|our)\s+(?:first\s+|new\s+|own\s+|little\s+)?(?P<y>(?:[\w'’\-]+\s+){{0,2}}?(?:{made}))\b|\b[Mm]y\s+(?P<y2>(?:[\w'’\-]+\s+){{0,2}}?(?:{made}))\s+(?:that\s+)?I\s+(?:did|made|painted|wrote|drew)\b",
+                made = lexicon::MADE_NOUNS
+            ))
+            .expect("made regex"),
+            by_author: Regex::new(&format!(
+                r"(?:[\x22“](?P<t>[^\x22”]{{2,60}})[\x22”]|(?:song|book|novel|album|movie|film|poem|painting)s?)\s+by\s+(?P<a>{name})(?:\s+and\s+(?P<b>{name}))?(?:,?\s+(?:called|named|titled)\s+[\x22“](?P<t2>[^\x22”]{{2,60}})[\x22”])?"
+            ))
+            .expect("by-author regex"),
+            authors_title: Regex::new(&format!(r"(?P<a>{name})['’]s\s+[\x22“](?P<t>[^\x22”]{{2,60}})[\x22”]")).expect("author's-title regex"),
+            name_my_pet: Regex::new(&format!(
+                r"(?P<y>{name}),\s+(?:my|our)\s+(?:(?:new|little|sweet|old|baby|furry)\s+)?(?:{pets})\b",
+                pets = lexicon::PETS
+            ))
+            .expect("name-my-pet regex"),
+            pet_name_is: Regex::new(&format!(r"\b(?:[Hh]is|[Hh]er|[Ii]ts|[Tt]heir)\s+name(?:['’]s|\s+is)\s+(?P<y>{name})")).expect("pet-name regex"),
+            plans_visit: Regex::new(&format!(
+                r"\b(?:planning\s+(?:a|my|our)\s+(?:\w+\s+)?(?:trip|visit|vacation)\s+to|plan(?:ning)?\s+to\s+(?:visit|go\s+to)|(?:can['’]t wait|want|wanna|hope|hoping|keen|would love|['’]d love|dream)\s+to\s+(?:go\s+(?:back\s+)?to|visit|explore)|(?:going|heading|off)\s+to\s+(?:the\s+)?(?P<y2>{name})\s+(?:next|soon|this\s+(?:summer|fall|autumn|winter|spring|weekend|month|year)|in\s+a\s+few|after)|(?:gonna|going to)\s+be\s+in)\s+(?:the\s+)?(?P<y>{name})?"
+            ))
+            .expect("plans-visit regex"),
+            friend_you: Regex::new(r"\b(?:(?:being|be|as|are|you['’]re|you are|have you as)\s+(?:an?|my|such\s+an?|the)\s+(?:\w+\s+)?friend|(?:great|good|nice|lucky)\s+to\s+have\s+(?:a\s+)?(?:friend|you\s+as\s+a\s+friend)|(?:you['’]re|you are)\s+(?:a\s+)?(?:true|real|good|great|best)\s+friend)\b").expect("friend-you regex"),
+            my_friends: Regex::new(&format!(r"\b[Mm]y\s+(?:\w+\s+)?friends,?\s+(?P<a>{name})(?:,?\s+and\s+(?P<b>{name}))?")).expect("my-friends regex"),
+            as_role: Regex::new(&format!(
+                r"\bas\s+an?\s+(?P<r>(?:[a-z]+\s+)?(?:{roles}))\b",
+                roles = lexicon::ROLES.join("|")
+            ))
+            .expect("as-role regex"),
             honorific: Regex::new(
                 r"(?P<ko>[가-힣]{2,4})\s?(?:님|씨)|(?P<ja>[\p{Han}\p{Katakana}ー]{1,6})(?:さん|くん|ちゃん|様|先生)|\b(?:anh|chị|em|ông|bà|cô|chú|bác)\s+(?P<vi>\p{Lu}\p{L}*)",
             )
@@ -456,11 +615,20 @@ fn clean_name(raw: &str) -> Option<String> {
     Some(joined)
 }
 
-/// The type a name's own words give it: a gazetteer place, a place,
+/// The type a name's own words give it: a gazetteer organization, product
+/// or place ([`lexicon::ORGANIZATIONS`], [`lexicon::PRODUCTS`],
+/// [`lexicon::PLACES`]), a place,
 /// organization or event suffix ("Grand Canyon", "Acme Inc", "Pride
 /// Parade"), an honorific ("Dr. Lee"); `None` when they say nothing.
 pub fn type_cue(name: &str) -> Option<&'static str> {
     let key = super::identity_key(name);
+    // a whole name in a gazetteer is the strongest cue ("Manchester City" the club, not a city)
+    if lexicon::contains(lexicon::ORGANIZATIONS, &key) {
+        return Some("organization");
+    }
+    if lexicon::contains(lexicon::PRODUCTS, &key) {
+        return Some("product");
+    }
     if lexicon::contains(lexicon::PLACES, &key) {
         return Some("place");
     }
@@ -592,6 +760,7 @@ fn cued(
     sentence: &str,
     speaker: &str,
     at: Option<chrono::DateTime<chrono::Utc>>,
+    ctx: &TurnContext,
     out: &mut Extraction,
     related: &mut Vec<(String, String)>,
     last_named: &mut Option<String>,
@@ -600,7 +769,10 @@ fn cued(
     for c in p.pet.captures_iter(sentence) {
         let Some(y) = clean_name(&c["y"]) else { continue };
         mention(out, &y, "pet");
-        if let (Some(me), "my" | "our") = (&me, c["own"].to_lowercase().as_str()) {
+        // "my dog Max", or "we got another cat named Bailey": the speaker's pet
+        let own = c["own"].to_lowercase();
+        let got = sentence.contains("I got") || sentence.contains("we got") || sentence.contains("We got") || sentence.contains("adopted");
+        if let (Some(me), true) = (&me, own == "my" || own == "our" || (got && (own == "a" || own == "another"))) {
             relate(out, me, "owns_pet", &y, at);
             related.push((me.clone(), y.clone()));
         }
@@ -612,21 +784,15 @@ fn cued(
             mention(out, &r, "role");
             relate(out, me, "works_as", &r, at);
         }
-        for c in p.likes_activity.captures_iter(sentence) {
-            let a = c["a"].to_lowercase();
-            if lexicon::contains(lexicon::OPENERS, &a) || a == "thing" || a == "nothing" || a == "something" || a == "everything" {
-                continue;
-            }
-            mention(out, &a, "activity");
-            relate(out, me, "likes", &a, at);
-        }
 
         for c in p.plays.captures_iter(sentence) {
             let a = c["a"].to_lowercase();
             mention(out, &a, "activity");
             relate(out, me, "plays", &a, at);
         }
-        for c in p.visit.captures_iter(sentence) {
+        // "I'm going to Tokyo next month" is a plan (speaker_cues), not a visit
+        let planned = p.plans_visit.is_match(sentence);
+        for c in p.visit.captures_iter(sentence).filter(|_| !planned) {
             if let Some(y) = clean_name(&c["y"]) {
                 let kind = out
                     .entities
@@ -643,7 +809,6 @@ fn cued(
         }
         // the speaker's relation to the name the pattern captures, typed by the pattern
         for (re, kind, predicate) in [
-            (&p.likes_named, UNKNOWN_TYPE, "likes"),
             (&p.member, "organization", "member_of"),
             (&p.created, "work", "created"),
         ] {
@@ -661,10 +826,151 @@ fn cued(
             mention(out, &y, "work");
         }
     }
+    // "\"Becoming Nicole\" by Amy Ellis Nutt", "Ed Sheeran's \"Perfect\"": the maker created the title
+    for c in p.by_author.captures_iter(sentence).chain(p.authors_title.captures_iter(sentence)) {
+        let Some(title) = c.name("t").or(c.name("t2")).and_then(|t| clean_title(t.as_str())) else { continue };
+        mention(out, &title, "work");
+        for a in [c.name("a"), c.name("b")].into_iter().flatten() {
+            if let Some(a) = clean_name(a.as_str()) {
+                mention(out, &a, UNKNOWN_TYPE);
+                relate(out, &a, "created", &title, at);
+                related.push((a, title.clone()));
+            }
+        }
+    }
+    for c in p.name_my_pet.captures_iter(sentence) {
+        let Some(y) = clean_name(&c["y"]) else { continue };
+        mention(out, &y, "pet");
+        if let Some(me) = &me {
+            relate(out, me, "owns_pet", &y, at);
+            related.push((me.clone(), y.clone()));
+        }
+    }
+    if let Some(me) = &me {
+        speaker_cues(p, sentence, me, ctx, at, out, related);
+    }
     for c in p.honorific.captures_iter(sentence) {
         if let Some(y) = c.name("ko").or(c.name("ja")).or(c.name("vi")) {
             mention(out, y.as_str(), "person");
             *last_named = Some(y.as_str().to_string());
+        }
+    }
+}
+
+/// What a sentence's cues may need from the rest of its turn and session.
+struct TurnContext {
+    /// The one other named speaker of the session (the "you" of a two-party chat).
+    other: Option<String>,
+    /// The turn speaks of a pet ([`lexicon::PET_CONTEXT`]).
+    pet_turn: bool,
+}
+
+/// Cues bound to a named speaker (`me`): liked things, favourites, sports,
+/// named games, attended events, groups joined, things made, plans to visit,
+/// friendship with the other speaker, pets named in a pet turn, roles.
+fn speaker_cues(
+    p: &Patterns,
+    sentence: &str,
+    me: &str,
+    ctx: &TurnContext,
+    at: Option<chrono::DateTime<chrono::Utc>>,
+    out: &mut Extraction,
+    related: &mut Vec<(String, String)>,
+) {
+    let mut link = |out: &mut Extraction, predicate: &str, y: &str, kind: &str| {
+        mention(out, y, kind);
+        relate(out, me, predicate, y, at);
+        related.push((me.to_string(), y.to_string()));
+    };
+    let first_person = sentence.split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’').any(|w| {
+        matches!(w, "I" | "I'm" | "I’m" | "I've" | "I’ve" | "my" | "My" | "me" | "we" | "We" | "our" | "Our")
+    });
+    for c in p.likes_any.captures_iter(sentence) {
+        if let Some((y, kind)) = liked_object(&c) {
+            link(out, "likes", &y, kind);
+            // "a fan of both classical like Bach and Mozart": the names of the list are liked too
+        }
+    }
+    for c in p.favorite.captures_iter(sentence) {
+        let named = c.name("s").or(c.name("fan")).map(|m| m.as_str());
+        let liked = match named {
+            Some(s) if s.starts_with(['"', '“']) => clean_title(s.trim_matches(|c| c == '"' || c == '“' || c == '”')).map(|t| (t, "work")),
+            Some(s) => clean_name(s).map(|n| (n, UNKNOWN_TYPE)),
+            None => liked_object(&c),
+        };
+        if let Some((y, kind)) = liked {
+            link(out, "likes", &y, kind);
+        }
+    }
+    if first_person {
+        for c in p.sport.captures_iter(sentence) {
+            // "started playing chess": the verb before the sport is no part of it
+            let a = c["a"].to_lowercase();
+            let a = match a.split_once(' ') {
+                Some((w, rest)) if w.ends_with("ing") && !lexicon::contains(lexicon::SPORTS, &a) => rest.to_string(),
+                _ => a,
+            };
+            if let Some(a) = value_phrase(&a, 3) {
+                link(out, "plays", &a, "activity");
+            }
+        }
+        for c in p.plays_named.captures_iter(sentence) {
+            let y = match (c.name("q"), c.name("n")) {
+                (Some(q), _) => clean_title(q.as_str()),
+                (_, Some(n)) => clean_name(n.as_str()),
+                _ => None,
+            };
+            if let Some(y) = y.filter(|y| !lexicon::contains(lexicon::GIVEN_NAMES, &super::identity_key(y))) {
+                link(out, "plays", &y, "work");
+            }
+        }
+        for c in p.attended.captures_iter(sentence) {
+            if let Some(e) = c.name("e").or(c.name("e2")).and_then(|e| value_phrase(&e.as_str().to_lowercase(), 5)) {
+                link(out, "attended", &e, "topic");
+            }
+            if let Some(y) = c.name("y").and_then(|y| clean_name(y.as_str())) {
+                link(out, "visited", &y, "place");
+            }
+        }
+        for c in p.joined_group.captures_iter(sentence) {
+            if let Some(g) = value_phrase(&c["g"].to_lowercase().replace(" for ", " "), 5) {
+                link(out, "member_of", &g, "topic");
+            }
+        }
+        for c in p.made.captures_iter(sentence) {
+            if let Some(y) = c.name("y").or(c.name("y2")).and_then(|y| value_phrase(&y.as_str().to_lowercase(), 3)) {
+                link(out, "created", &y, "topic");
+            }
+        }
+        for c in p.as_role.captures_iter(sentence) {
+            let r = c["r"].to_lowercase();
+            if !r.starts_with("kid") {
+                link(out, "works_as", &r, "role");
+            }
+        }
+    }
+    for c in p.plans_visit.captures_iter(sentence) {
+        if let Some(y) = c.name("y").or(c.name("y2")).and_then(|y| clean_name(y.as_str())) {
+            link(out, "plans_to_visit", &y, "place");
+        }
+    }
+    if ctx.pet_turn {
+        for c in p.pet_name_is.captures_iter(sentence) {
+            if let Some(y) = clean_name(&c["y"]) {
+                link(out, "owns_pet", &y, "pet");
+            }
+        }
+    }
+    if let Some(other) = &ctx.other {
+        if p.friend_you.is_match(sentence) {
+            link(out, "friend_of", other, "person");
+        }
+    }
+    for c in p.my_friends.captures_iter(sentence) {
+        for f in [c.name("a"), c.name("b")].into_iter().flatten() {
+            if let Some(f) = clean_name(f.as_str()) {
+                link(out, "friend_of", &f, "person");
+            }
         }
     }
 }
@@ -683,6 +989,16 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
     let mut out = Extraction::default();
     let mut last_named: Option<String> = None;
     let lower = lowercase_words(turns);
+    let mut speakers: Vec<String> = Vec::new();
+    for t in turns {
+        let s: String = t.speaker.nfkc().collect();
+        let s = s.trim().to_string();
+        if named(&s) && !speakers.contains(&s) {
+            speakers.push(s);
+        }
+    }
+    // the sentences each name was seen in (lowercase), for typing by context at the end
+    let mut seen_in: Vec<(String, String, bool)> = Vec::new();
     for t in turns {
         // NFKC first: full-width letters and compatibility forms become plain letters
         let speaker_nfkc: String = t.speaker.nfkc().collect();
@@ -691,6 +1007,12 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
         if named(speaker) {
             mention(&mut out, speaker, "person");
         }
+        let ctx = TurnContext {
+            other: (speakers.len() == 2).then(|| speakers.iter().find(|s| s.as_str() != speaker).cloned()).flatten(),
+            pet_turn: text
+                .split(|c: char| !c.is_alphanumeric())
+                .any(|w| lexicon::contains(lexicon::PET_CONTEXT, &w.to_lowercase())),
+        };
         for sentence in split_sentences(&text) {
             let resolve = |s: &str, last: &Option<String>| -> Option<String> {
                 if s == "I" || s.starts_with("I'") || s.starts_with("I’") || s == "I am" {
@@ -762,7 +1084,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                     related_pairs.push((s.clone(), o));
                 }
             }
-            cued(p, sentence, speaker, t.at, &mut out, &mut related_pairs, &mut last_named);
+            cued(p, sentence, speaker, t.at, &ctx, &mut out, &mut related_pairs, &mut last_named);
             // every name of the sentence; the last one becomes the pronoun antecedent
             let mut names: Vec<String> = Vec::new();
             let first_word_end = sentence.find(char::is_whitespace).unwrap_or(sentence.len());
@@ -812,6 +1134,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                     continue;
                 }
                 mention(&mut out, &n, UNKNOWN_TYPE);
+                seen_in.push((super::identity_key(&n), sentence.to_lowercase(), ctx.pet_turn));
                 if !names.contains(&n) {
                     names.push(n);
                 }
@@ -853,6 +1176,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                 }
             }
             let names: Vec<String> = names.into_iter().take(MAX_COOCCURRING_NAMES).collect();
+            // (typing by context happens once the whole session was read: see type_by_context)
             for i in 0..names.len() {
                 for j in i + 1..names.len() {
                     let (a, b) = (&names[i], &names[j]);
@@ -868,7 +1192,91 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
             }
         }
     }
+    fold_short_forms(&mut out);
+    type_by_context(&mut out, &seen_in);
     out
+}
+
+/// "Mel" and "Caro" in a session where "Melanie" and "Caroline" are persons:
+/// a one-word name of unknown type that begins exactly one person's first
+/// name (3 letters or more) becomes that person's alias, and its relations
+/// move to the person.
+fn fold_short_forms(out: &mut Extraction) {
+    let persons: Vec<(usize, String)> = out
+        .entities
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind == "person")
+        .map(|(i, e)| (i, super::identity_key(&e.name)))
+        .collect();
+    let mut folded: Vec<(String, String)> = Vec::new();
+    for e in &out.entities {
+        let k = super::identity_key(&e.name);
+        if e.kind != UNKNOWN_TYPE || k.contains(' ') || k.chars().count() < 3 {
+            continue;
+        }
+        let owners: Vec<&(usize, String)> = persons
+            .iter()
+            .filter(|(_, p)| {
+                let first = p.split(' ').next().unwrap_or(p);
+                first.len() > k.len() && first.starts_with(&k)
+            })
+            .collect();
+        if let [(i, _)] = owners.as_slice() {
+            folded.push((e.name.clone(), out.entities[*i].name.clone()));
+        }
+    }
+    for (short, full) in folded {
+        out.entities.retain(|e| e.name != short);
+        if let Some(p) = out.entities.iter_mut().find(|e| e.name == full) {
+            p.aliases.push(short.clone());
+        }
+        for r in &mut out.relations {
+            for end in [&mut r.source, &mut r.target] {
+                if *end == short {
+                    *end = full.clone();
+                }
+            }
+        }
+        out.relations.retain(|r| super::identity_key(&r.source) != super::identity_key(&r.target));
+    }
+}
+
+/// Types the entities no pattern typed, from their names and the sentences
+/// they were seen in, first rule first (the gazetteers typed theirs on
+/// mention, [`type_cue`]): a one-word name said
+/// in a turn about pets ([`lexicon::PET_CONTEXT`]) that is no common given
+/// name, or is one and was never seen outside such turns; a name whose first
+/// word is a common given name ([`lexicon::GIVEN_NAMES`]); a name quoted, or
+/// said in a sentence about books, games or films ([`lexicon::WORK_CONTEXT`]),
+/// or ending in a sequel number ("FIFA 23", "Civilization VI"): `work`.
+fn type_by_context(out: &mut Extraction, seen_in: &[(String, String, bool)]) {
+    for e in out.entities.iter_mut().filter(|e| e.kind == UNKNOWN_TYPE) {
+        let key = super::identity_key(&e.name);
+        let seen: Vec<&(String, String, bool)> = seen_in.iter().filter(|(k, _, _)| *k == key).collect();
+        let first = key.split(' ').next().unwrap_or(&key);
+        let given = lexicon::contains(lexicon::GIVEN_NAMES, first);
+        let pet_turns = seen.iter().filter(|(_, _, pet)| *pet).count();
+        let in_work_sentence = seen.iter().any(|(_, s, _)| {
+            s.split(|c: char| !c.is_alphanumeric()).any(|w| lexicon::contains(lexicon::WORK_CONTEXT, w))
+        });
+        let quoted = seen.iter().any(|(_, s, _)| {
+            ["\"", "“", "'", "‘"].iter().any(|q| s.contains(&format!("{q}{key}")))
+        });
+        let last = key.rsplit(' ').next().unwrap_or(&key);
+        let sequel = key.contains(' ')
+            && (last.chars().all(|c| c.is_ascii_digit()) || matches!(last, "ii" | "iii" | "iv" | "v" | "vi" | "vii" | "viii" | "ix" | "x"));
+        let kind = if !key.contains(' ') && pet_turns > 0 && (!given || pet_turns == seen.len()) {
+            "pet"
+        } else if given {
+            "person"
+        } else if quoted || sequel || in_work_sentence {
+            "work"
+        } else {
+            continue;
+        };
+        e.kind = kind.to_string();
+    }
 }
 
 #[cfg(test)]
@@ -1153,5 +1561,92 @@ mod tests {
             has(&ex, "Melanie", "mentioned_with", "Mount Rainier")
                 || has(&ex, "Jon", "mentioned_with", "Mount Rainier")
         );
+    }
+
+    #[test]
+    fn likes_favourites_and_fandom_bind_to_the_speaker() {
+        let ex = extract(&[
+            turn("Mel", "I love camping trips with my fam. I'm a big fan of pottery."),
+            turn("Dave", "I'm obsessed with classic cars. Ratatouille is one of my favorites! As a Manchester City fan, I disagree."),
+            turn("Cara", "I loved \"Becoming Nicole\" by Amy Ellis Nutt. Books feed my love of reading."),
+            turn("Jo", "I love making it. I love that. I love spending time with friends."),
+        ]);
+        for (s, o) in [("Mel", "camping trips"), ("Mel", "pottery"), ("Dave", "classic cars"), ("Dave", "Ratatouille"), ("Dave", "Manchester City"), ("Cara", "Becoming Nicole"), ("Cara", "reading")] {
+            assert!(has(&ex, s, "likes", o), "{s} likes {o}: {:?}", ex.relations);
+        }
+        assert!(has(&ex, "Amy Ellis Nutt", "created", "Becoming Nicole"), "{:?}", ex.relations);
+        assert_eq!(kind(&ex, "Becoming Nicole").as_deref(), Some("work"));
+        assert_eq!(kind(&ex, "Manchester City").as_deref(), Some("organization"));
+        // verbs with objects, pronouns and "spending time" are no hobbies
+        assert!(!ex.relations.iter().any(|r| r.source == "Jo" && r.predicate == "likes"), "{:?}", ex.relations);
+    }
+
+    #[test]
+    fn events_groups_makings_sports_and_games() {
+        let ex = extract(&[
+            turn("Caroline", "Last week I went to an LGBTQ+ pride parade. I just signed up for a pottery class."),
+            turn("Dave", "I got to go to a car workshop in San Francisco! I recently joined a rock band."),
+            turn("John", "I'm doing kickboxing now. We played Fortnite and Overwatch. I'm playing \"The Witcher 3\"! I made an application for them."),
+            turn("Mel", "Here's a photo of my horse painting I did recently."),
+        ]);
+        for (s, p, o) in [
+            ("Caroline", "attended", "lgbtq+ pride parade"),
+            ("Caroline", "attended", "pottery class"),
+            ("Dave", "attended", "car workshop"),
+            ("Dave", "visited", "San Francisco"),
+            ("Dave", "member_of", "rock band"),
+            ("John", "plays", "kickboxing"),
+            ("John", "plays", "Fortnite"),
+            ("John", "plays", "The Witcher 3"),
+            ("John", "created", "application"),
+            ("Mel", "created", "horse painting"),
+        ] {
+            assert!(has(&ex, s, p, o), "{s} {p} {o}: {:?}", ex.relations);
+        }
+        assert_eq!(kind(&ex, "Fortnite").as_deref(), Some("work"));
+    }
+
+    #[test]
+    fn pets_plans_and_friendship() {
+        let ex = extract(&[
+            turn("Caroline", "Yup, Oscar, my guinea pig. He's great."),
+            turn("Melanie", "We got another cat named Bailey too."),
+            turn("Maria", "I got a puppy two weeks ago! Her name's Coco and she's adorable."),
+            turn("Calvin", "I'm going to Tokyo next month. I went to Boston last year."),
+        ]);
+        assert!(has(&ex, "Caroline", "owns_pet", "Oscar"), "{:?}", ex.relations);
+        assert!(has(&ex, "Melanie", "owns_pet", "Bailey"), "{:?}", ex.relations);
+        assert!(has(&ex, "Maria", "owns_pet", "Coco"), "{:?}", ex.relations);
+        assert!(has(&ex, "Calvin", "plans_to_visit", "Tokyo"), "{:?}", ex.relations);
+        assert!(!has(&ex, "Calvin", "visited", "Tokyo"), "{:?}", ex.relations);
+        assert!(has(&ex, "Calvin", "visited", "Boston"), "{:?}", ex.relations);
+        let two = extract(&[turn("John", "Thanks for being an awesome friend, Maria."), turn("Maria", "Anytime!")]);
+        assert!(has(&two, "John", "friend_of", "Maria"), "{:?}", two.relations);
+        let friends = extract(&[turn("James", "We visited my friends Josh and Mark.")]);
+        assert!(has(&friends, "James", "friend_of", "Josh") && has(&friends, "James", "friend_of", "Mark"), "{:?}", friends.relations);
+    }
+
+    #[test]
+    fn untyped_names_are_typed_by_context_and_short_forms_fold_into_persons() {
+        let ex = extract(&[
+            turn("Melanie", "Both Luna and Oliver are so playful, the cats love the garden."),
+            turn("Caroline", "Thanks, Mel! I met Matt Patterson and Laura at the talk."),
+            turn("John", "I bought the new game from Nintendo. Have you read Name of the Wind? Civilization VI is out."),
+        ]);
+        for (n, k) in [
+            ("Luna", "pet"),
+            ("Oliver", "pet"),
+            ("Matt Patterson", "person"),
+            ("Laura", "person"),
+            ("Nintendo", "organization"),
+            ("Name of the Wind", "work"),
+            ("Civilization VI", "work"),
+        ] {
+            assert_eq!(kind(&ex, n).as_deref(), Some(k), "{n}: {:?}", ex.entities);
+        }
+        // "Mel" is Melanie's short form: an alias, not an entity of its own
+        assert!(kind(&ex, "Mel").is_none(), "{:?}", ex.entities);
+        let melanie = ex.entities.iter().find(|e| e.name == "Melanie").expect("Melanie");
+        assert!(melanie.aliases.contains(&"Mel".to_string()), "{:?}", melanie);
     }
 }

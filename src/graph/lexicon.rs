@@ -144,10 +144,102 @@ pub const PLAYABLE: &[&str] = &[
     "piano", "guitar", "violin", "cello", "drums", "bass", "flute", "clarinet", "saxophone", "trumpet",
     "ukulele", "harp", "keyboard", "banjo", "accordion", "soccer", "football", "basketball", "baseball",
     "tennis", "golf", "volleyball", "hockey", "chess", "cricket", "rugby", "badminton", "softball",
-    "table tennis", "ping pong", "poker", "board games", "video games", "games",
+    "table tennis", "ping pong", "poker", "board games", "video games",
 ];
 
 /// True when `w` (lowercase) is in `list`.
 pub fn contains(list: &[&str], w: &str) -> bool {
     list.contains(&w)
 }
+
+/// Common given names (English-speaking countries first, then frequent names
+/// of other languages written in Latin letters): a span whose first word is
+/// one is typed `person` when no pattern and no context typed it otherwise.
+/// Written for Strata from general knowledge; deliberately short of names
+/// that are also common words ("Will", "May", "Art" are left out).
+pub const GIVEN_NAMES: &[&str] = &[
+    "aaron", "abby", "abigail", "adam", "adrian", "aisha", "alan", "albert", "alex", "alexander", "alexis",
+    "alice", "alicia", "alison", "amanda", "amber", "amelia", "amy", "ana", "andrea", "andrew", "andy",
+    "angela", "anna", "anne", "anthony", "antonio", "ashley", "audrey", "ava", "barbara", "ben", "benjamin",
+    "beth", "betty", "bill", "bob", "brad", "brandon", "brenda", "brian", "brittany", "bruce", "bryan",
+    "caleb", "calvin", "cameron", "carl", "carla", "carlos", "carol", "caroline", "carolyn", "catherine",
+    "charles", "charlotte", "chloe", "chris", "christian", "christina", "christine", "christopher",
+    "cindy", "claire", "clara", "cody", "colin", "connor", "craig", "cynthia", "daniel", "danielle", "dave",
+    "david", "deborah", "debra", "dennis", "derek", "diana", "diane", "dominic", "donald", "donna", "doris",
+    "dylan", "ed", "eddie", "edward", "elena", "eli", "elijah", "elizabeth", "ella", "ellen", "emily", "emma",
+    "eric", "erin", "ethan", "eva", "evan", "evelyn", "fatima", "felix", "fiona", "frances", "frank", "fred",
+    "gabriel", "gabriela", "gary", "george", "gina", "grace", "greg", "gregory", "hannah", "harold", "harry",
+    "heather", "helen", "henry", "ian", "isaac", "isabel", "isabella", "jack", "jackson", "jacob", "jake",
+    "james", "jamie", "jane", "janet", "jasmine", "jason", "jean", "jeff", "jeffrey", "jennifer", "jenny",
+    "jeremy", "jerry", "jess", "jessica", "jill", "jim", "jimmy", "joan", "joanna", "joe", "joel", "john",
+    "jon", "jonathan", "jordan", "jose", "joseph", "josh", "joshua", "joyce", "juan", "judy", "julia",
+    "julian", "julie", "justin", "karen", "kate", "katherine", "kathleen", "katie", "keith", "kelly", "ken",
+    "kevin", "kim", "kyle", "larry", "laura", "lauren", "leah", "leo", "liam", "linda", "lisa", "logan",
+    "lucas", "lucy", "luis", "luke", "lydia", "maria", "marie", "mark", "martin", "mary", "mason", "matt",
+    "matthew", "megan", "melanie", "melissa", "michael", "michelle", "mike", "mila", "mohammed", "muhammad",
+    "nancy", "natalie", "nathan", "nicholas", "nick", "nicole", "noah", "nora", "olivia", "omar", "owen",
+    "pam", "pamela", "patricia", "patrick", "paul", "paula", "peter", "philip", "priya", "rachel", "rahul",
+    "ralph", "raj", "rebecca", "richard", "rick", "robert", "roger", "ron", "ronald", "rose", "ruth", "ryan",
+    "sam", "samantha", "samuel", "sandra", "sara", "sarah", "scott", "sean", "sharon", "sophia", "sophie",
+    "stephanie", "stephen", "steve", "steven", "susan", "tanya", "taylor", "teresa", "thomas", "tim",
+    "timothy", "tina", "todd", "tom", "tony", "tyler", "valerie", "vanessa", "victor", "victoria", "vincent",
+    "walter", "wayne", "wei", "william", "yuki", "zach", "zoe", "ahmed", "ali", "anh", "chen", "deepak",
+    "hiroshi", "jin", "kenji", "li", "ming", "minh", "sakura", "yuna", "ji-ho", "min-jun", "seo-yeon",
+    "hana", "diego", "javier", "lucia", "sofia", "mateo", "pablo", "giulia", "marco", "luca", "hans",
+    "lena", "anja", "olga", "ivan", "dmitri", "nina", "amir", "layla", "tupac",
+];
+
+/// Companies, bands and teams known by one name (a gazetteer for
+/// `organization`): a name no cue of its own types.
+pub const ORGANIZATIONS: &[&str] = &[
+    "google", "apple", "microsoft", "amazon", "meta", "netflix", "spotify", "disney", "pixar", "nintendo",
+    "sony", "samsung", "tesla", "ford", "toyota", "honda", "bmw", "ibm", "intel", "nvidia", "oracle",
+    "adobe", "uber", "airbnb", "starbucks", "mcdonald's", "walmart", "target", "costco", "ikea", "nike",
+    "adidas", "logitech", "sennheiser", "bose", "lego", "nasa", "unicef", "unesco", "red cross",
+    "greenpeace", "aerosmith", "beatles", "the beatles", "metallica", "coldplay", "nirvana",
+    "chelsea", "arsenal", "manchester city", "manchester united", "real madrid", "barcelona fc",
+    "fc barcelona", "juventus", "bayern munich", "lakers", "yankees", "red sox", "ubisoft", "blizzard",
+    "valve", "epic games", "riot games", "openai", "linkedin", "twitter", "youtube", "reddit", "github",
+];
+
+/// Products and services known by name (a gazetteer for `product`).
+pub const PRODUCTS: &[&str] = &[
+    "iphone", "ipad", "macbook", "playstation", "ps5", "ps4", "xbox", "nintendo switch", "kindle", "alexa",
+    "facebook", "instagram", "tiktok", "whatsapp", "snapchat", "zoom", "slack", "discord", "twitch",
+    "unity", "unreal engine", "photoshop", "excel", "chatgpt", "mustang", "ford mustang", "ferrari",
+    "prius", "corvette", "camaro", "model 3", "model s", "vespa", "peloton", "fitbit", "apple watch",
+];
+
+/// Words that make a turn about pets: a one-word name said in such a turn
+/// and typed by nothing else is a pet ("Luna and Oliver! ... the cat").
+pub const PET_CONTEXT: &[&str] = &[
+    "dog", "dogs", "cat", "cats", "puppy", "puppies", "pup", "pups", "kitten", "kitty", "pet", "pets", "vet",
+    "leash", "fur", "furry", "paw", "paws", "bark", "barks", "barking", "meow", "walkies", "fetch", "treats",
+    "breed", "adopted", "adopt", "kibble", "litter", "collar", "guinea", "hamster", "bunny", "parrot",
+];
+
+/// Words that make a sentence about a title: a name typed by nothing else
+/// in such a sentence is a `work` (book, film, game, song, series).
+pub const WORK_CONTEXT: &[&str] = &[
+    "book", "books", "novel", "novels", "read", "reading", "author", "series", "game", "games", "gaming",
+    "movie", "movies", "film", "films", "song", "songs", "album", "track", "show", "episode", "season",
+    "chapter", "trilogy", "sequel", "playing", "played", "watched", "watching",
+];
+
+/// Sports and exercise done ("I'm doing kickboxing"): `plays` values.
+pub const SPORTS: &[&str] = &[
+    "kickboxing", "boxing", "taekwondo", "karate", "judo", "jiu-jitsu", "yoga", "pilates", "crossfit",
+    "weight training", "weightlifting", "surfing", "skiing", "snowboarding", "skating", "skateboarding",
+    "climbing", "rock climbing", "bouldering", "swimming", "running", "cycling", "rowing", "fencing",
+    "archery", "dance", "dancing", "ballet", "zumba", "spinning", "martial arts", "boot camp", "bootcamp",
+];
+
+/// Nouns that end an event phrase ("an LGBTQ support group", "a pottery
+/// class"): `attended` values.
+pub const EVENT_NOUNS: &str = "class|classes|workshop|conference|meeting|parade|festival|concert|gala|group|reading|show|course|seminar|retreat|camp|party|session|lecture|tournament|fair|match|exhibition|convention|meetup|program|programme|ceremony|wedding|fundraiser|marathon|race|game night|game|event|talk|performance|recital|protest|rally|service";
+
+/// Nouns of things made ("a horse painting", "my first mobile game"): `created` values.
+pub const MADE_NOUNS: &str = "painting|paintings|portrait|drawing|sketch|sculpture|mural|song|songs|poem|poems|book|novel|story|stories|blog|website|site|app|application|game|album|film|video|podcast|vase|bowl|bowls|quilt|sweater|scarf|cake|cookies|bread|table|shelf|garden|playlist|comic|photo|photos|necklace|bracelet|card|cards|window";
+
+/// Nouns of groups one joins ("a chess club", "a nearby church"): `member_of` values.
+pub const GROUP_NOUNS: &str = "group|club|band|gym|church|team|brigade|program|programme|choir|league|community|organization|organisation|association|society|union|committee|crew|troupe|orchestra|guild|circle|network|nonprofit|charity";
