@@ -22,6 +22,7 @@ pub mod onnx;
 pub mod onnx_graph;
 pub mod openai;
 pub mod prompts;
+pub mod repair;
 
 use async_trait::async_trait;
 use std::num::NonZeroUsize;
@@ -155,6 +156,8 @@ impl CallLog {
         metrics::counter!("strata_llm_calls_total", "task" => r.task).increment(1);
         if r.error.is_some() {
             metrics::counter!("strata_llm_failures_total", "task" => r.task).increment(1);
+        } else if r.attempt == 1 {
+            metrics::counter!("strata_llm_first_try_valid_total", "task" => r.task).increment(1);
         }
         metrics::counter!("strata_llm_tokens_total", "task" => r.task, "direction" => "in")
             .increment(r.input_tokens as u64);
@@ -193,15 +196,17 @@ pub trait ChatModel: Send + Sync + 'static {
         log: &CallLog,
     ) -> Result<Summary>;
 
-    /// Extracts entities and relations from an episode summary
-    /// (`prompts/extract_entities_relations`). `None` = this model does not
-    /// extract; the offline extractor runs on the session's turns instead.
+    /// Extracts entities and relations from a session's turns
+    /// (`prompts/extract_entities_relations`; the episode summary stands in
+    /// when the turns are gone). `None` = this model does not extract; the
+    /// offline extractor runs on the session's turns instead.
     ///
     /// # Errors
     /// [`Error::Chat`] after the model's retries.
     async fn extract(
         &self,
         _summary: &str,
+        _turns: &[TranscriptTurn],
         _speakers: &[String],
         _started_at: &str,
         _log: &CallLog,

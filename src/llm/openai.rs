@@ -151,8 +151,9 @@ where
 }
 
 /// Finds the JSON answer in a model's text: strips Markdown code fences, then
-/// takes the whole text if it parses, else the first JSON object or array
-/// that parses from some `{` or `[` onwards (trailing prose is ignored).
+/// takes the whole text if it parses, else the JSON object or array that
+/// starts at the first `{` or `[` (trailing prose is ignored). Near-JSON is
+/// left to [`super::repair::repair_json`].
 pub fn parse_json_tolerant(text: &str) -> Option<Value> {
     let t = text.trim().trim_start_matches('\u{feff}');
     if let Ok(v) = serde_json::from_str::<Value>(t) {
@@ -171,13 +172,13 @@ pub fn parse_json_tolerant(text: &str) -> Option<Value> {
         if let Ok(v) = serde_json::from_str::<Value>(c) {
             return Some(v);
         }
-        for (i, ch) in c.char_indices() {
-            if ch == '{' || ch == '[' {
-                let mut it = serde_json::Deserializer::from_str(&c[i..]).into_iter::<Value>();
-                if let Some(Ok(v)) = it.next() {
-                    if v.is_object() || v.is_array() {
-                        return Some(v);
-                    }
+        // from the first bracket only: an inner object of a broken list is no answer
+        // (the near-JSON repair, super::repair, reads the whole of it)
+        if let Some(i) = c.find(['{', '[']) {
+            let mut it = serde_json::Deserializer::from_str(&c[i..]).into_iter::<Value>();
+            if let Some(Ok(v)) = it.next() {
+                if v.is_object() || v.is_array() {
+                    return Some(v);
                 }
             }
         }
@@ -429,19 +430,39 @@ fn read_answer(
             choice.finish_reason
         )));
     }
-    let Some(v) = parse_json_tolerant(&content) else {
-        return Err(Failure::Retryable(format!(
-            "answer is not JSON (finish_reason {:?}): {}",
-            choice.finish_reason,
-            clip_head(content.trim(), 160)
-        )));
+    // JSON as it stands, else near-JSON repaired (super::repair)
+    let (v, mut repaired) = match parse_json_tolerant(&content) {
+        Some(v) => (v, false),
+        None => match super::repair::repair_json(&content) {
+            Some(v) => (v, true),
+            None => {
+                return Err(Failure::Retryable(format!(
+                    "answer is not JSON (finish_reason {:?}): {}",
+                    choice.finish_reason,
+                    clip_head(content.trim(), 160)
+                )))
+            }
+        },
     };
-    prompt.validate(&v).map_err(|e| {
-        Failure::Retryable(format!(
-            "answer breaks the {} schema: {e}",
-            prompt.task.name()
-        ))
-    })?;
+    let v = match prompt.validate(&v) {
+        Ok(()) => v,
+        Err(e) => {
+            // fitted to the schema (a bare list placed, invalid items dropped), never coerced
+            let fitted = super::repair::fit_schema(&prompt.schema, v);
+            if prompt.validate(&fitted).is_err() {
+                return Err(Failure::Retryable(format!(
+                    "answer breaks the {} schema: {e}",
+                    prompt.task.name()
+                )));
+            }
+            repaired = true;
+            fitted
+        }
+    };
+    if repaired {
+        metrics::counter!("strata_llm_repaired_total", "task" => record.task).increment(1);
+        tracing::info!(task = record.task, attempt = record.attempt, "near-JSON answer repaired");
+    }
     Ok(v)
 }
 
@@ -603,45 +624,27 @@ impl ChatModel for OpenAiChat {
     async fn extract(
         &self,
         summary: &str,
+        turns: &[TranscriptTurn],
         speakers: &[String],
         started_at: &str,
         log: &CallLog,
     ) -> Result<Option<crate::model::graph::Extraction>> {
-        let vars = json!({"summary": summary, "speakers": speakers, "started_at": started_at});
-        let v = self
-            .complete_json(Task::ExtractEntitiesRelations, &vars, log)
-            .await?;
+        // the session itself, in pieces that fit the context (a small model finds little in a
+        // short summary); the summary only when the turns are gone
+        let pieces = if turns.is_empty() {
+            vec![summary.to_string()]
+        } else {
+            split_transcript(turns, self.input_budget().saturating_sub(EXTRACT_EXAMPLE_TOKENS).max(256))
+        };
         let mut ex = crate::model::graph::Extraction::default();
-        for e in v["entities"].as_array().into_iter().flatten() {
-            ex.entities.push(crate::model::graph::EntityMention {
-                name: e["name"].as_str().unwrap_or_default().to_string(),
-                kind: e["type"]
-                    .as_str()
-                    .unwrap_or(crate::model::graph::UNKNOWN_TYPE)
-                    .to_string(),
-                aliases: e["aliases"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|a| a.as_str().map(str::to_string))
-                    .collect(),
-            });
-        }
-        for r in v["relations"].as_array().into_iter().flatten() {
-            let valid_from = r["valid_from"]
-                .as_str()
-                .and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
-                .and_then(|d| d.and_hms_opt(0, 0, 0))
-                .map(|d| d.and_utc());
-            ex.relations.push(crate::model::graph::RelationMention {
-                source: r["source"].as_str().unwrap_or_default().to_string(),
-                predicate: r["predicate"].as_str().unwrap_or_default().to_string(),
-                target: r["target"].as_str().unwrap_or_default().to_string(),
-                valid_from,
-            });
+        for piece in &pieces {
+            let vars = json!({"summary": summary, "transcript": piece, "speakers": speakers, "started_at": started_at});
+            let v = self.complete_json(Task::ExtractEntitiesRelations, &vars, log).await?;
+            read_extraction(&v, &mut ex);
         }
         Ok(Some(ex))
     }
+
 
     async fn confirm_same(
         &self,
@@ -668,6 +671,42 @@ impl ChatModel for OpenAiChat {
             }
         }
         Ok(Some(out))
+    }
+}
+
+/// Tokens the extraction prompt's instructions and example take (measured on
+/// `prompts/extract_entities_relations.toml` v2 at 3 bytes per token, rounded up).
+const EXTRACT_EXAMPLE_TOKENS: u32 = 700;
+
+/// Appends a schema-valid extraction answer's entities and relations to `ex`.
+fn read_extraction(v: &Value, ex: &mut crate::model::graph::Extraction) {
+    for e in v["entities"].as_array().into_iter().flatten() {
+        ex.entities.push(crate::model::graph::EntityMention {
+            name: e["name"].as_str().unwrap_or_default().to_string(),
+            kind: e["type"]
+                .as_str()
+                .unwrap_or(crate::model::graph::UNKNOWN_TYPE)
+                .to_string(),
+            aliases: e["aliases"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect(),
+        });
+    }
+    for r in v["relations"].as_array().into_iter().flatten() {
+        let valid_from = r["valid_from"]
+            .as_str()
+            .and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|d| d.and_utc());
+        ex.relations.push(crate::model::graph::RelationMention {
+            source: r["source"].as_str().unwrap_or_default().to_string(),
+            predicate: r["predicate"].as_str().unwrap_or_default().to_string(),
+            target: r["target"].as_str().unwrap_or_default().to_string(),
+            valid_from,
+        });
     }
 }
 
@@ -836,6 +875,10 @@ mod tests {
         );
         assert!(parse_json_tolerant("I cannot help with that.").is_none());
         assert!(parse_json_tolerant("{\"summary\": \"unterminated").is_none());
+        assert!(
+            parse_json_tolerant("[{\"name\": \"A\"}, {\"name\": \"B").is_none(),
+            "an inner object of a broken list is not taken for the answer"
+        );
         assert_eq!(
             parse_json_tolerant("```\n{\"k\":\"한국어 요약\"}\n```").unwrap()["k"],
             "한국어 요약"

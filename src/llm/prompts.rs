@@ -20,7 +20,7 @@ pub enum Task {
     Summarize,
     /// Summaries of the pieces of a long session → one summary (`prompts/merge_summaries.toml`).
     MergeSummaries,
-    /// Summary → entities and relations (`prompts/extract_entities_relations.toml`).
+    /// A session's turns → entities and relations (`prompts/extract_entities_relations.toml`).
     ExtractEntitiesRelations,
     /// Ambiguous entity pairs → same or different (`prompts/dedup_entities.toml`).
     DedupEntities,

@@ -219,6 +219,14 @@ fn describe_metrics() {
     );
     describe_counter!("strata_llm_failures_total", "failed LLM requests by task");
     describe_counter!(
+        "strata_llm_first_try_valid_total",
+        "LLM answers valid on the first attempt of a call, by task"
+    );
+    describe_counter!(
+        "strata_llm_repaired_total",
+        "LLM answers accepted after near-JSON repair or fitting to the schema, by task"
+    );
+    describe_counter!(
         "strata_llm_tokens_total",
         "LLM tokens by task and direction (in, out)"
     );

@@ -72,6 +72,7 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
         .chat
         .extract(
             &episode.summary,
+            &turns,
             &speakers,
             &episode.started_at.format("%Y-%m-%d").to_string(),
             &log,
