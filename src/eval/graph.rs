@@ -469,7 +469,11 @@ pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
     }
     let (mut cfg, _dir) = super::systems::eval_config(&config)?;
     cfg.graph.enabled = true;
-    let extractor = if cfg.llm.provider == crate::config::LlmProvider::Offline { "offline".to_string() } else { format!("llm {}", cfg.llm.model) };
+    let offline = cfg.llm.provider == crate::config::LlmProvider::Offline;
+    let extractor = if offline { "offline".to_string() } else { format!("llm {}", cfg.llm.model) };
+    // the LLM calls per prompt are read from this process's own metrics at the end
+    let metrics = (!offline).then(|| metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder().ok()).flatten();
+    let started = std::time::Instant::now();
     let mem = Memory::open_with(cfg, Components { ephemeral: true, ..Default::default() }).await?;
     let mut total = GraphScores::default();
     let mut rows = Vec::new();
@@ -517,6 +521,28 @@ pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
         total.relation_f1(),
         total.relation_precision()
     );
+    let mut llm = serde_json::Value::Null;
+    if let Some(handle) = &metrics {
+        let sessions: usize = convs.iter().map(|c| c.sessions.len()).sum();
+        let parked = mem.parked_jobs(10_000).await?.len();
+        let usage = llm_usage_by_task(&handle.render());
+        println!("LLM calls per prompt over {sessions} sessions ({:.0} s per session, {parked} jobs parked):", started.elapsed().as_secs_f64() / sessions.max(1) as f64);
+        // 1st-try: the share of answered calls that needed no retry
+        println!("{:<28} {:>6} {:>7} {:>9} {:>9} {:>10} {:>10}", "task", "calls", "failed", "1st-try", "repaired", "in/sess", "out/sess");
+        for (task, u) in &usage {
+            println!(
+                "{:<28} {:>6} {:>7} {:>8.0}% {:>9} {:>10.0} {:>10.0}",
+                task,
+                u.calls,
+                u.failed,
+                100.0 * u.first_try_valid as f64 / u.answered().max(1) as f64,
+                u.repaired,
+                u.tokens_in as f64 / sessions.max(1) as f64,
+                u.tokens_out as f64 / sessions.max(1) as f64
+            );
+        }
+        llm = serde_json::json!({"sessions": sessions, "parked": parked, "seconds": started.elapsed().as_secs_f64(), "tasks": usage});
+    }
     if let Some(out) = &args.out {
         let per: Vec<serde_json::Value> = rows
             .iter()
@@ -530,11 +556,59 @@ pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
                 "relation_recall": s.relation_recall(), "relation_f1": s.relation_f1(),
             })
         };
-        let doc = serde_json::json!({"extractor": extractor, "total": total, "summary": summary(&total), "conversations": per});
+        let doc = serde_json::json!({"extractor": extractor, "total": total, "summary": summary(&total), "llm": llm, "conversations": per});
         std::fs::write(out, serde_json::to_string_pretty(&doc)?)?;
     }
     mem.shutdown().await?;
     Ok(())
+}
+
+/// One prompt's LLM calls in a run, from the `strata_llm_*` counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TaskUsage {
+    /// Requests sent, retries included.
+    pub calls: u64,
+    /// Of which failed (retried, or the job's attempt failed).
+    pub failed: u64,
+    /// Calls whose first attempt gave a schema-valid answer.
+    pub first_try_valid: u64,
+    /// Answers accepted after near-JSON repair or fitting to the schema.
+    pub repaired: u64,
+    /// Prompt tokens, summed.
+    pub tokens_in: u64,
+    /// Completion tokens, summed.
+    pub tokens_out: u64,
+}
+
+impl TaskUsage {
+    /// Calls answered in the end (one successful attempt each).
+    pub fn answered(&self) -> u64 {
+        self.calls.saturating_sub(self.failed)
+    }
+}
+
+/// Per-task usage from Prometheus text (`strata_llm_calls_total{task="..."} N` and kin).
+pub fn llm_usage_by_task(rendered: &str) -> BTreeMap<String, TaskUsage> {
+    let mut out: BTreeMap<String, TaskUsage> = BTreeMap::new();
+    for line in rendered.lines().filter(|l| l.starts_with("strata_llm_")) {
+        let Some((head, value)) = line.rsplit_once(' ') else { continue };
+        let Ok(n) = value.parse::<f64>() else { continue };
+        let Some((name, labels)) = head.split_once('{') else { continue };
+        let label = |k: &str| labels.split(',').find_map(|kv| kv.strip_prefix(&format!("{k}=\"")).map(|v| v.trim_end_matches(['"', '}']).to_string()));
+        let Some(task) = label("task") else { continue };
+        let u = out.entry(task).or_default();
+        let n = n as u64;
+        match (name, label("direction").as_deref()) {
+            ("strata_llm_calls_total", _) => u.calls += n,
+            ("strata_llm_failures_total", _) => u.failed += n,
+            ("strata_llm_first_try_valid_total", _) => u.first_try_valid += n,
+            ("strata_llm_repaired_total", _) => u.repaired += n,
+            ("strata_llm_tokens_total", Some("in")) => u.tokens_in += n,
+            ("strata_llm_tokens_total", Some("out")) => u.tokens_out += n,
+            _ => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]

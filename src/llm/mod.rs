@@ -144,6 +144,10 @@ pub struct Summary {
     pub text: String,
     /// Extractive (offline) or LLM.
     pub kind: SummaryKind,
+    /// The one-line abstract, when the summariser chose it (the extractive
+    /// one picks the line covering the session's main topic); `None` = the
+    /// first long-enough sentence ([`crate::recall::abstracts::make_abstract`]).
+    pub abstract_: Option<String>,
 }
 
 /// Collects the [`CallRecord`]s of one job (thread-safe, append-only).

@@ -807,10 +807,39 @@ fn speaker_label(speaker: &str) -> String {
 /// budget is zero). See the [module documentation](self) for the scoring
 /// heuristic; it is extractive and approximate, not an LLM summary.
 pub fn extractive_summary(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> String {
+    extract_session(turns, opts).text
+}
+
+/// An extractive summary and its abstract ([`extract_session`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Extractive {
+    /// The selected sentences, one `"Speaker: sentence"` line each, in conversation order.
+    pub text: String,
+    /// The selected line that best covers the session's main topic (see
+    /// [`extract_session`]); `None` when no selected line is at least
+    /// [`crate::recall::abstracts::MIN_CHARS`] graphemes long.
+    pub abstract_: Option<String>,
+}
+
+/// Weight of a word seen capitalised inside a sentence (a name) in an
+/// abstract's topic coverage, against 1 for other words: names are what a
+/// session is about. Chosen by hand (issue 31); not tuned on the eval sets.
+const NAME_WEIGHT: f64 = 1.5;
+
+/// The extractive summary of [module docs](self) with its lines in
+/// conversation order, and its abstract: of the selected lines, the one whose
+/// distinct recurring words (session term frequency ≥ 2) weigh most,
+/// `Σ ln(1 + tf(w)) · (NAME_WEIGHT if w is a name)` over `sqrt(max(4, d))`
+/// for `d` distinct content words, so the sentence that covers the session's
+/// main topic and its names wins over the one with the most cue bonuses.
+/// Statements go before questions; ties go to the earlier line.
+pub fn extract_session(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Extractive {
     if opts.max_sentences == 0 || opts.max_chars == 0 {
-        return String::new();
+        return Extractive::default();
     }
     let lex = Lexicon::new();
+    // content words seen capitalised after a sentence's first word (names)
+    let mut named: HashSet<u32> = HashSet::new();
 
     // Pass 1: segment, tokenise, count terms, compute per-sentence features.
     let mut vocab: HashMap<String, u32> = HashMap::new();
@@ -821,7 +850,7 @@ pub fn extractive_summary(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Strin
             let words = tokenize(text);
             let lower: Vec<String> = words.iter().map(|w| normalise(w)).collect();
             let mut content = Vec::new();
-            for (raw, low) in words.iter().zip(&lower) {
+            for (pos, (raw, low)) in words.iter().zip(&lower).enumerate() {
                 let is_content = !lex.stop.contains(low.as_str())
                     && !lex.is_ack(low)
                     && (low.chars().count() >= 2
@@ -841,6 +870,9 @@ pub fn extractive_summary(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Strin
                 };
                 tf[id as usize] += 1;
                 content.push(id);
+                if pos > 0 && raw.chars().next().is_some_and(char::is_uppercase) {
+                    named.insert(id);
+                }
             }
             let f = features(&lex, text, &words, &lower, content.len());
             let mut set = content.clone();
@@ -858,7 +890,7 @@ pub fn extractive_summary(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Strin
         }
     }
     if sentences.is_empty() {
-        return String::new();
+        return Extractive::default();
     }
 
     // Pass 2: centrality against session term frequencies.
@@ -891,7 +923,7 @@ pub fn extractive_summary(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Strin
 
     // Greedy selection. Pass 0 takes informative sentences; if none exists,
     // pass 1 falls back to the single best chit-chat sentence.
-    let mut lines: Vec<String> = Vec::new();
+    let mut lines: Vec<(usize, String)> = Vec::new();
     let mut chosen: Vec<usize> = Vec::new();
     let mut used = 0usize;
     for fallback in [false, true] {
@@ -928,7 +960,7 @@ pub fn extractive_summary(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Strin
             let sep = usize::from(!lines.is_empty());
             let len = prefix_len + grapheme_len(cand.text);
             if used + sep + len <= opts.max_chars {
-                lines.push(format!("{label}: {}", cand.text));
+                lines.push((idx, format!("{label}: {}", cand.text)));
                 used += sep + len;
                 chosen.push(idx);
             } else if lines.is_empty() {
@@ -941,12 +973,39 @@ pub fn extractive_summary(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Strin
                     clip_with_ellipsis(&format!("{label}: {}", cand.text), opts.max_chars)
                 };
                 used = grapheme_len(&clipped);
-                lines.push(clipped);
+                lines.push((idx, clipped));
                 chosen.push(idx);
             }
         }
     }
-    lines.join("\n")
+    // the order things were said in
+    lines.sort_by_key(|(idx, _)| *idx);
+    let coverage = |s: &Sentence<'_>| {
+        let w: f64 = s
+            .set
+            .iter()
+            .filter(|&&id| tf[id as usize] >= 2)
+            .map(|&id| (1.0 + tf[id as usize] as f64).ln() * if named.contains(&id) { NAME_WEIGHT } else { 1.0 })
+            .sum();
+        w / (s.set.len().max(4) as f64).sqrt()
+    };
+    // a statement, when the summary has one: a question is no abstract
+    let long_enough = |idx: usize| grapheme_len(sentences[idx].text) >= crate::recall::abstracts::MIN_CHARS;
+    let statement = |idx: usize| !sentences[idx].text.trim_end().ends_with(['?', '？']);
+    let any_statement = lines.iter().any(|(idx, _)| long_enough(*idx) && statement(*idx));
+    let abstract_ = lines
+        .iter()
+        .filter(|(idx, _)| long_enough(*idx) && (statement(*idx) || !any_statement))
+        .map(|(idx, line)| (coverage(&sentences[*idx]), line))
+        .fold(None::<(f64, &String)>, |best, (c, line)| match best {
+            Some((b, _)) if b >= c => best,
+            _ => Some((c, line)),
+        })
+        .map(|(_, line)| clip_with_ellipsis(line, crate::recall::abstracts::MAX_CHARS));
+    Extractive {
+        text: lines.into_iter().map(|(_, l)| l).collect::<Vec<_>>().join("\n"),
+        abstract_,
+    }
 }
 
 #[cfg(test)]
@@ -988,6 +1047,30 @@ mod tests {
             t("Caroline", "That's awesome!"),
             t("Melanie", "haha"),
         ]
+    }
+
+    #[test]
+    fn lines_follow_the_conversation_and_the_abstract_covers_its_topic() {
+        let turns = [
+            t("Mina", "Hi Jon! How are you?"),
+            t("Jon", "Good! I finally booked the flight to Busan for 14 May 2026."),
+            t("Mina", "Is the Busan trip for the Haeundae marathon with Sora?"),
+            t("Jon", "Yes, Sora and I run the Busan marathon at Haeundae, then we eat at the Jagalchi fish market."),
+            t("Mina", "I adopted a cat called Mochi on Tuesday, by the way."),
+        ];
+        let out = extract_session(&turns, &ExtractiveOptions::default());
+        let lines: Vec<&str> = out.text.lines().collect();
+        // in the order said, each with its speaker
+        let pos = |needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle} missing: {lines:?}"));
+        assert!(pos("booked the flight") < pos("Busan marathon"), "{lines:?}");
+        assert!(pos("Busan marathon") < pos("Mochi"), "{lines:?}");
+        assert!(lines.iter().all(|l| l.starts_with("Jon: ") || l.starts_with("Mina: ")), "{lines:?}");
+        // the abstract: the line that covers the session's topic (Busan, the marathon, Sora,
+        // Haeundae), not the first line nor the side remark with a date
+        let a = out.abstract_.expect("abstract");
+        assert!(a.contains("Busan marathon"), "{a}");
+        assert_eq!(extractive_summary(&turns, &ExtractiveOptions::default()), out.text);
+        assert_eq!(extract_session(&[], &ExtractiveOptions::default()), Extractive::default());
     }
 
     #[test]
@@ -1222,10 +1305,11 @@ impl super::ChatModel for OfflineChat {
                 text: &t.text,
             })
             .collect();
-        let text = extractive_summary(&turns, &self.options);
+        let Extractive { text, abstract_ } = extract_session(&turns, &self.options);
         Ok(super::Summary {
             text,
             kind: crate::model::SummaryKind::Extractive,
+            abstract_,
         })
     }
 }

@@ -618,6 +618,7 @@ impl ChatModel for OpenAiChat {
         Ok(Summary {
             text: clipped,
             kind: SummaryKind::Llm,
+            abstract_: None,
         })
     }
 

@@ -190,7 +190,10 @@ async fn prepare(shared: &Runtime, ev: &OutboxEvent) -> Result<Option<Prepared>>
     let episode = Episode {
         id: EpisodeId::for_session(scope, session_id),
         session_id: session_id.clone(),
-        abstract_: make_abstract(&text),
+        abstract_: summary
+            .abstract_
+            .filter(|a| !a.trim().is_empty())
+            .unwrap_or_else(|| make_abstract(&text)),
         summary: text,
         summary_kind: summary.kind,
         started_at: started,
