@@ -22,7 +22,8 @@
 #
 # Environment: LOCAL_LLM_DIR (default target/local-llm: venv, models, log, pid), PORT (8765),
 #   LLAMA_CPP_PYTHON (pip requirement, default llama-cpp-python[server]==0.3.36, built from its
-#   sdist: ~11 min), LOCAL_LLM_WAIT_SECS (start-up bound, 180), N_CTX (8192).
+#   sdist: ~11 min), LOCAL_LLM_WAIT_SECS (start-up bound, 180), N_CTX (8192), N_THREADS
+#   (generation and prompt threads, default every core: llama-cpp-python's own default is 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
@@ -162,7 +163,8 @@ case "$cmd" in
       # The GGUF carries the model's chat template; --model_alias makes the server answer to
       # STRATA__LLM__MODEL.
       nohup "$py" -m llama_cpp.server --model "$gguf" --model_alias "$model" \
-        --host 127.0.0.1 --port "$PORT" --n_ctx "${N_CTX:-8192}" >"$dir/server.log" 2>&1 &
+        --host 127.0.0.1 --port "$PORT" --n_ctx "${N_CTX:-8192}" \
+        --n_threads "${N_THREADS:-$(nproc)}" --n_threads_batch "${N_THREADS:-$(nproc)}" >"$dir/server.log" 2>&1 &
       echo $! >"$pidfile"; echo "$model" >"$dir/model"
       deadline=$(( $(date +%s) + ${LOCAL_LLM_WAIT_SECS:-180} ))
       until curl -sf -o /dev/null --max-time 2 "$base/v1/models"; do
@@ -175,7 +177,13 @@ case "$cmd" in
     exports
     ;;
   stop)
-    if running; then kill "$(cat "$pidfile")"; log "stopped"; else log "not running"; fi
+    if running; then
+      pid=$(cat "$pidfile"); kill "$pid"
+      # a generation in progress does not see SIGTERM until it ends: give it 10 s
+      for _ in $(seq 1 10); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+      kill -9 "$pid" 2>/dev/null || true
+      log "stopped"
+    else log "not running"; fi
     rm -f "$pidfile"
     ;;
   status)
