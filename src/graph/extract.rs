@@ -888,7 +888,6 @@ fn speaker_cues(
     for c in p.likes_any.captures_iter(sentence) {
         if let Some((y, kind)) = liked_object(&c) {
             link(out, "likes", &y, kind);
-            // "a fan of both classical like Bach and Mozart": the names of the list are liked too
         }
     }
     for c in p.favorite.captures_iter(sentence) {

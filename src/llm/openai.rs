@@ -641,7 +641,7 @@ impl ChatModel for OpenAiChat {
         for piece in &pieces {
             let vars = json!({"summary": summary, "transcript": piece, "speakers": speakers, "started_at": started_at});
             let v = self.complete_json(Task::ExtractEntitiesRelations, &vars, log).await?;
-            read_extraction(&v, &mut ex);
+            read_extraction(&v, piece, &mut ex);
         }
         Ok(Some(ex))
     }
@@ -679,9 +679,33 @@ impl ChatModel for OpenAiChat {
 /// `prompts/extract_entities_relations.toml` v2 at 3 bytes per token, rounded up).
 const EXTRACT_EXAMPLE_TOKENS: u32 = 700;
 
-/// Appends a schema-valid extraction answer's entities and relations to `ex`.
-fn read_extraction(v: &Value, ex: &mut crate::model::graph::Extraction) {
+/// True when `name` is said in `text`: its identity key occurs in the
+/// text's lowercase form, or, for a phrase, every word of 3 letters or more
+/// does. A small model copies the prompt's example ("Lisbon", "Acme") or
+/// invents; what the session never says is no fact of it.
+fn grounded(name: &str, text_lower: &str) -> bool {
+    let key = crate::graph::identity_key(name);
+    if key.is_empty() {
+        return false;
+    }
+    text_lower.contains(&key)
+        || key
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.chars().count() >= 3)
+            .fold(None, |all, w| Some(all.unwrap_or(true) && text_lower.contains(w)))
+            .unwrap_or(false)
+}
+
+/// Appends a schema-valid extraction answer's entities and relations to `ex`,
+/// keeping only those whose names the input `text` says ([`grounded`]).
+fn read_extraction(v: &Value, text: &str, ex: &mut crate::model::graph::Extraction) {
+    let lower = text.to_lowercase();
+    let (mut dropped_entities, mut dropped_relations) = (0usize, 0usize);
     for e in v["entities"].as_array().into_iter().flatten() {
+        if !grounded(e["name"].as_str().unwrap_or_default(), &lower) {
+            dropped_entities += 1;
+            continue;
+        }
         ex.entities.push(crate::model::graph::EntityMention {
             name: e["name"].as_str().unwrap_or_default().to_string(),
             kind: e["type"]
@@ -697,6 +721,11 @@ fn read_extraction(v: &Value, ex: &mut crate::model::graph::Extraction) {
         });
     }
     for r in v["relations"].as_array().into_iter().flatten() {
+        let ends = [r["source"].as_str().unwrap_or_default(), r["target"].as_str().unwrap_or_default()];
+        if !ends.iter().all(|n| grounded(n, &lower)) {
+            dropped_relations += 1;
+            continue;
+        }
         let valid_from = r["valid_from"]
             .as_str()
             .and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
@@ -708,6 +737,10 @@ fn read_extraction(v: &Value, ex: &mut crate::model::graph::Extraction) {
             target: r["target"].as_str().unwrap_or_default().to_string(),
             valid_from,
         });
+    }
+    if dropped_entities + dropped_relations > 0 {
+        metrics::counter!("strata_llm_ungrounded_total").increment((dropped_entities + dropped_relations) as u64);
+        tracing::info!(dropped_entities, dropped_relations, "extracted names the session never says were dropped");
     }
 }
 
@@ -859,6 +892,23 @@ impl Embedder for OpenAiEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extracted_names_the_text_never_says_are_dropped() {
+        let v = serde_json::json!({
+            "entities": [{"name": "Caroline", "type": "person", "aliases": []}, {"name": "Lisbon", "type": "place", "aliases": []}],
+            "relations": [
+                {"source": "Caroline", "predicate": "likes", "target": "pottery classes", "valid_from": null},
+                {"source": "Caroline", "predicate": "works_at", "target": "Acme", "valid_from": null}
+            ]
+        });
+        let mut ex = crate::model::graph::Extraction::default();
+        read_extraction(&v, "Caroline: I signed up for a pottery class, and my classes start soon.", &mut ex);
+        let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, vec!["Caroline"]);
+        let targets: Vec<&str> = ex.relations.iter().map(|r| r.target.as_str()).collect();
+        assert_eq!(targets, vec!["pottery classes"], "a phrase counts when its words are said");
+    }
 
     #[test]
     fn tolerant_json_parsing() {

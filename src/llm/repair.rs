@@ -75,7 +75,7 @@ fn clean(t: &str) -> String {
                     out.push(c);
                 }
             }
-            _ => {
+            'T' | 'F' | 'N' => {
                 let word: String = chars[i..].iter().take_while(|c| c.is_ascii_alphabetic()).collect();
                 let prev_ok = i == 0 || !chars[i - 1].is_ascii_alphanumeric();
                 let json = match word.as_str() {
@@ -91,6 +91,7 @@ fn clean(t: &str) -> String {
                 }
                 out.push(c);
             }
+            _ => out.push(c),
         }
         i += 1;
     }

@@ -223,6 +223,10 @@ fn describe_metrics() {
         "LLM answers valid on the first attempt of a call, by task"
     );
     describe_counter!(
+        "strata_llm_ungrounded_total",
+        "entities and relations an LLM extracted that the session never says, dropped"
+    );
+    describe_counter!(
         "strata_llm_repaired_total",
         "LLM answers accepted after near-JSON repair or fitting to the schema, by task"
     );
