@@ -3,7 +3,8 @@
 # throwaway PostgreSQL (scripts/pg.sh) and a throwaway Bolt graph server
 # (scripts/graph-server.sh, ArcadeDB) on 127.0.0.1, each skipped when its
 # variable (STRATA_TEST_POSTGRES_URL, STRATA_TEST_BOLT_URI) already names a
-# server, installs the client tests' packages (scripts/client-deps.sh), then runs every unit, integration and doc test in the one dev
+# server, installs the client tests' packages (scripts/client-deps.sh) and the
+# console tests' browser (scripts/browser-deps.sh), then runs every unit, integration and doc test in the one dev
 # profile (dependencies are optimised there, see Cargo.toml) and checks
 # that the benches compile and the API docs build without a warning.
 set -euo pipefail
@@ -12,6 +13,9 @@ cd "$(dirname "$0")/.."
 # the client and SDK tests' Python venv and npm packages (target/clients-venv, clients/*/node_modules)
 ./scripts/client-deps.sh
 export STRATA_REQUIRE_CLIENT_TESTS=1
+# headless Chromium and chromedriver for the console's browser tests (tests/console.rs)
+./scripts/browser-deps.sh
+export STRATA_REQUIRE_BROWSER_TESTS=1
 cleanup=()
 stop() { for c in "${cleanup[@]}"; do $c || true; done; }
 trap stop EXIT

@@ -373,6 +373,11 @@ pub struct GraphConfig {
     pub embedding_prefilter: f64,
     /// Most entities returned by `knowledge_graph_search`.
     pub max_results: usize,
+    /// When the chat model extracts, run the offline extractor over the same
+    /// turns too and combine them ([`crate::graph::combine`]): the offline
+    /// names and relations stay, the model adds names and typed relations.
+    /// `false` = the model's extraction alone.
+    pub combine_offline: bool,
 }
 
 impl GraphConfig {

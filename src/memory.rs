@@ -198,6 +198,33 @@ impl Memory {
         self.episodic.inject_with(scope, session, user_message, opts).await
     }
 
+    /// [`Memory::inject_with`] after the given earlier user turns instead of
+    /// the session's ([`Episodic::inject_after`]); records nothing.
+    ///
+    /// # Errors
+    /// As [`Episodic::inject`].
+    pub async fn inject_after(&self, scope: &Scope, previous: Vec<String>, user_message: &str, opts: SearchOptions) -> Result<InjectResult> {
+        self.episodic.inject_after(scope, previous, user_message, opts).await
+    }
+
+    /// A scope's sessions with their status and abstracts ([`Episodic::timeline`]).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn timeline(&self, scope: &Scope, limit: usize) -> Result<Vec<crate::episodic::TimelineEntry>> {
+        self.episodic.timeline(scope, limit).await
+    }
+
+    /// The scopes with recorded sessions whose user or agent id contains
+    /// `search`, most recently active first ([`crate::store::RecordStore::scopes`];
+    /// operators only: it crosses scopes).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn scopes(&self, search: &str, limit: usize) -> Result<Vec<crate::model::ScopeActivity>> {
+        self.runtime().records.scopes(search, limit).await
+    }
+
     /// L1 `memory_search` ([`Episodic::memory_search`]).
     ///
     /// # Errors

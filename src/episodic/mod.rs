@@ -149,6 +149,16 @@ pub struct InjectResult {
     pub explain: Option<Vec<Candidate>>,
 }
 
+/// One session of a scope's timeline ([`Episodic::timeline`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimelineEntry {
+    /// The session's promotion status, dates and message count.
+    pub state: SessionState,
+    /// The episode's abstract, once promoted (and not expired).
+    #[serde(rename = "abstract")]
+    pub abstract_: Option<String>,
+}
+
 /// One L1 search result.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct SearchHit {
@@ -349,6 +359,34 @@ impl Episodic {
     /// [`Error::NotFound`] when unknown in this scope.
     pub async fn session(&self, scope: &Scope, session: &SessionId) -> Result<Session> {
         self.rt.records.session(scope, session).await
+    }
+
+    /// The sessions of a scope, the latest started first, at most `limit`,
+    /// each with its promotion status ([`Episodic::session_status`]) and,
+    /// once promoted, its episode's abstract (the console's timeline).
+    ///
+    /// # Errors
+    /// Store errors.
+    pub async fn timeline(&self, scope: &Scope, limit: usize) -> Result<Vec<TimelineEntry>> {
+        let mut out = Vec::new();
+        for s in self.rt.records.sessions(scope, limit).await? {
+            let state = match self.session_status(scope, &s.id).await {
+                Ok(st) => st,
+                // erased between the listing and this read
+                Err(Error::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            let abstract_ = match &state.episode_id {
+                Some(id) => match self.rt.records.episode(scope, id, Utc::now()).await {
+                    Ok(e) => Some(e.abstract_),
+                    Err(Error::NotFound(_)) => None,
+                    Err(e) => return Err(e),
+                },
+                None => None,
+            };
+            out.push(TimelineEntry { state, abstract_ });
+        }
+        Ok(out)
     }
 
     /// A session's promotion status: open, completed (promotion queued),

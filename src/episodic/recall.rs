@@ -76,9 +76,37 @@ impl Episodic {
         opts: SearchOptions,
     ) -> Result<InjectResult> {
         check_query(user_message)?;
+        let tunables = self.rt.tunables();
+        // a trivial message reads nothing
+        let previous = if tunables.trivial.is_trivial(user_message) {
+            Vec::new()
+        } else {
+            self.rt.records.recent_user_turns(scope, session, tunables.recall.recent_turns).await?
+        };
+        self.inject_after(scope, previous, user_message, opts).await
+    }
+
+    /// [`Episodic::inject_with`] after the given earlier user turns (oldest
+    /// first; the last `recall.recent_turns` count) instead of the session's:
+    /// the console's playground tries a message with a history it typed,
+    /// without recording anything.
+    ///
+    /// # Errors
+    /// As [`Episodic::inject`].
+    pub async fn inject_after(
+        &self,
+        scope: &Scope,
+        mut previous: Vec<String>,
+        user_message: &str,
+        opts: SearchOptions,
+    ) -> Result<InjectResult> {
+        check_query(user_message)?;
         let started = std::time::Instant::now();
         let tunables = self.rt.tunables();
         let cfg = &tunables.recall;
+        if previous.len() > cfg.recent_turns {
+            previous.drain(..previous.len() - cfg.recent_turns);
+        }
         if tunables.trivial.is_trivial(user_message) {
             metrics::counter!("strata_inject_trivial_total").increment(1);
             return Ok(InjectResult {
@@ -93,11 +121,6 @@ impl Episodic {
                 explain: opts.explain.then(Vec::new),
             });
         }
-        let previous = self
-            .rt
-            .records
-            .recent_user_turns(scope, session, cfg.recent_turns)
-            .await?;
         let query = build_query(&previous, user_message, cfg.recent_chars);
         let limit = cfg.max_entries;
         // the message and the earlier turns are searched apart (topic switches,

@@ -193,7 +193,17 @@ impl GraphScores {
     pub fn relation_f1(&self) -> f64 {
         f1(self.typed_relation_precision(), self.relation_recall())
     }
-    fn add(&mut self, o: &GraphScores) {
+    /// The ratios as JSON (entity P/R/F1, typed accuracy, junk rate, relation P, typed P, R, F1).
+    pub fn summary(&self) -> serde_json::Value {
+        serde_json::json!({
+            "entity_precision": self.entity_precision(), "entity_recall": self.entity_recall(), "entity_f1": self.entity_f1(),
+            "typed_accuracy": self.typed_accuracy(), "junk_rate": self.junk_rate(),
+            "relation_precision": self.relation_precision(), "typed_relation_precision": self.typed_relation_precision(),
+            "relation_recall": self.relation_recall(), "relation_f1": self.relation_f1(),
+        })
+    }
+    /// Adds another conversation's counts.
+    pub fn add(&mut self, o: &GraphScores) {
         self.predicted_entities += o.predicted_entities;
         self.matched_entities += o.matched_entities;
         self.gold_entities += o.gold_entities;
@@ -472,7 +482,7 @@ pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
     let offline = cfg.llm.provider == crate::config::LlmProvider::Offline;
     let extractor = if offline { "offline".to_string() } else { format!("llm {}", cfg.llm.model) };
     // the LLM calls per prompt are read from this process's own metrics at the end
-    let metrics = (!offline).then(|| metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder().ok()).flatten();
+    let metrics = llm_metrics(&cfg);
     let started = std::time::Instant::now();
     let mem = Memory::open_with(cfg, Components { ephemeral: true, ..Default::default() }).await?;
     let mut total = GraphScores::default();
@@ -484,83 +494,90 @@ pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
         let scope = Scope::new(conv.sample_id.clone(), "locomo")?;
         let pred = predicted(&mem, &scope).await?;
         let s = score(&gold[&conv.sample_id], &pred);
-        println!(
-            "{:<8} entities {:>3}/{:<3} P {:.2} R {:.2} F1 {:.2} typed {:.2} junk {:.2} | relations {:>3} ({:>3} typed) P {:.2} R {:.2} F1 {:.2} | {:.0} s",
-            conv.sample_id,
-            s.predicted_entities,
-            s.gold_entities,
-            s.entity_precision(),
-            s.entity_recall(),
-            s.entity_f1(),
-            s.typed_accuracy(),
-            s.junk_rate(),
-            s.predicted_relations,
-            s.predicted_typed_relations,
-            s.typed_relation_precision(),
-            s.relation_recall(),
-            s.relation_f1(),
-            t0.elapsed().as_secs_f64()
-        );
+        print_scores(&conv.sample_id, &s, &format!("{:.0} s", t0.elapsed().as_secs_f64()));
         total.add(&s);
         rows.push((conv.sample_id.clone(), s, pred));
     }
-    println!(
-        "{:<8} entities {:>3}/{:<3} P {:.2} R {:.2} F1 {:.2} typed {:.2} junk {:.2} | relations {:>3} ({:>3} typed) P {:.2} R {:.2} F1 {:.2} (all-relation P {:.2})",
-        "total",
-        total.predicted_entities,
-        total.gold_entities,
-        total.entity_precision(),
-        total.entity_recall(),
-        total.entity_f1(),
-        total.typed_accuracy(),
-        total.junk_rate(),
-        total.predicted_relations,
-        total.predicted_typed_relations,
-        total.typed_relation_precision(),
-        total.relation_recall(),
-        total.relation_f1(),
-        total.relation_precision()
-    );
-    let mut llm = serde_json::Value::Null;
-    if let Some(handle) = &metrics {
-        let sessions: usize = convs.iter().map(|c| c.sessions.len()).sum();
-        let parked = mem.parked_jobs(10_000).await?.len();
-        let usage = llm_usage_by_task(&handle.render());
-        println!("LLM calls per prompt over {sessions} sessions ({:.0} s per session, {parked} jobs parked):", started.elapsed().as_secs_f64() / sessions.max(1) as f64);
-        // 1st-try: the share of answered calls that needed no retry
-        println!("{:<28} {:>6} {:>7} {:>9} {:>9} {:>10} {:>10}", "task", "calls", "failed", "1st-try", "repaired", "in/sess", "out/sess");
-        for (task, u) in &usage {
-            println!(
-                "{:<28} {:>6} {:>7} {:>8.0}% {:>9} {:>10.0} {:>10.0}",
-                task,
-                u.calls,
-                u.failed,
-                100.0 * u.first_try_valid as f64 / u.answered().max(1) as f64,
-                u.repaired,
-                u.tokens_in as f64 / sessions.max(1) as f64,
-                u.tokens_out as f64 / sessions.max(1) as f64
-            );
+    print_scores("total", &total, &format!("(all-relation P {:.2})", total.relation_precision()));
+    let llm = match &metrics {
+        Some(handle) => {
+            let sessions: usize = convs.iter().map(|c| c.sessions.len()).sum();
+            llm_report(handle, &mem, sessions, started.elapsed().as_secs_f64()).await?
         }
-        llm = serde_json::json!({"sessions": sessions, "parked": parked, "seconds": started.elapsed().as_secs_f64(), "tasks": usage});
-    }
+        None => serde_json::Value::Null,
+    };
     if let Some(out) = &args.out {
         let per: Vec<serde_json::Value> = rows
             .iter()
             .map(|(id, s, p)| serde_json::json!({"conversation": id, "scores": s, "predicted": p}))
             .collect();
-        let summary = |s: &GraphScores| {
-            serde_json::json!({
-                "entity_precision": s.entity_precision(), "entity_recall": s.entity_recall(), "entity_f1": s.entity_f1(),
-                "typed_accuracy": s.typed_accuracy(), "junk_rate": s.junk_rate(),
-                "relation_precision": s.relation_precision(), "typed_relation_precision": s.typed_relation_precision(),
-                "relation_recall": s.relation_recall(), "relation_f1": s.relation_f1(),
-            })
-        };
-        let doc = serde_json::json!({"extractor": extractor, "total": total, "summary": summary(&total), "llm": llm, "conversations": per});
+        let doc = serde_json::json!({"extractor": extractor, "total": total, "summary": total.summary(), "llm": llm, "conversations": per});
         std::fs::write(out, serde_json::to_string_pretty(&doc)?)?;
     }
     mem.shutdown().await?;
     Ok(())
+}
+
+/// Prints one row of scores: `label`, entity P/R/F1, typed accuracy, junk
+/// rate, relation counts, typed P/R/F1, then `tail` (seconds, a note).
+pub fn print_scores(label: &str, s: &GraphScores, tail: &str) {
+    println!(
+        "{:<8} entities {:>3}/{:<3} P {:.2} R {:.2} F1 {:.2} typed {:.2} junk {:.2} | relations {:>3} ({:>3} typed) P {:.2} R {:.2} F1 {:.2} | {tail}",
+        label,
+        s.predicted_entities,
+        s.gold_entities,
+        s.entity_precision(),
+        s.entity_recall(),
+        s.entity_f1(),
+        s.typed_accuracy(),
+        s.junk_rate(),
+        s.predicted_relations,
+        s.predicted_typed_relations,
+        s.typed_relation_precision(),
+        s.relation_recall(),
+        s.relation_f1(),
+    );
+}
+
+/// With an LLM configured, a Prometheus recorder for this process, so that
+/// [`llm_report`] can read the calls per prompt at the end (`None` offline,
+/// or when a recorder is already installed).
+pub fn llm_metrics(cfg: &Config) -> Option<metrics_exporter_prometheus::PrometheusHandle> {
+    (cfg.llm.provider != crate::config::LlmProvider::Offline)
+        .then(|| metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder().ok())
+        .flatten()
+}
+
+/// Prints the LLM calls per prompt of this run over `sessions` sessions
+/// (first-try validity, repairs, tokens and seconds per session, parked
+/// jobs) and returns them as JSON.
+///
+/// # Errors
+/// Store errors reading the parked jobs.
+pub async fn llm_report(
+    handle: &metrics_exporter_prometheus::PrometheusHandle,
+    mem: &Memory,
+    sessions: usize,
+    seconds: f64,
+) -> Result<serde_json::Value> {
+    let parked = mem.parked_jobs(10_000).await?.len();
+    let usage = llm_usage_by_task(&handle.render());
+    println!("LLM calls per prompt over {sessions} sessions ({:.0} s per session, {parked} jobs parked):", seconds / sessions.max(1) as f64);
+    // 1st-try: the share of answered calls that needed no retry
+    println!("{:<28} {:>6} {:>7} {:>9} {:>9} {:>10} {:>10}", "task", "calls", "failed", "1st-try", "repaired", "in/sess", "out/sess");
+    for (task, u) in &usage {
+        println!(
+            "{:<28} {:>6} {:>7} {:>8.0}% {:>9} {:>10.0} {:>10.0}",
+            task,
+            u.calls,
+            u.failed,
+            100.0 * u.first_try_valid as f64 / u.answered().max(1) as f64,
+            u.repaired,
+            u.tokens_in as f64 / sessions.max(1) as f64,
+            u.tokens_out as f64 / sessions.max(1) as f64
+        );
+    }
+    Ok(serde_json::json!({"sessions": sessions, "parked": parked, "seconds": seconds, "tasks": usage}))
 }
 
 /// One prompt's LLM calls in a run, from the `strata_llm_*` counters.

@@ -60,6 +60,12 @@ pub struct LocomoArgs {
     /// (JSON lines, see [`candidate_features`]) to this file.
     #[arg(long)]
     pub features: Option<PathBuf>,
+    /// Also score each conversation's graph against these gold label files or
+    /// folders (`src/eval/graph_gold`), as `strata eval graph` does, so one
+    /// run with an LLM measures its summaries (recall, L0 inject) and its graph.
+    /// Comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub gold: Vec<PathBuf>,
 }
 
 /// Arguments of `strata eval calibrate`.
@@ -332,6 +338,9 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         &args.conversations,
     )?;
     let (cfg, _dir) = eval_config(&config)?;
+    let graph_gold = if args.gold.is_empty() { Default::default() } else { super::graph::load_gold(&args.gold)? };
+    // with an LLM, its calls per prompt are read from this process's own metrics at the end
+    let metrics = super::graph::llm_metrics(&cfg);
     let mem = Memory::open_with(
         cfg,
         Components {
@@ -340,6 +349,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         },
     )
     .await?;
+    let mut graph_scores: Vec<(String, super::graph::GraphScores)> = Vec::new();
     let mut acc = Acc::default();
     let mut latencies = Vec::new();
     let mut graphs = Vec::new();
@@ -359,6 +369,10 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         skipped_blank += blank;
         let replay_s = t0.elapsed().as_secs_f64();
         let scope = Scope::new(conv.sample_id.clone(), "locomo")?;
+        if let Some(gold) = graph_gold.get(&conv.sample_id) {
+            let pred = super::graph::predicted(&mem, &scope).await?;
+            graph_scores.push((conv.sample_id.clone(), super::graph::score(gold, &pred)));
+        }
         // baseline index over raw sessions
         let mut bm25 = Bm25Index::new(1.5, 0.75);
         for s in &conv.sessions {
@@ -539,6 +553,19 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         per(usage.input_tokens),
         per(usage.output_tokens)
     );
+    let mut graph_total = super::graph::GraphScores::default();
+    if !graph_scores.is_empty() {
+        println!("\ngraph against the gold labels ({}): entity P/R/F1, typed accuracy, junk rate; relation P (typed)/R/F1", mem.runtime().chat.id());
+        for (id, s) in &graph_scores {
+            super::graph::print_scores(id, s, "");
+            graph_total.add(s);
+        }
+        super::graph::print_scores("total", &graph_total, &format!("(all-relation P {:.2})", graph_total.relation_precision()));
+    }
+    let llm_tasks = match &metrics {
+        Some(handle) => super::graph::llm_report(handle, &mem, sessions, started.elapsed().as_secs_f64()).await?,
+        None => serde_json::Value::Null,
+    };
     let parked = mem.parked_jobs(1000).await?;
     if !parked.is_empty() {
         println!(
@@ -660,6 +687,11 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             json!({"p50": p50, "p99": p99, "n": latencies.len()}),
         );
         root.insert("graph".into(), json!(graphs));
+        if !graph_scores.is_empty() {
+            let per: Vec<serde_json::Value> = graph_scores.iter().map(|(id, s)| json!({"conversation": id, "scores": s})).collect();
+            root.insert("graph_scores".into(), json!({"total": graph_total, "summary": graph_total.summary(), "conversations": per}));
+        }
+        root.insert("llm_tasks".into(), llm_tasks.clone());
         let mut turns = serde_json::Map::new();
         for s in systems.iter().copied().chain(["bm25_turns"]) {
             turns.insert(s.into(), json!({"t@1": turn_acc.get(s, 1), "t@5": turn_acc.get(s, 5), "t@10": turn_acc.get(s, 10), "n": turn_acc.n(s)}));

@@ -654,7 +654,7 @@ pub fn type_cue(name: &str) -> Option<&'static str> {
 /// Words a session uses in lowercase: a capitalised word that is also
 /// written lowercase there is a common word at a sentence start or in a
 /// title ("Painting's great", "Family is everything"), not a name.
-fn lowercase_words(turns: &[TranscriptTurn]) -> std::collections::HashSet<String> {
+pub(crate) fn lowercase_words(turns: &[TranscriptTurn]) -> std::collections::HashSet<String> {
     let mut out = std::collections::HashSet::new();
     for t in turns {
         for w in t.text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’' || c == '-')) {
@@ -670,7 +670,7 @@ fn lowercase_words(turns: &[TranscriptTurn]) -> std::collections::HashSet<String
 /// Whether a capitalised span found without any pattern around it is kept:
 /// not a one-word common word of the session (written lowercase there),
 /// not shouting ("DOING"), unless its own words type it.
-fn weak_name_ok(name: &str, lower: &std::collections::HashSet<String>) -> bool {
+pub(crate) fn weak_name_ok(name: &str, lower: &std::collections::HashSet<String>) -> bool {
     if name.contains(' ') || type_cue(name).is_some() {
         return true;
     }

@@ -6,9 +6,11 @@
 //! - [`GraphStore`]: the storage trait (SQLite today, a Cypher server later);
 //!   it speaks in entities, relations and walks, never in SQL.
 //! - [`extract`]: the offline extractor (no LLM).
+//! - [`combine`]: a chat model's extraction added to the offline one.
 //! - [`dedup`]: candidate scoring and the merge guards.
 //! - [`search`]: L2 `knowledge_graph_search` (resolve the start entities, walk).
 
+pub mod combine;
 pub mod dedup;
 pub mod extract;
 pub mod lexicon;

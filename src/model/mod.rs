@@ -534,6 +534,22 @@ pub struct Session {
     pub message_count: i64,
 }
 
+/// A scope's activity in the system of record (the console's scope list,
+/// [`crate::store::RecordStore::scopes`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScopeActivity {
+    /// The user and agent.
+    pub scope: Scope,
+    /// Sessions recorded.
+    pub sessions: usize,
+    /// Of which still open.
+    pub open_sessions: usize,
+    /// Episodes stored (expired ones until the pruner removes them).
+    pub episodes: usize,
+    /// Timestamp (caller's clock) of the scope's latest message.
+    pub last_message_at: DateTime<Utc>,
+}
+
 /// Where a session is on its way to an episode (`GET …/sessions/{session_id}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]

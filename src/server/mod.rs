@@ -1,6 +1,7 @@
 //! `strata serve`: the library behind HTTP (axum) and MCP (rmcp).
 //!
-//! This is the only module that knows HTTP, JSON wire shapes or MCP. It maps
+//! This is the only module that knows HTTP, JSON wire shapes or MCP (and the
+//! operators' console at `/ui`, [`console`]). It maps
 //! routes to [`Memory`] calls and library errors to statuses
 //! ([`error::ApiError`]); the request and response bodies are the library's
 //! own serde types.
@@ -17,6 +18,7 @@
 //! (413 past `server.max_body_bytes`) → routes; `/v1` and `/mcp` also pass
 //! authentication and the per-key rate limit (429).
 
+pub mod console;
 pub mod error;
 mod mcp;
 pub mod proxy;
@@ -123,6 +125,8 @@ pub struct AppState {
     pub listen: Option<SocketAddr>,
     /// The memory proxy's HTTP client of `[proxy] upstream_url`.
     proxy_client: reqwest::Client,
+    /// The console's logged-in browsers.
+    console: Arc<console::Sessions>,
 }
 
 /// Buckets of the latency histograms, in seconds (1 ms .. 10 s).
@@ -415,6 +419,7 @@ impl AppState {
             loopback,
             listen: None,
             proxy_client,
+            console: Arc::new(console::Sessions::default()),
         }
     }
 
@@ -442,6 +447,7 @@ pub fn router(state: AppState, mcp_cancel: tokio_util::sync::CancellationToken) 
     Router::new()
         .merge(api)
         .merge(mcp)
+        .merge(console::router(state.clone()))
         .route(
             "/openapi.json",
             axum::routing::get(move || {

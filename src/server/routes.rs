@@ -544,6 +544,11 @@ async fn reload(State(st): State<AppState>) -> ApiResult<Json<ReloadReport>> {
     responses((status = 200, description = "the active configuration, as JSON (the shape of config/default.toml)", content_type = "application/json"))
 )]
 async fn active_config(State(st): State<AppState>) -> ApiResult<Json<serde_json::Value>> {
+    Ok(Json(config_json(&st)?))
+}
+
+/// The configuration in force as JSON, secrets redacted (`/v1/admin/config`, the console).
+pub(super) fn config_json(st: &AppState) -> crate::error::Result<serde_json::Value> {
     let mut c = st.memory.active_config();
     // what is in force, not what was asked for: the bound address and the resolved models folder
     if let Some(addr) = st.listen {
@@ -552,7 +557,7 @@ async fn active_config(State(st): State<AppState>) -> ApiResult<Json<serde_json:
     c.embedding.models_home = c.embedding.models_home();
     let mut v = serde_json::to_value(c).map_err(crate::Error::from)?;
     redact(&mut v);
-    Ok(Json(v))
+    Ok(v)
 }
 
 fn redact(v: &mut serde_json::Value) {

@@ -618,6 +618,17 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
     assert_eq!(msgs.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![0, 1, 2]);
     assert_eq!(msgs[2].message.content, "My cat is Miso");
     assert_eq!(st.session(&a, &s1).await.unwrap().message_count, 3);
+    // the console's listings: a scope's sessions, the scopes by id search
+    let listed = st.sessions(&a, 10).await.unwrap();
+    assert_eq!(listed.iter().map(|x| x.id.clone()).collect::<Vec<_>>(), vec![s1.clone()]);
+    assert_eq!(listed[0].message_count, 3);
+    assert!(st.sessions(&b, 10).await.unwrap().is_empty(), "scoped");
+    let all = st.scopes("", 10).await.unwrap();
+    let mine = all.iter().find(|x| x.scope == a).expect("alice's scope is listed");
+    assert_eq!((mine.sessions, mine.open_sessions, mine.episodes), (1, 1, 0));
+    assert!(st.scopes("lic", 10).await.unwrap().iter().all(|x| x.scope.user_id().contains("lic") || x.scope.agent_id().contains("lic")));
+    assert!(st.scopes("lic", 10).await.unwrap().iter().any(|x| x.scope == a), "search by part of the id");
+    assert!(st.scopes("no-such-user-anywhere", 10).await.unwrap().is_empty());
     assert_eq!(
         st.recent_user_turns(&a, &s1, 5).await.unwrap(),
         vec!["I moved to Lisbon".to_string(), "My cat is Miso".to_string()]

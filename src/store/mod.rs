@@ -340,6 +340,13 @@ pub trait RecordStore: Send + Sync + 'static {
         ids: &[EpisodeId],
         now: DateTime<Utc>,
     ) -> Result<Vec<Episode>>;
+    /// The sessions of `scope`, the latest started first (then by id), at
+    /// most `limit` (the console's timeline).
+    async fn sessions(&self, scope: &Scope, limit: usize) -> Result<Vec<Session>>;
+    /// The scopes with recorded sessions whose user or agent id contains
+    /// `search` (every scope for ""), the most recently active first, at
+    /// most `limit` (operators: the console's scope list; crosses scopes).
+    async fn scopes(&self, search: &str, limit: usize) -> Result<Vec<crate::model::ScopeActivity>>;
     /// Number of live episodes in `scope`.
     async fn count_episodes(&self, scope: &Scope) -> Result<usize>;
     /// Deletes episodes of `scope` (raw sessions stay). Returns how many rows went.

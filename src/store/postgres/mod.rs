@@ -710,6 +710,57 @@ impl RecordStore for PgStore {
         rows.iter().map(row_to_episode).collect()
     }
 
+    async fn sessions(&self, scope: &Scope, limit: usize) -> Result<Vec<Session>> {
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                "SELECT session_id, status, started_at, last_message_at, message_count FROM sessions
+                 WHERE user_id=$1 AND agent_id=$2 ORDER BY started_at DESC, session_id LIMIT $3",
+                &[&scope.user_id(), &scope.agent_id(), &(limit as i64)],
+            )
+            .await
+            .map_err(pe)?;
+        rows.iter()
+            .map(|r| {
+                let status: String = r.get(1);
+                Ok(Session {
+                    id: SessionId::new(r.get::<_, String>(0))?,
+                    status: if status == "open" { SessionStatus::Open } else { SessionStatus::Completed },
+                    started_at: from_ms(r.get(2)),
+                    last_message_at: from_ms(r.get(3)),
+                    message_count: r.get::<_, i64>(4) as _,
+                })
+            })
+            .collect()
+    }
+
+    async fn scopes(&self, search: &str, limit: usize) -> Result<Vec<ScopeActivity>> {
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                "SELECT s.user_id, s.agent_id, COUNT(*)::BIGINT, (COUNT(*) FILTER (WHERE s.status = 'open'))::BIGINT,
+                        MAX(s.last_message_at),
+                        (SELECT COUNT(*) FROM episodes e WHERE e.user_id = s.user_id AND e.agent_id = s.agent_id)::BIGINT
+                 FROM sessions s
+                 WHERE $1 = '' OR strpos(s.user_id, $1) > 0 OR strpos(s.agent_id, $1) > 0
+                 GROUP BY s.user_id, s.agent_id ORDER BY MAX(s.last_message_at) DESC, s.user_id, s.agent_id LIMIT $2",
+                &[&search, &(limit as i64)],
+            )
+            .await
+            .map_err(pe)?;
+        rows.iter()
+            .map(|r| {
+                Ok(ScopeActivity {
+                    scope: Scope::new(r.get::<_, String>(0), r.get::<_, String>(1))?,
+                    sessions: r.get::<_, i64>(2) as usize,
+                    open_sessions: r.get::<_, i64>(3) as usize,
+                    last_message_at: from_ms(r.get(4)),
+                    episodes: r.get::<_, i64>(5) as usize,
+                })
+            })
+            .collect()
+    }
+
     async fn count_episodes(&self, scope: &Scope) -> Result<usize> {
         let c = self.client().await?;
         let n: i64 = c

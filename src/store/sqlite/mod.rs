@@ -634,6 +634,61 @@ impl RecordStore for SqliteStore {
         .await
     }
 
+    async fn sessions(&self, scope: &Scope, limit: usize) -> Result<Vec<Session>> {
+        let scope = scope.clone();
+        self.run(move |c| {
+            let mut st = c.prepare(
+                "SELECT session_id, status, started_at, last_message_at, message_count FROM sessions
+                 WHERE user_id=?1 AND agent_id=?2 ORDER BY started_at DESC, session_id LIMIT ?3",
+            )?;
+            let rows = st.query_map(params![scope.user_id(), scope.agent_id(), limit as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?, r.get::<_, i64>(4)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, status, started, last, count) = row?;
+                out.push(Session {
+                    id: SessionId::new(id)?,
+                    status: if status == "open" { SessionStatus::Open } else { SessionStatus::Completed },
+                    started_at: from_ms(started),
+                    last_message_at: from_ms(last),
+                    message_count: count,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn scopes(&self, search: &str, limit: usize) -> Result<Vec<ScopeActivity>> {
+        let search = search.to_string();
+        self.run(move |c| {
+            let mut st = c.prepare(
+                "SELECT s.user_id, s.agent_id, COUNT(*), SUM(s.status = 'open'), MAX(s.last_message_at),
+                        (SELECT COUNT(*) FROM episodes e WHERE e.user_id = s.user_id AND e.agent_id = s.agent_id)
+                 FROM sessions s
+                 WHERE ?1 = '' OR instr(s.user_id, ?1) > 0 OR instr(s.agent_id, ?1) > 0
+                 GROUP BY s.user_id, s.agent_id ORDER BY MAX(s.last_message_at) DESC, s.user_id, s.agent_id LIMIT ?2",
+            )?;
+            let rows = st.query_map(params![search, limit as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?, r.get::<_, i64>(4)?, r.get::<_, i64>(5)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (user, agent, sessions, open, last, episodes) = row?;
+                out.push(ScopeActivity {
+                    scope: Scope::new(user, agent)?,
+                    sessions: sessions as usize,
+                    open_sessions: open as usize,
+                    episodes: episodes as usize,
+                    last_message_at: from_ms(last),
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     async fn count_episodes(&self, scope: &Scope) -> Result<usize> {
         let scope = scope.clone();
         self.run(move |c| {

@@ -1,0 +1,228 @@
+//! The console's two drawings, as data for its templates (the templates
+//! write the SVG elements, so every label passes the template's HTML
+//! escaping): the top-score histogram and an entity's neighbourhood.
+
+use serde::Serialize;
+
+use crate::graph::Subgraph;
+
+/// Drawing width of both pictures, in SVG user units (the page scales it).
+pub const WIDTH: f64 = 640.0;
+/// Histogram height, in SVG user units.
+pub const HIST_HEIGHT: f64 = 220.0;
+/// Graph drawing height, in SVG user units.
+pub const GRAPH_HEIGHT: f64 = 480.0;
+/// Margin around the plot area, in SVG user units.
+const MARGIN: f64 = 32.0;
+
+/// One bar of the histogram: the scores in `(lo, hi]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bar {
+    /// Lower bucket edge (exclusive; 0 for the first bucket).
+    pub lo: f64,
+    /// Upper bucket edge (inclusive, Prometheus `le`).
+    pub hi: f64,
+    /// Observations in the bucket.
+    pub count: u64,
+    /// Rectangle: x, y, width, height.
+    pub x: f64,
+    /// Top edge.
+    pub y: f64,
+    /// Width.
+    pub w: f64,
+    /// Height.
+    pub h: f64,
+}
+
+/// The histogram of a Prometheus histogram's cumulative buckets on a [0, 1]
+/// axis, with the `min_score` line at `line_x`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Histogram {
+    /// Bars, lowest scores first.
+    pub bars: Vec<Bar>,
+    /// Observations in all.
+    pub total: u64,
+    /// Observations at or below `min_score`'s bucket (nothing injected for them).
+    pub below: u64,
+    /// x of the `min_score` line.
+    pub line_x: f64,
+    /// The threshold drawn.
+    pub min_score: f64,
+    /// Axis: left, right, baseline y, top y.
+    pub left: f64,
+    /// Right end of the axis.
+    pub right: f64,
+    /// Baseline.
+    pub base: f64,
+    /// Top of the plot area.
+    pub top: f64,
+}
+
+/// Reads the cumulative buckets `name_bucket{le="…"} N` of one histogram
+/// from Prometheus text, summed over label sets, as (upper edge, count)
+/// sorted by edge; `+Inf` is left out.
+pub fn buckets(prometheus_text: &str, name: &str) -> Vec<(f64, u64)> {
+    let prefix = format!("{name}_bucket{{");
+    let mut acc: std::collections::BTreeMap<u64, (f64, u64)> = std::collections::BTreeMap::new();
+    for line in prometheus_text.lines().filter(|l| l.starts_with(&prefix)) {
+        let Some((head, value)) = line.rsplit_once(' ') else { continue };
+        let Some(le) = head.split("le=\"").nth(1).and_then(|r| r.split('"').next()) else { continue };
+        let (Ok(edge), Ok(n)) = (le.parse::<f64>(), value.parse::<f64>()) else { continue };
+        if !edge.is_finite() {
+            continue;
+        }
+        let e = acc.entry(edge.to_bits()).or_insert((edge, 0));
+        e.1 += n as u64;
+    }
+    let mut out: Vec<(f64, u64)> = acc.into_values().collect();
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out
+}
+
+/// The histogram picture of cumulative `buckets` on [0, 1] with the line at `min_score`.
+pub fn histogram(buckets: &[(f64, u64)], min_score: f64) -> Histogram {
+    let (left, right, base, top) = (MARGIN, WIDTH - MARGIN / 2.0, HIST_HEIGHT - MARGIN, MARGIN / 2.0);
+    let x_of = |v: f64| left + v.clamp(0.0, 1.0) * (right - left);
+    let mut counts = Vec::new();
+    let mut prev_edge = 0.0;
+    let mut prev_cum = 0u64;
+    for &(edge, cum) in buckets {
+        counts.push((prev_edge, edge, cum.saturating_sub(prev_cum)));
+        prev_edge = edge;
+        prev_cum = cum;
+    }
+    let total = prev_cum;
+    let max = counts.iter().map(|c| c.2).max().unwrap_or(0).max(1) as f64;
+    let bars = counts
+        .iter()
+        .map(|&(lo, hi, count)| {
+            let h = (base - top) * count as f64 / max;
+            Bar { lo, hi, count, x: x_of(lo) + 1.0, y: base - h, w: (x_of(hi) - x_of(lo) - 2.0).max(1.0), h }
+        })
+        .collect::<Vec<_>>();
+    // the turns whose best score fell in a bucket that ends at or below min_score injected nothing
+    let below = counts.iter().filter(|c| c.1 <= min_score + 1e-9).map(|c| c.2).sum();
+    Histogram { bars, total, below, line_x: x_of(min_score), min_score, left, right, base, top }
+}
+
+/// A node of the graph drawing.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Node {
+    /// Entity id.
+    pub id: String,
+    /// Name shown.
+    pub name: String,
+    /// Entity type (the CSS class picks the colour).
+    pub kind: String,
+    /// Centre.
+    pub x: f64,
+    /// Centre.
+    pub y: f64,
+    /// A start entity of the walk (drawn larger).
+    pub seed: bool,
+}
+
+/// An edge of the graph drawing: every relation between two entities.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Edge {
+    /// The predicates, comma-separated (the label).
+    pub predicate: String,
+    /// Start.
+    pub x1: f64,
+    /// Start.
+    pub y1: f64,
+    /// End.
+    pub x2: f64,
+    /// End.
+    pub y2: f64,
+    /// Label position.
+    pub lx: f64,
+    /// Label position.
+    pub ly: f64,
+    /// Every relation of the pair has `invalid_at` set: drawn dashed.
+    pub invalid: bool,
+}
+
+/// Nodes and edges placed for drawing.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct GraphDrawing {
+    /// Nodes.
+    pub nodes: Vec<Node>,
+    /// Edges.
+    pub edges: Vec<Edge>,
+}
+
+/// Places a walk's subgraph: the seeds in the centre, the other entities on
+/// a circle around them in the walk's order (at most `max_nodes`; edges to
+/// entities left out are not drawn).
+pub fn graph(sub: &Subgraph, seeds: &[String], max_nodes: usize) -> GraphDrawing {
+    let (cx, cy) = (WIDTH / 2.0, GRAPH_HEIGHT / 2.0);
+    let radius = GRAPH_HEIGHT / 2.0 - MARGIN * 1.5;
+    let shown: Vec<&crate::graph::Entity> = sub.entities.iter().take(max_nodes).collect();
+    let centre: Vec<&&crate::graph::Entity> = shown.iter().filter(|e| seeds.contains(&e.id.as_str().to_string())).collect();
+    let ring: Vec<&&crate::graph::Entity> = shown.iter().filter(|e| !seeds.contains(&e.id.as_str().to_string())).collect();
+    let mut nodes = Vec::new();
+    for (i, e) in centre.iter().enumerate() {
+        // several seeds sit on a small circle of their own
+        let a = std::f64::consts::TAU * i as f64 / centre.len().max(1) as f64;
+        let r = if centre.len() > 1 { radius / 4.0 } else { 0.0 };
+        nodes.push(Node { id: e.id.as_str().into(), name: e.name.clone(), kind: e.kind.clone(), x: cx + r * a.cos(), y: cy + r * a.sin(), seed: true });
+    }
+    // half a step off the vertical, so that no edge to the ring runs through the centre's label
+    let offset = std::f64::consts::PI / ring.len().max(1) as f64 - std::f64::consts::FRAC_PI_2;
+    for (i, e) in ring.iter().enumerate() {
+        let a = std::f64::consts::TAU * i as f64 / ring.len().max(1) as f64 + offset;
+        nodes.push(Node { id: e.id.as_str().into(), name: e.name.clone(), kind: e.kind.clone(), x: cx + radius * a.cos(), y: cy + radius * a.sin(), seed: false });
+    }
+    let at = |id: &str| nodes.iter().find(|n| n.id == id).map(|n| (n.x, n.y));
+    // the relations between one pair of entities share one line and one label
+    let mut edges: Vec<(String, String, Edge)> = Vec::new();
+    for r in &sub.relations {
+        let (Some((x1, y1)), Some((x2, y2))) = (at(r.source.as_str()), at(r.target.as_str())) else { continue };
+        let (a, b) = (r.source.as_str().to_string(), r.target.as_str().to_string());
+        let key = if a <= b { (a, b) } else { (b, a) };
+        match edges.iter_mut().find(|(s, t, _)| (s, t) == (&key.0, &key.1)) {
+            Some((_, _, e)) => {
+                if !e.predicate.split(", ").any(|p| p == r.predicate) {
+                    e.predicate = format!("{}, {}", e.predicate, r.predicate);
+                }
+                e.invalid &= r.invalid_at.is_some();
+            }
+            None => edges.push((key.0, key.1, Edge {
+                predicate: r.predicate.clone(),
+                x1, y1, x2, y2,
+                lx: (x1 + x2) / 2.0,
+                ly: (y1 + y2) / 2.0 - 4.0,
+                invalid: r.invalid_at.is_some(),
+            })),
+        }
+    }
+    GraphDrawing { nodes, edges: edges.into_iter().map(|(_, _, e)| e).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_summed_over_label_sets_and_made_into_bars() {
+        let text = "# TYPE strata_inject_top_score histogram\n\
+            strata_inject_top_score_bucket{le=\"0.25\"} 2\n\
+            strata_inject_top_score_bucket{le=\"0.5\"} 5\n\
+            strata_inject_top_score_bucket{le=\"1\"} 9\n\
+            strata_inject_top_score_bucket{le=\"+Inf\"} 9\n\
+            strata_inject_top_score_bucket{x=\"b\",le=\"0.25\"} 1\n\
+            strata_inject_top_score_bucket{x=\"b\",le=\"0.5\"} 1\n\
+            strata_inject_top_score_bucket{x=\"b\",le=\"1\"} 1\n\
+            strata_inject_top_score_sum 4.2\n";
+        let b = buckets(text, "strata_inject_top_score");
+        assert_eq!(b, vec![(0.25, 3), (0.5, 6), (1.0, 10)]);
+        let h = histogram(&b, 0.5);
+        assert_eq!(h.bars.iter().map(|b| b.count).collect::<Vec<_>>(), vec![3, 3, 4]);
+        assert_eq!((h.total, h.below), (10, 6), "the two buckets ending at or below 0.5");
+        let tallest = h.bars.iter().map(|b| b.h).fold(0.0, f64::max);
+        assert!((tallest - (h.base - h.top)).abs() < 1e-9, "the largest bucket fills the plot");
+        assert!(h.line_x > h.bars[1].x && h.line_x < h.bars[2].x + h.bars[2].w);
+        assert!(histogram(&[], 0.3).bars.is_empty());
+    }
+}
