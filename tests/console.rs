@@ -81,6 +81,8 @@ impl Served {
             assert!(t0.elapsed() < Duration::from_secs(60), "the webhook delivery never parked");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        // extraction and dedup ("Ana-Lucia" and "Ana Lucia" merge) are done
+        mem.wait_idle().await.unwrap();
         let (_, admin) = mem.create_api_key(KeyGrant::Admin, "console test admin").await.unwrap();
         let (_, user) = mem.create_api_key(KeyGrant::User { user_id: "alice".into() }, "console test user").await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -219,6 +221,34 @@ async fn actions_need_the_session_token_and_recalled_html_is_escaped() {
     assert!(!page.contains("<script>window.__xss"), "raw script tag in the page: {page}");
     assert!(!page.contains("<img src=x"), "raw img tag in the page");
     assert!(page.contains("&lt;script&gt;window.__xss"), "escaped: {}", &page[page.find("sencha").unwrap_or(0)..][..200.min(page.len())]);
+    // the other actions, each with the token: reload, share, forget, undo a merge
+    let r = c.post("/ui/ops/reload", &[("csrf", token.as_str())]).await;
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("Configuration reloaded"));
+    let req = strata::typed::RetrieveRequest { filter: json!({"type": "fact"}), top_k: Some(10), ..Default::default() };
+    let facts = s.mem.retrieve(&scope(), &req).await.unwrap().memories;
+    assert_eq!(facts.len(), 2);
+    let (keep, drop) = (facts[0].id.as_str().to_string(), facts[1].id.as_str().to_string());
+    let share = format!("/ui/scopes/alice/bot/memories/{keep}/share");
+    assert_eq!(c.post(&share, &[("to", "public")]).await.status(), 403, "no token");
+    assert_eq!(c.post(&share, &[("csrf", token.as_str()), ("to", "nowhere")]).await.status(), 400);
+    let r = c.post(&share, &[("csrf", token.as_str()), ("to", "public")]).await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let all = strata::typed::RetrieveRequest { visibility: strata::model::typed::ReadVisibility::All, ..req.clone() };
+    assert!(s.mem.retrieve(&scope(), &all).await.unwrap().memories.iter().any(|m| m.source == strata::model::typed::Visibility::Public));
+    let forget = format!("/ui/scopes/alice/bot/memories/{drop}/forget");
+    assert_eq!(c.post(&forget, &[("csrf", "nope")]).await.status(), 403);
+    assert_eq!(s.mem.retrieve(&scope(), &req).await.unwrap().memories.len(), 2, "a refused forget deletes nothing");
+    assert_eq!(c.post(&forget, &[("csrf", token.as_str())]).await.status(), 200);
+    assert_eq!(s.mem.retrieve(&scope(), &req).await.unwrap().memories.len(), 1);
+    let merges = s.mem.graph_merges(&scope(), 10).await.unwrap();
+    let names: Vec<(String, String)> = s.mem.runtime().graph.entities_of_type(&scope(), None, 100).await.unwrap().into_iter().map(|e| (e.name, e.kind)).collect();
+    let m = merges.iter().find(|m| m.undone_at.is_none()).unwrap_or_else(|| panic!("the fixture's Ana-Lucia / Ana Lucia merge: {merges:?} {names:?}"));
+    let undo = format!("/ui/scopes/alice/bot/merges/{}/undo", m.id);
+    assert_eq!(c.post(&undo, &[]).await.status(), 403);
+    let r = c.post(&undo, &[("csrf", token.as_str())]).await;
+    assert_eq!(r.status(), 200);
+    assert!(s.mem.graph_merges(&scope(), 10).await.unwrap().iter().find(|x| x.id == m.id).unwrap().undone_at.is_some());
     // a logged-out session's token is dead
     let r = c.post("/ui/logout", &[("csrf", token.as_str())]).await;
     assert_eq!(r.status(), 303);

@@ -490,7 +490,7 @@ pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
     println!("graph eval ({extractor}): entity P/R/F1, typed accuracy, junk rate; relation P (typed)/R/F1");
     for conv in &convs {
         let t0 = std::time::Instant::now();
-        super::runner::replay(&mem, conv, false).await?;
+        super::replay::replay(&mem, conv, false).await?;
         let scope = Scope::new(conv.sample_id.clone(), "locomo")?;
         let pred = predicted(&mem, &scope).await?;
         let s = score(&gold[&conv.sample_id], &pred);

@@ -10,6 +10,7 @@ pub mod logistic;
 pub mod longmemeval;
 pub mod metrics;
 pub mod multilingual;
+pub mod replay;
 pub mod report;
 pub mod runner;
 pub mod systems;

@@ -20,7 +20,6 @@
 //! distinct sessions returned. The BM25-over-raw-sessions baseline (see
 //! [`super::bm25`]) is computed in the same run on the same questions.
 
-use chrono::Duration;
 use clap::Args;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
@@ -31,11 +30,12 @@ use super::bm25::Bm25Index;
 use super::systems::{candidate_features, eval_config, CONFIGS};
 use super::locomo::{load_locomo, LocomoConversation};
 use super::metrics::{percentile, recall_at_k};
+use super::replay::replay;
 use super::report::{fmt3, md_table, Curve, Report, MAX_K};
 use crate::config::{Calibration, Config};
 use crate::error::{Error, Result};
 use crate::memory::{Components, SearchOptions};
-use crate::model::{NewMessage, Role, Scope, SessionId};
+use crate::model::{Scope, SessionId};
 use crate::Memory;
 
 /// Arguments of `strata eval locomo`.
@@ -215,51 +215,6 @@ fn select(convs: Vec<LocomoConversation>, only: &[String]) -> Result<Vec<LocomoC
 fn session_index(id: &SessionId) -> Option<usize> {
     id.as_str().strip_prefix("session_")?.parse().ok()
 }
-
-/// Replays one conversation; returns inject latencies in ms and the number
-/// of blank turns skipped (empty, whitespace-only or invisible-only text,
-/// which `record` refuses: [`crate::model::is_blank`]).
-pub(super) async fn replay(mem: &Memory, conv: &LocomoConversation, measure_inject: bool) -> Result<(Vec<f64>, usize)> {
-    let scope = Scope::new(conv.sample_id.clone(), "locomo")?;
-    let mut lat = Vec::new();
-    let mut blank = 0;
-    for s in &conv.sessions {
-        let sid = SessionId::new(format!("session_{}", s.index))?;
-        for (i, t) in s.turns.iter().enumerate() {
-            if crate::model::is_blank(&t.text) {
-                blank += 1;
-                continue;
-            }
-            // both LoCoMo speakers are people talking about their own lives: both are
-            // users (named), none is an assistant
-            let role = Role::User;
-            if measure_inject {
-                let start = Instant::now();
-                mem.inject(&scope, &sid, &t.text).await?;
-                lat.push(start.elapsed().as_secs_f64() * 1000.0);
-            }
-            let msg = NewMessage {
-                role,
-                name: Some(t.speaker.clone()),
-                content: t.text.clone(),
-                timestamp: s.date + Duration::seconds(i as i64),
-                idempotency_key: None,
-            };
-            mem.record(&scope, &sid, msg).await?;
-        }
-        if mem.session(&scope, &sid).await.is_ok() {
-            mem.end_session(&scope, &sid).await?;
-        }
-        if measure_inject {
-            // promotion finishes before the next session, so inject latency measures the
-            // request path, not a 2-core machine busy embedding the previous session
-            mem.wait_idle().await?;
-        }
-    }
-    mem.wait_idle().await?;
-    Ok((lat, blank))
-}
-
 
 /// A readable sample of a scope's graph: the `top` entities with the most
 /// relations, then up to `max_lines` of their relations, as text lines.
