@@ -168,10 +168,15 @@ pub fn graph(sub: &Subgraph, seeds: &[String], max_nodes: usize) -> GraphDrawing
         let r = if centre.len() > 1 { radius / 4.0 } else { 0.0 };
         nodes.push(Node { id: e.id.as_str().into(), name: e.name.clone(), kind: e.kind.clone(), x: cx + r * a.cos(), y: cy + r * a.sin(), seed: true });
     }
-    // half a step off the vertical, so that no edge to the ring runs through the centre's label
+    // half a step off the vertical, so that no edge to the ring runs through the centre's
+    // label; two ring nodes sit above the centre, not opposite (their edge would cross it)
     let offset = std::f64::consts::PI / ring.len().max(1) as f64 - std::f64::consts::FRAC_PI_2;
     for (i, e) in ring.iter().enumerate() {
-        let a = std::f64::consts::TAU * i as f64 / ring.len().max(1) as f64 + offset;
+        let a = if ring.len() == 2 {
+            [-150f64, -30.0][i].to_radians()
+        } else {
+            std::f64::consts::TAU * i as f64 / ring.len().max(1) as f64 + offset
+        };
         nodes.push(Node { id: e.id.as_str().into(), name: e.name.clone(), kind: e.kind.clone(), x: cx + radius * a.cos(), y: cy + radius * a.sin(), seed: false });
     }
     let at = |id: &str| nodes.iter().find(|n| n.id == id).map(|n| (n.x, n.y));
