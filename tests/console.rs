@@ -193,6 +193,11 @@ async fn login_sets_a_strict_http_only_cookie_and_refuses_other_keys() {
     assert_eq!(r.headers()["x-content-type-options"], "nosniff");
     let html = r.text().await.unwrap();
     assert!(html.contains(">alice</a>"), "the scope list names alice");
+    // a malformed query string is a console page too, not axum's plain text
+    let r = c.get("/ui/scopes/alice/bot/graph?hops=abc").await;
+    assert_eq!(r.status(), 400);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    assert!(r.text().await.unwrap().contains("Bad request"));
     s.stop().await;
 }
 

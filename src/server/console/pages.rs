@@ -2,6 +2,7 @@
 //! through [`crate::Memory`], the way the REST routes do; the guard of
 //! [`super::router`] has already checked the viewer's admin key.
 
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -52,6 +53,11 @@ fn page(viewer: &Viewer, scope: Option<&Scope>, own: minijinja::Value) -> miniji
     minijinja::context! { csrf => viewer.csrf.clone(), open => viewer.open, scope => view, base => base, ..own }
 }
 
+/// A console page for a malformed path or query string (400), instead of axum's plain text.
+fn bad_request(why: &str) -> Response {
+    message(StatusCode::BAD_REQUEST, "Bad request", why, None)
+}
+
 /// A number to three decimals, or "–" when absent.
 fn num<T: Into<f64>>(v: Option<T>) -> String {
     v.map(|x| format!("{:.3}", x.into())).unwrap_or_else(|| "–".into())
@@ -64,7 +70,11 @@ pub(crate) struct ScopesQuery {
 }
 
 /// The scope list: users and agents with their counts; `?q=` searches the ids.
-pub(crate) async fn scopes(State(st): State<AppState>, Extension(v): Extension<Viewer>, Query(q): Query<ScopesQuery>) -> Response {
+pub(crate) async fn scopes(State(st): State<AppState>, Extension(v): Extension<Viewer>, q: Result<Query<ScopesQuery>, QueryRejection>) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_request(&e.body_text()),
+    };
     let list = match st.memory.scopes(q.q.trim(), SCOPES_LIMIT).await {
         Ok(l) => l,
         Err(e) => return error_page(e),
@@ -138,8 +148,12 @@ pub(crate) async fn playground(
     State(st): State<AppState>,
     Extension(v): Extension<Viewer>,
     Path(p): Path<ScopePath>,
-    Query(q): Query<PlaygroundQuery>,
+    q: Result<Query<PlaygroundQuery>, QueryRejection>,
 ) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_request(&e.body_text()),
+    };
     let scope = match scope_of(&p.user_id, &p.agent_id) {
         Ok(s) => s,
         Err(r) => return r,
@@ -196,8 +210,12 @@ pub(crate) async fn graph(
     State(st): State<AppState>,
     Extension(v): Extension<Viewer>,
     Path(p): Path<ScopePath>,
-    Query(q): Query<GraphQuery>,
+    q: Result<Query<GraphQuery>, QueryRejection>,
 ) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_request(&e.body_text()),
+    };
     let scope = match scope_of(&p.user_id, &p.agent_id) {
         Ok(s) => s,
         Err(r) => return r,
@@ -261,9 +279,13 @@ pub(crate) struct MergePath {
 pub(crate) async fn undo_merge(
     State(st): State<AppState>,
     Extension(v): Extension<Viewer>,
-    Path(p): Path<MergePath>,
+    p: Result<Path<MergePath>, PathRejection>,
     form: Result<Form<CsrfForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
+    let p = match p {
+        Ok(Path(p)) => p,
+        Err(e) => return bad_request(&e.body_text()),
+    };
     if !form.is_ok_and(|f| csrf_ok(&v, &f.0.csrf)) {
         return csrf_refused();
     }
@@ -295,8 +317,12 @@ pub(crate) async fn memories(
     State(st): State<AppState>,
     Extension(v): Extension<Viewer>,
     Path(p): Path<ScopePath>,
-    Query(q): Query<MemoriesQuery>,
+    q: Result<Query<MemoriesQuery>, QueryRejection>,
 ) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_request(&e.body_text()),
+    };
     let scope = match scope_of(&p.user_id, &p.agent_id) {
         Ok(s) => s,
         Err(r) => return r,
@@ -467,9 +493,13 @@ pub(crate) struct JobPath {
 pub(crate) async fn retry_job(
     State(st): State<AppState>,
     Extension(v): Extension<Viewer>,
-    Path(p): Path<JobPath>,
+    p: Result<Path<JobPath>, PathRejection>,
     form: Result<Form<CsrfForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
+    let p = match p {
+        Ok(Path(p)) => p,
+        Err(e) => return bad_request(&e.body_text()),
+    };
     if !form.is_ok_and(|f| csrf_ok(&v, &f.0.csrf)) {
         return csrf_refused();
     }
