@@ -89,6 +89,7 @@ fn reads_as_name(name: &str, text: &str, lower: &HashSet<String>) -> bool {
 pub fn combine(offline: Extraction, llm: Extraction, turns: &[TranscriptTurn]) -> Extraction {
     let mut out = offline;
     let text: String = turns.iter().map(|t| format!("{}: {}\n", t.speaker, t.text)).collect();
+    let text_lower = text.to_lowercase();
     let lower = lowercase_words(turns);
     // every name and alias key of an entity → its index in out.entities
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -153,7 +154,7 @@ pub fn combine(offline: Extraction, llm: Extraction, turns: &[TranscriptTurn]) -
             }
             None => {
                 // a value object: a phrase the session says, at most six words
-                if r.target.split_whitespace().count() > super::extract::MAX_NAME_WORDS || !text.to_lowercase().contains(&ko) {
+                if r.target.split_whitespace().count() > super::extract::MAX_NAME_WORDS || !text_lower.contains(&ko) {
                     continue;
                 }
                 let name = r.target.trim().to_string();

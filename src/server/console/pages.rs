@@ -85,8 +85,9 @@ pub(crate) async fn scopes(State(st): State<AppState>, Extension(v): Extension<V
             Ok(c) => c.iter().map(|(_, n)| n).sum(),
             Err(e) => return error_page(e),
         };
-        let entities = match st.memory.graph_stats(&a.scope).await {
-            Ok((g, _)) => g.entities,
+        // the counts alone (graph_stats also reads the dedup log)
+        let entities = match st.memory.runtime().graph.graph_counts(&a.scope).await {
+            Ok(g) => g.entities,
             Err(e) => return error_page(e),
         };
         rows.push(json!({
