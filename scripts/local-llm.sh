@@ -69,6 +69,9 @@ export STRATA__LLM__API_KEY_ENV=
 export STRATA__LLM__STRUCTURED_OUTPUT=json_object
 export STRATA__LLM__CONCURRENCY=1
 export STRATA__LLM__TIMEOUT_SECS=600
+# a small model's extraction can run on to the output budget (1,023 tokens took ~200 s on
+# 2 cores); 512 bounds that and the repair keeps the schema-valid part (docs/measurements.md)
+export STRATA__LLM__MAX_TOKENS=512
 EOF
 }
 

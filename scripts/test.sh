@@ -31,7 +31,8 @@ if [ -z "${STRATA_TEST_QDRANT_URL:-}" ]; then
   # the tests' own SKIPPED lines are captured by the test harness when they pass: say it here
   echo "test.sh: SKIPPED: STRATA_TEST_QDRANT_URL is not set, so the Qdrant-server tests (store::conformance::backends::qdrant_server_*, tests/cluster.rs a_node_on_postgres_and_qdrant_*) pass without running (docs/scale.md, \"Testing against the servers\")" >&2
 fi
-cargo test --features failpoints --lib --bins --tests "$@"
+# STRATA_CARGO_TIMINGS=1 (set by .ci/run) adds cargo's build timings (target/cargo-timings)
+cargo test --features failpoints --lib --bins --tests ${STRATA_CARGO_TIMINGS:+--timings} "$@"
 cargo test --features failpoints --doc "$@"
 # the Python client against the strata binary the tests just built (clients/python/tests)
 (cd clients/python && ../../target/clients-venv/bin/python -m pytest -q tests)

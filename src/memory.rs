@@ -215,14 +215,26 @@ impl Memory {
         self.episodic.timeline(scope, limit).await
     }
 
-    /// The scopes with recorded sessions whose user or agent id contains
-    /// `search`, most recently active first ([`crate::store::RecordStore::scopes`];
-    /// operators only: it crosses scopes).
+    /// The scopes whose user or agent id contains `search` and that hold
+    /// recorded sessions ([`crate::store::RecordStore::scopes`]) or private
+    /// typed memories ([`crate::store::TypedStore::memory_scopes`]; such a
+    /// scope has 0 sessions and its latest memory update as
+    /// `last_message_at`), most recently active first, at most `limit`
+    /// (operators only: it crosses scopes).
     ///
     /// # Errors
     /// Store errors.
     pub async fn scopes(&self, search: &str, limit: usize) -> Result<Vec<crate::model::ScopeActivity>> {
-        self.runtime().records.scopes(search, limit).await
+        let mut out = self.runtime().records.scopes(search, limit).await?;
+        let known: std::collections::HashSet<Scope> = out.iter().map(|a| a.scope.clone()).collect();
+        for (scope, _, last) in self.typed.records().memory_scopes(search, limit).await? {
+            if !known.contains(&scope) {
+                out.push(crate::model::ScopeActivity { scope, sessions: 0, open_sessions: 0, episodes: 0, last_message_at: last });
+            }
+        }
+        out.sort_by(|a, b| b.last_message_at.cmp(&a.last_message_at).then_with(|| a.scope.cmp(&b.scope)));
+        out.truncate(limit);
+        Ok(out)
     }
 
     /// L1 `memory_search` ([`Episodic::memory_search`]).

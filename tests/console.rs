@@ -198,6 +198,28 @@ async fn login_sets_a_strict_http_only_cookie_and_refuses_other_keys() {
     assert_eq!(r.status(), 400);
     assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
     assert!(r.text().await.unwrap().contains("Bad request"));
+    let r = c.get("/ui/scopes/alice/bot/memories?direction=sideways").await;
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("write asc or desc"));
+    // a scope with typed memories and no session is listed too (0 sessions)
+    let carol = Scope::new("carol", "notes").unwrap();
+    let input: MemoryInput = serde_json::from_value(json!({"type": "fact", "content": "Carol keeps bees.", "metadata": {"category": "hobby"}})).unwrap();
+    s.mem.remember(&carol, NewMemory::try_from(input).unwrap()).await.unwrap();
+    let html = c.get("/ui?q=caro").await.text().await.unwrap();
+    assert!(html.contains(">carol</a>") && !html.contains(">alice</a>"), "{html}");
+    // the playground is a POST form with the session's token; a long message fits
+    let token = csrf_of(&c.get("/ui/scopes/alice/bot/playground").await.text().await.unwrap());
+    let play = "/ui/scopes/alice/bot/playground";
+    assert_eq!(c.post(play, &[("message", "Where does Alice live?")]).await.status(), 403, "no token");
+    let r = c.post(play, &[("csrf", token.as_str()), ("message", "Where does Alice live now?")]).await;
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("id=\"candidates\""));
+    let long = "Which city did Alice move to? ".repeat(4_000);
+    let r = c.post(play, &[("csrf", token.as_str()), ("message", long.as_str())]).await;
+    assert_eq!(r.status(), 200, "a 120 KB message is no URL");
+    // the token is checked before the path: a forged action learns nothing from it
+    assert_eq!(c.post("/ui/ops/jobs/abc/retry", &[]).await.status(), 403);
+    assert_eq!(c.post("/ui/ops/jobs/abc/retry", &[("csrf", token.as_str())]).await.status(), 400);
     s.stop().await;
 }
 

@@ -368,25 +368,25 @@ impl Episodic {
     /// # Errors
     /// Store errors.
     pub async fn timeline(&self, scope: &Scope, limit: usize) -> Result<Vec<TimelineEntry>> {
-        let mut out = Vec::new();
-        for s in self.rt.records.sessions(scope, limit).await? {
-            let state = match self.session_status(scope, &s.id).await {
-                Ok(st) => st,
-                // erased between the listing and this read
-                Err(Error::NotFound(_)) => continue,
-                Err(e) => return Err(e),
-            };
-            let abstract_ = match &state.episode_id {
-                Some(id) => match self.rt.records.episode(scope, id, Utc::now()).await {
-                    Ok(e) => Some(e.abstract_),
-                    Err(Error::NotFound(_)) => None,
-                    Err(e) => return Err(e),
-                },
-                None => None,
-            };
-            out.push(TimelineEntry { state, abstract_ });
+        let sessions = self.rt.records.sessions(scope, limit).await?;
+        // the scope's open jobs once for the page, then one episode read per session
+        let jobs = self.rt.records.open_jobs(scope, OPEN_JOBS_READ).await?;
+        let mut out = Vec::with_capacity(sessions.len());
+        for meta in sessions {
+            let episode = self.episode_of(scope, &meta.id).await?;
+            let abstract_ = episode.as_ref().map(|e| e.abstract_.clone());
+            out.push(TimelineEntry { state: session_state(scope, meta, &jobs, episode.as_ref()), abstract_ });
         }
         Ok(out)
+    }
+
+    /// The live episode of a session, if any.
+    async fn episode_of(&self, scope: &Scope, session: &SessionId) -> Result<Option<Episode>> {
+        match self.rt.records.episode(scope, &EpisodeId::for_session(scope, session), Utc::now()).await {
+            Ok(e) => Ok(Some(e)),
+            Err(Error::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// A session's promotion status: open, completed (promotion queued),
@@ -398,48 +398,53 @@ impl Episodic {
     /// [`Error::NotFound`] when the session is unknown in this scope.
     pub async fn session_status(&self, scope: &Scope, session: &SessionId) -> Result<SessionState> {
         let meta = self.rt.records.session(scope, session).await?;
-        let episode_id = EpisodeId::for_session(scope, session);
-        // a scope's open jobs are few (the queue drains in seconds); 1,000 bounds a stuck backlog
-        let jobs: Vec<SessionJob> = self
-            .rt
-            .records
-            .open_jobs(scope, 1_000)
-            .await?
-            .into_iter()
-            .filter_map(|j| {
-                let kind = match &j.event {
-                    Event::SessionCompleted { session_id, .. } if session_id == session => SessionJobKind::Promotion,
-                    Event::EpisodeVectors { episode_id: e, .. } if *e == episode_id => SessionJobKind::Vectors,
-                    Event::EpisodeCreated { episode_id: e, .. } if *e == episode_id => SessionJobKind::Graph,
-                    _ => return None,
-                };
-                Some(SessionJob { id: j.id.0, kind, parked: j.parked, attempts: j.attempts, last_error: j.last_error })
-            })
-            .collect();
-        let episode = match self.rt.records.episode(scope, &episode_id, Utc::now()).await {
-            Ok(e) => Some(e.id),
-            Err(Error::NotFound(_)) => None,
-            Err(e) => return Err(e),
-        };
-        let job = |k: SessionJobKind| jobs.iter().find(|j| j.kind == k);
-        let status = match (meta.status, &episode, job(SessionJobKind::Promotion)) {
-            (SessionStatus::Open, ..) => PromotionStatus::Open,
-            (_, _, Some(j)) if j.parked => PromotionStatus::Failed,
-            (_, Some(_), _) => PromotionStatus::Promoted,
-            (_, None, Some(_)) => PromotionStatus::Completed,
-            // ending writes the promotion job in the same transaction: with
-            // neither job nor episode, the episode existed and is gone
-            (_, None, None) => PromotionStatus::Expired,
-        };
-        Ok(SessionState {
-            session_id: meta.id,
-            status,
-            vectors_indexed: episode.is_some() && job(SessionJobKind::Vectors).is_none(),
-            episode_id: episode,
-            message_count: meta.message_count,
-            first_message_at: meta.started_at,
-            last_message_at: meta.last_message_at,
-            jobs,
+        let jobs = self.rt.records.open_jobs(scope, OPEN_JOBS_READ).await?;
+        let episode = self.episode_of(scope, session).await?;
+        Ok(session_state(scope, meta, &jobs, episode.as_ref()))
+    }
+}
+
+/// Open outbox jobs read per scope for promotion statuses: a scope's open
+/// jobs are few (the queue drains in seconds); 1,000 bounds a stuck backlog.
+const OPEN_JOBS_READ: usize = 1_000;
+
+/// The promotion status of the session `meta` from the scope's open jobs
+/// and the session's live episode (see [`Episodic::session_status`]).
+fn session_state(scope: &Scope, meta: Session, open_jobs: &[crate::store::OpenJob], episode: Option<&Episode>) -> SessionState {
+    let session = &meta.id;
+    let episode_id = EpisodeId::for_session(scope, session);
+    let jobs: Vec<SessionJob> = open_jobs
+        .iter()
+        .filter_map(|j| {
+            let kind = match &j.event {
+                Event::SessionCompleted { session_id, .. } if session_id == session => SessionJobKind::Promotion,
+                Event::EpisodeVectors { episode_id: e, .. } if *e == episode_id => SessionJobKind::Vectors,
+                Event::EpisodeCreated { episode_id: e, .. } if *e == episode_id => SessionJobKind::Graph,
+                _ => return None,
+            };
+            Some(SessionJob { id: j.id.0, kind, parked: j.parked, attempts: j.attempts, last_error: j.last_error.clone() })
         })
+        .collect();
+    let episode = episode.map(|e| e.id.clone());
+    let job = |k: SessionJobKind| jobs.iter().find(|j| j.kind == k);
+    let status = match (meta.status, &episode, job(SessionJobKind::Promotion)) {
+        (SessionStatus::Open, ..) => PromotionStatus::Open,
+        (_, _, Some(j)) if j.parked => PromotionStatus::Failed,
+        (_, Some(_), _) => PromotionStatus::Promoted,
+        (_, None, Some(_)) => PromotionStatus::Completed,
+        // ending writes the promotion job in the same transaction: with
+        // neither job nor episode, the episode existed and is gone
+        (_, None, None) => PromotionStatus::Expired,
+    };
+    let vectors_indexed = episode.is_some() && job(SessionJobKind::Vectors).is_none();
+    SessionState {
+        session_id: meta.id,
+        status,
+        vectors_indexed,
+        episode_id: episode,
+        message_count: meta.message_count,
+        first_message_at: meta.started_at,
+        last_message_at: meta.last_message_at,
+        jobs,
     }
 }

@@ -535,7 +535,8 @@ pub struct Session {
 }
 
 /// A scope's activity in the system of record (the console's scope list,
-/// [`crate::store::RecordStore::scopes`]).
+/// [`crate::store::RecordStore::scopes`]; `Memory::scopes` adds the scopes
+/// that only hold typed memories, with 0 sessions).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScopeActivity {
     /// The user and agent.
@@ -546,7 +547,8 @@ pub struct ScopeActivity {
     pub open_sessions: usize,
     /// Episodes stored (expired ones until the pruner removes them).
     pub episodes: usize,
-    /// Timestamp (caller's clock) of the scope's latest message.
+    /// Timestamp (caller's clock) of the scope's latest message; for a scope
+    /// without sessions, its latest typed-memory update.
     pub last_message_at: DateTime<Utc>,
 }
 

@@ -250,6 +250,14 @@ pub async fn typed_store_contract(st: &dyn TypedStore) {
     let sum = |c: Vec<(crate::model::typed::MemoryType, usize)>| c.iter().map(|x| x.1).sum::<usize>();
     let both = sum(counts) + sum(st.memory_counts(&b).await.unwrap());
     assert_eq!(st.total_memories().await.unwrap(), both);
+    // the pools that hold memories, searched by part of an id
+    let pools = st.memory_scopes("", 10).await.unwrap();
+    let held = sum(st.memory_counts(&a).await.unwrap());
+    assert!(pools.iter().any(|(s, n, _)| *s == a && *n == held), "{pools:?}");
+    assert!(pools.windows(2).all(|w| w[0].2 >= w[1].2), "latest first: {pools:?}");
+    assert!(st.memory_scopes(a.user_id(), 10).await.unwrap().iter().all(|(s, _, _)| s.user_id().contains(a.user_id()) || s.agent_id().contains(a.user_id())));
+    assert!(st.memory_scopes("no-such-user-anywhere", 10).await.unwrap().is_empty());
+    assert!(st.memory_scopes("", 0).await.unwrap().is_empty());
 }
 
 /// Shared-store contract (team and public tiers): tiers are apart, pools

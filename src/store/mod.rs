@@ -568,6 +568,12 @@ pub trait TypedStore: Send + Sync + 'static {
     async fn optimize_memories(&self) -> Result<()>;
     /// Memories held per type (live and superseded).
     async fn memory_counts(&self, scope: &Scope) -> Result<Vec<(MemoryType, usize)>>;
+    /// The private pools holding memories whose user or agent id contains
+    /// `search` (every pool for ""): each scope with its memory count (live
+    /// and superseded) and its latest `updated_at`, the most recently
+    /// updated first, at most `limit` (operators: the console's scope list
+    /// also shows scopes that only have typed memories; crosses scopes).
+    async fn memory_scopes(&self, search: &str, limit: usize) -> Result<Vec<(Scope, usize, chrono::DateTime<chrono::Utc>)>>;
     /// Typed memories of every private scope together (`strata check`).
     async fn total_memories(&self) -> Result<usize>;
     /// Every memory of a user (all agents) with its scope: erasure clears

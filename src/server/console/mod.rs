@@ -108,7 +108,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/ui/logout", post(logout))
         .route("/ui/scopes/{user_id}/{agent_id}/timeline", get(pages::timeline))
         .route("/ui/scopes/{user_id}/{agent_id}/episodes/{episode_id}", get(pages::episode))
-        .route("/ui/scopes/{user_id}/{agent_id}/playground", get(pages::playground))
+        .route("/ui/scopes/{user_id}/{agent_id}/playground", get(pages::playground).post(pages::playground_run))
         .route("/ui/scopes/{user_id}/{agent_id}/graph", get(pages::graph))
         .route("/ui/scopes/{user_id}/{agent_id}/merges/{merge_id}/undo", post(pages::undo_merge))
         .route("/ui/scopes/{user_id}/{agent_id}/memories", get(pages::memories))

@@ -2,8 +2,9 @@
 //! through [`crate::Memory`], the way the REST routes do; the guard of
 //! [`super::router`] has already checked the viewer's admin key.
 
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::{Extension, Form};
@@ -30,14 +31,44 @@ const MERGES_SHOWN: usize = 50;
 const PARKED_SHOWN: usize = 200;
 
 #[derive(Deserialize)]
-pub(crate) struct ScopePath {
+struct ScopePath {
     user_id: String,
     agent_id: String,
 }
 
-/// The scope of a page's path, or the error page.
-fn scope_of(user_id: &str, agent_id: &str) -> Result<Scope, Response> {
-    Scope::new(user_id, agent_id).map_err(error_page)
+/// The scope a console path names (`/ui/scopes/{user_id}/{agent_id}/...`).
+/// Rejected with the console's 400 page for a malformed path and its error
+/// page for ids [`Scope::new`] refuses (empty, too long, control characters).
+pub(crate) struct PageScope(Scope);
+
+impl FromRequestParts<AppState> for PageScope {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let Path(p) = Path::<ScopePath>::from_request_parts(parts, state).await.map_err(|e| bad_request(&e.body_text()))?;
+        Scope::new(&p.user_id, &p.agent_id).map(PageScope).map_err(error_page)
+    }
+}
+
+/// One more path parameter of a scoped page (an episode, memory or merge id),
+/// rejected with the console's 400 page.
+pub(crate) struct PathId<T>(T);
+
+impl<T: serde::de::DeserializeOwned + Send> FromRequestParts<AppState> for PathId<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        Path::<T>::from_request_parts(parts, state).await.map(|Path(t)| PathId(t)).map_err(|e| bad_request(&e.body_text()))
+    }
+}
+
+/// Runs an action only with the session's CSRF token: the token is checked
+/// before the path, so a forged request learns nothing from the answer.
+fn checked<T>(viewer: &Viewer, token: Option<&str>, path: Result<T, Response>) -> Result<T, Response> {
+    if !token.is_some_and(|t| csrf_ok(viewer, t)) {
+        return Err(csrf_refused());
+    }
+    path
 }
 
 /// The path every page of a scope starts with.
@@ -100,11 +131,7 @@ pub(crate) async fn scopes(State(st): State<AppState>, Extension(v): Extension<V
 }
 
 /// A scope's sessions, latest first, with status and abstract.
-pub(crate) async fn timeline(State(st): State<AppState>, Extension(v): Extension<Viewer>, Path(p): Path<ScopePath>) -> Response {
-    let scope = match scope_of(&p.user_id, &p.agent_id) {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+pub(crate) async fn timeline(State(st): State<AppState>, Extension(v): Extension<Viewer>, PageScope(scope): PageScope) -> Response {
     match st.memory.timeline(&scope, TIMELINE_LIMIT).await {
         Ok(entries) => render("timeline.html", page(&v, Some(&scope), minijinja::context! { entries })),
         Err(e) => error_page(e),
@@ -113,17 +140,16 @@ pub(crate) async fn timeline(State(st): State<AppState>, Extension(v): Extension
 
 #[derive(Deserialize)]
 pub(crate) struct EpisodePath {
-    user_id: String,
-    agent_id: String,
     episode_id: String,
 }
 
 /// `memory_expand` of one episode: the full summary and the raw session.
-pub(crate) async fn episode(State(st): State<AppState>, Extension(v): Extension<Viewer>, Path(p): Path<EpisodePath>) -> Response {
-    let scope = match scope_of(&p.user_id, &p.agent_id) {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+pub(crate) async fn episode(
+    State(st): State<AppState>,
+    Extension(v): Extension<Viewer>,
+    PageScope(scope): PageScope,
+    PathId(p): PathId<EpisodePath>,
+) -> Response {
     let id = match crate::model::EpisodeId::parse(&p.episode_id) {
         Ok(i) => i,
         Err(e) => return error_page(e),
@@ -135,30 +161,38 @@ pub(crate) async fn episode(State(st): State<AppState>, Extension(v): Extension<
 }
 
 #[derive(Deserialize, Default)]
-pub(crate) struct PlaygroundQuery {
+pub(crate) struct PlaygroundForm {
+    #[serde(default)]
+    csrf: String,
     #[serde(default)]
     message: String,
     #[serde(default)]
     history: String,
 }
 
-/// The inject playground: a message (and earlier turns) → the recall query,
-/// every candidate with its scores and outcome, the `min_score` line and the
-/// Memory Context. Records nothing.
-pub(crate) async fn playground(
+/// The inject playground's empty form.
+pub(crate) async fn playground(State(st): State<AppState>, Extension(v): Extension<Viewer>, PageScope(scope): PageScope) -> Response {
+    let min_score = st.memory.active_config().recall.min_score;
+    render("playground.html", page(&v, Some(&scope), minijinja::context! { message => "", history => "", min_score }))
+}
+
+/// The inject playground run: a message (and earlier turns) → the recall
+/// query, every candidate with its scores and outcome, the `min_score` line
+/// and the Memory Context. Records nothing. A POST form (with the CSRF token
+/// like every form) so a long message or history fits: the body limit is
+/// `server.max_body_bytes`, not a URL's length.
+pub(crate) async fn playground_run(
     State(st): State<AppState>,
     Extension(v): Extension<Viewer>,
-    Path(p): Path<ScopePath>,
-    q: Result<Query<PlaygroundQuery>, QueryRejection>,
+    scope: Result<PageScope, Response>,
+    form: Result<Form<PlaygroundForm>, FormRejection>,
 ) -> Response {
-    let q = match q {
-        Ok(Query(q)) => q,
-        Err(e) => return bad_request(&e.body_text()),
-    };
-    let scope = match scope_of(&p.user_id, &p.agent_id) {
-        Ok(s) => s,
+    let q = form.map(|f| f.0).ok();
+    let scope = match checked(&v, q.as_ref().map(|q| q.csrf.as_str()), scope) {
+        Ok(PageScope(s)) => s,
         Err(r) => return r,
     };
+    let q = q.unwrap_or_default();
     let min_score = st.memory.active_config().recall.min_score;
     let mut ctx = minijinja::context! { message => q.message.clone(), history => q.history.clone(), min_score };
     if !q.message.trim().is_empty() {
@@ -210,16 +244,12 @@ pub(crate) struct GraphQuery {
 pub(crate) async fn graph(
     State(st): State<AppState>,
     Extension(v): Extension<Viewer>,
-    Path(p): Path<ScopePath>,
+    PageScope(scope): PageScope,
     q: Result<Query<GraphQuery>, QueryRejection>,
 ) -> Response {
     let q = match q {
         Ok(Query(q)) => q,
         Err(e) => return bad_request(&e.body_text()),
-    };
-    let scope = match scope_of(&p.user_id, &p.agent_id) {
-        Ok(s) => s,
-        Err(r) => return r,
     };
     let hops = q.hops.unwrap_or(1).clamp(1, 3);
     let entities = match st.memory.runtime().graph.entities_of_type(&scope, None, GRAPH_ENTITIES).await {
@@ -271,8 +301,6 @@ pub(crate) async fn graph(
 
 #[derive(Deserialize)]
 pub(crate) struct MergePath {
-    user_id: String,
-    agent_id: String,
     merge_id: i64,
 }
 
@@ -280,18 +308,13 @@ pub(crate) struct MergePath {
 pub(crate) async fn undo_merge(
     State(st): State<AppState>,
     Extension(v): Extension<Viewer>,
-    p: Result<Path<MergePath>, PathRejection>,
-    form: Result<Form<CsrfForm>, axum::extract::rejection::FormRejection>,
+    scope: Result<PageScope, Response>,
+    p: Result<PathId<MergePath>, Response>,
+    form: Result<Form<CsrfForm>, FormRejection>,
 ) -> Response {
-    let p = match p {
-        Ok(Path(p)) => p,
-        Err(e) => return bad_request(&e.body_text()),
-    };
-    if !form.is_ok_and(|f| csrf_ok(&v, &f.0.csrf)) {
-        return csrf_refused();
-    }
-    let scope = match scope_of(&p.user_id, &p.agent_id) {
-        Ok(s) => s,
+    let token = form.ok().map(|f| f.0.csrf);
+    let (scope, p) = match checked(&v, token.as_deref(), scope.and_then(|PageScope(s)| p.map(|PathId(p)| (s, p)))) {
+        Ok(x) => x,
         Err(r) => return r,
     };
     let back = format!("{}/graph", base_of(&scope));
@@ -317,18 +340,18 @@ pub(crate) struct MemoriesQuery {
 pub(crate) async fn memories(
     State(st): State<AppState>,
     Extension(v): Extension<Viewer>,
-    Path(p): Path<ScopePath>,
+    PageScope(scope): PageScope,
     q: Result<Query<MemoriesQuery>, QueryRejection>,
 ) -> Response {
     let q = match q {
         Ok(Query(q)) => q,
         Err(e) => return bad_request(&e.body_text()),
     };
-    let scope = match scope_of(&p.user_id, &p.agent_id) {
-        Ok(s) => s,
-        Err(r) => return r,
+    let direction = match q.direction.trim() {
+        "" | "desc" => "desc",
+        "asc" => "asc",
+        other => return bad_request(&format!("direction {other:?}: write asc or desc")),
     };
-    let direction = if q.direction == "asc" { "asc" } else { "desc" };
     let mut ctx = minijinja::context! { filter => q.filter.clone(), sort_by => q.sort_by.clone(), direction };
     let filter = if q.filter.trim().is_empty() { Ok(json!({})) } else { serde_json::from_str::<serde_json::Value>(&q.filter) };
     let filter = match filter {
@@ -374,8 +397,6 @@ pub(crate) async fn memories(
 
 #[derive(Deserialize)]
 pub(crate) struct MemoryPath {
-    user_id: String,
-    agent_id: String,
     memory_id: String,
 }
 
@@ -391,17 +412,16 @@ pub(crate) struct ShareForm {
 pub(crate) async fn share(
     State(st): State<AppState>,
     Extension(v): Extension<Viewer>,
-    Path(p): Path<MemoryPath>,
-    form: Result<Form<ShareForm>, axum::extract::rejection::FormRejection>,
+    scope: Result<PageScope, Response>,
+    p: Result<PathId<MemoryPath>, Response>,
+    form: Result<Form<ShareForm>, FormRejection>,
 ) -> Response {
-    let Ok(Form(f)) = form else { return csrf_refused() };
-    if !csrf_ok(&v, &f.csrf) {
-        return csrf_refused();
-    }
-    let scope = match scope_of(&p.user_id, &p.agent_id) {
-        Ok(s) => s,
+    let f = form.ok().map(|f| f.0);
+    let (scope, p) = match checked(&v, f.as_ref().map(|f| f.csrf.as_str()), scope.and_then(|PageScope(s)| p.map(|PathId(p)| (s, p)))) {
+        Ok(x) => x,
         Err(r) => return r,
     };
+    let f = f.expect("checked: the form parsed");
     let to = f.to.trim();
     let vis = match to {
         "public" => crate::model::typed::Visibility::Public,
@@ -426,14 +446,13 @@ pub(crate) async fn share(
 pub(crate) async fn forget(
     State(st): State<AppState>,
     Extension(v): Extension<Viewer>,
-    Path(p): Path<MemoryPath>,
-    form: Result<Form<CsrfForm>, axum::extract::rejection::FormRejection>,
+    scope: Result<PageScope, Response>,
+    p: Result<PathId<MemoryPath>, Response>,
+    form: Result<Form<CsrfForm>, FormRejection>,
 ) -> Response {
-    if !form.is_ok_and(|f| csrf_ok(&v, &f.0.csrf)) {
-        return csrf_refused();
-    }
-    let scope = match scope_of(&p.user_id, &p.agent_id) {
-        Ok(s) => s,
+    let token = form.ok().map(|f| f.0.csrf);
+    let (scope, p) = match checked(&v, token.as_deref(), scope.and_then(|PageScope(s)| p.map(|PathId(p)| (s, p)))) {
+        Ok(x) => x,
         Err(r) => return r,
     };
     let id = match crate::model::typed::MemoryId::parse(&p.memory_id) {
@@ -494,16 +513,14 @@ pub(crate) struct JobPath {
 pub(crate) async fn retry_job(
     State(st): State<AppState>,
     Extension(v): Extension<Viewer>,
-    p: Result<Path<JobPath>, PathRejection>,
-    form: Result<Form<CsrfForm>, axum::extract::rejection::FormRejection>,
+    p: Result<PathId<JobPath>, Response>,
+    form: Result<Form<CsrfForm>, FormRejection>,
 ) -> Response {
-    let p = match p {
-        Ok(Path(p)) => p,
-        Err(e) => return bad_request(&e.body_text()),
+    let token = form.ok().map(|f| f.0.csrf);
+    let PathId(p) = match checked(&v, token.as_deref(), p) {
+        Ok(p) => p,
+        Err(r) => return r,
     };
-    if !form.is_ok_and(|f| csrf_ok(&v, &f.0.csrf)) {
-        return csrf_refused();
-    }
     match st.memory.retry_jobs(Some(crate::model::EventId(p.id))).await {
         Ok(0) => message(StatusCode::NOT_FOUND, "Not retried", &format!("Job {} is not parked (already retried or done).", p.id), Some("/ui/ops")),
         Ok(_) => message(StatusCode::OK, "Retried", &format!("Job {} is back in the queue with a fresh attempt budget.", p.id), Some("/ui/ops")),
@@ -515,10 +532,11 @@ pub(crate) async fn retry_job(
 pub(crate) async fn reload(
     State(st): State<AppState>,
     Extension(v): Extension<Viewer>,
-    form: Result<Form<CsrfForm>, axum::extract::rejection::FormRejection>,
+    form: Result<Form<CsrfForm>, FormRejection>,
 ) -> Response {
-    if !form.is_ok_and(|f| csrf_ok(&v, &f.0.csrf)) {
-        return csrf_refused();
+    let token = form.ok().map(|f| f.0.csrf);
+    if let Err(r) = checked(&v, token.as_deref(), Ok(())) {
+        return r;
     }
     match st.reload() {
         Ok(r) => {

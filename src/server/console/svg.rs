@@ -153,31 +153,67 @@ pub struct GraphDrawing {
 }
 
 /// Places a walk's subgraph: the seeds in the centre, the other entities on
-/// a circle around them in the walk's order (at most `max_nodes`; edges to
-/// entities left out are not drawn).
+/// rings around them by their hop distance from a seed (1 hop on the inner
+/// ring, the furthest on the outer one; on each ring beyond the first, in the
+/// angular order of the neighbour that reached them, so a branch stays
+/// together). At most `max_nodes`; edges to entities left out are not drawn.
 pub fn graph(sub: &Subgraph, seeds: &[String], max_nodes: usize) -> GraphDrawing {
+    use std::collections::HashMap;
+    use std::f64::consts::{FRAC_PI_2, PI, TAU};
     let (cx, cy) = (WIDTH / 2.0, GRAPH_HEIGHT / 2.0);
     let radius = GRAPH_HEIGHT / 2.0 - MARGIN * 1.5;
     let shown: Vec<&crate::graph::Entity> = sub.entities.iter().take(max_nodes).collect();
-    let centre: Vec<&&crate::graph::Entity> = shown.iter().filter(|e| seeds.contains(&e.id.as_str().to_string())).collect();
-    let ring: Vec<&&crate::graph::Entity> = shown.iter().filter(|e| !seeds.contains(&e.id.as_str().to_string())).collect();
-    let mut nodes = Vec::new();
+    let is_seed = |e: &crate::graph::Entity| seeds.iter().any(|s| s == e.id.as_str());
+    // hop distance from the seeds over the drawn relations (either direction), and who reached whom
+    let mut hop: HashMap<&str, usize> = shown.iter().filter(|e| is_seed(e)).map(|e| (e.id.as_str(), 0)).collect();
+    let mut parent: HashMap<&str, &str> = HashMap::new();
+    let mut frontier: Vec<&str> = shown.iter().filter(|e| is_seed(e)).map(|e| e.id.as_str()).collect();
+    let drawn: std::collections::HashSet<&str> = shown.iter().map(|e| e.id.as_str()).collect();
+    let mut depth = 0;
+    while !frontier.is_empty() {
+        depth += 1;
+        let mut next = Vec::new();
+        for r in &sub.relations {
+            for (a, b) in [(r.source.as_str(), r.target.as_str()), (r.target.as_str(), r.source.as_str())] {
+                if frontier.contains(&a) && drawn.contains(b) && !hop.contains_key(b) {
+                    hop.insert(b, depth);
+                    parent.insert(b, a);
+                    next.push(b);
+                }
+            }
+        }
+        frontier = next;
+    }
+    // an entity no drawn relation reaches goes on the outer ring
+    let outer = hop.values().copied().max().unwrap_or(0).max(1);
+    let ring_of = |e: &crate::graph::Entity| hop.get(e.id.as_str()).copied().unwrap_or(outer + 1);
+    let rings = shown.iter().map(|e| ring_of(e)).max().unwrap_or(0);
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut angle: HashMap<String, f64> = HashMap::new();
+    let centre: Vec<&&crate::graph::Entity> = shown.iter().filter(|e| is_seed(e)).collect();
     for (i, e) in centre.iter().enumerate() {
         // several seeds sit on a small circle of their own
-        let a = std::f64::consts::TAU * i as f64 / centre.len().max(1) as f64;
+        let a = TAU * i as f64 / centre.len().max(1) as f64;
         let r = if centre.len() > 1 { radius / 4.0 } else { 0.0 };
+        angle.insert(e.id.as_str().into(), a);
         nodes.push(Node { id: e.id.as_str().into(), name: e.name.clone(), kind: e.kind.clone(), x: cx + r * a.cos(), y: cy + r * a.sin(), seed: true });
     }
-    // half a step off the vertical, so that no edge to the ring runs through the centre's
-    // label; two ring nodes sit above the centre, not opposite (their edge would cross it)
-    let offset = std::f64::consts::PI / ring.len().max(1) as f64 - std::f64::consts::FRAC_PI_2;
-    for (i, e) in ring.iter().enumerate() {
-        let a = if ring.len() == 2 {
-            [-150f64, -30.0][i].to_radians()
-        } else {
-            std::f64::consts::TAU * i as f64 / ring.len().max(1) as f64 + offset
-        };
-        nodes.push(Node { id: e.id.as_str().into(), name: e.name.clone(), kind: e.kind.clone(), x: cx + radius * a.cos(), y: cy + radius * a.sin(), seed: false });
+    for k in 1..=rings {
+        let mut ring: Vec<&&crate::graph::Entity> = shown.iter().filter(|e| !is_seed(e) && ring_of(e) == k).collect();
+        if k > 1 {
+            let parent_angle = |e: &crate::graph::Entity| parent.get(e.id.as_str()).and_then(|p| angle.get(*p)).copied().unwrap_or(0.0);
+            ring.sort_by(|a, b| parent_angle(a).total_cmp(&parent_angle(b)));
+        }
+        let r = radius * k as f64 / rings as f64;
+        // half a step off the vertical, so that no edge to the ring runs through the centre's
+        // label; two nodes alone on the ring sit above the centre, not opposite (their edge
+        // would cross it)
+        let offset = PI / ring.len().max(1) as f64 - FRAC_PI_2;
+        for (i, e) in ring.iter().enumerate() {
+            let a = if ring.len() == 2 && rings == 1 { [-150f64, -30.0][i].to_radians() } else { TAU * i as f64 / ring.len() as f64 + offset };
+            angle.insert(e.id.as_str().into(), a);
+            nodes.push(Node { id: e.id.as_str().into(), name: e.name.clone(), kind: e.kind.clone(), x: cx + r * a.cos(), y: cy + r * a.sin(), seed: false });
+        }
     }
     let at = |id: &str| nodes.iter().find(|n| n.id == id).map(|n| (n.x, n.y));
     // the relations between one pair of entities share one line and one label
@@ -229,5 +265,53 @@ mod tests {
         assert!((tallest - (h.base - h.top)).abs() < 1e-9, "the largest bucket fills the plot");
         assert!(h.line_x > h.bars[1].x && h.line_x < h.bars[2].x + h.bars[2].w);
         assert!(histogram(&[], 0.3).bars.is_empty());
+    }
+
+    #[test]
+    fn entities_sit_on_rings_by_hop_distance() {
+        use crate::graph::{Entity, EntityId, Relation, RelationId};
+        let s = crate::model::Scope::new("u", "a").unwrap();
+        let e = |n: &str| Entity {
+            id: EntityId::for_key(&s, n),
+            identity_key: n.into(),
+            name: n.into(),
+            kind: "person".into(),
+            aliases: vec![],
+            attributes: serde_json::json!({}),
+            created_at: Default::default(),
+            updated_at: Default::default(),
+            episodes: vec![],
+        };
+        let r = |a: &str, p: &str, b: &str, invalid: bool| Relation {
+            id: RelationId::for_typed(&s, a, p, b),
+            source: EntityId::for_key(&s, a),
+            target: EntityId::for_key(&s, b),
+            predicate: p.into(),
+            attributes: serde_json::json!({}),
+            valid_from: None,
+            invalid_at: invalid.then(chrono::Utc::now),
+            episode_id: None,
+            memory_id: None,
+        };
+        // rita - alice - lisbon (2 hops), rita - bob, and two relations of one pair
+        let sub = Subgraph {
+            entities: vec![e("rita"), e("alice"), e("bob"), e("lisbon")],
+            relations: vec![r("alice", "sister_of", "rita", false), r("rita", "friend_of", "bob", false), r("alice", "lives_in", "lisbon", true), r("alice", "moved_to", "lisbon", false)],
+        };
+        let seed = EntityId::for_key(&s, "rita").as_str().to_string();
+        let d = graph(&sub, &[seed], 40);
+        let dist = |n: &str| {
+            let n = d.nodes.iter().find(|x| x.name == n).unwrap();
+            ((n.x - WIDTH / 2.0).powi(2) + (n.y - GRAPH_HEIGHT / 2.0).powi(2)).sqrt()
+        };
+        assert!(dist("rita") < 1e-9, "the seed in the centre");
+        assert!((dist("alice") - dist("bob")).abs() < 1e-9, "one hop: one ring");
+        assert!(dist("lisbon") > dist("alice") + 10.0, "two hops: the outer ring");
+        assert_eq!(d.edges.len(), 3, "one line per pair");
+        let pair = d.edges.iter().find(|e| e.predicate.contains("moved_to")).unwrap();
+        assert_eq!(pair.predicate, "lives_in, moved_to");
+        assert!(!pair.invalid, "dashed only when every relation of the pair is invalid");
+        // a node left out by max_nodes takes its edges with it
+        assert_eq!(graph(&sub, &[EntityId::for_key(&s, "rita").as_str().to_string()], 3).edges.len(), 2);
     }
 }

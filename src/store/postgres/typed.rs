@@ -379,6 +379,27 @@ impl TypedStore for PgStore {
         counts(self, private(scope)).await
     }
 
+    async fn memory_scopes(&self, search: &str, limit: usize) -> Result<Vec<(Scope, usize, chrono::DateTime<chrono::Utc>)>> {
+        let c = self.client().await?;
+        let rows = query(
+            &c,
+            "SELECT s.user_id, s.agent_id, COUNT(*), MAX(m.updated_at) FROM memories m JOIN memory_scopes s ON s.sid = m.sid
+             WHERE s.tier=? AND (?='' OR strpos(s.user_id, ?) > 0 OR strpos(s.agent_id, ?) > 0)
+             GROUP BY s.sid, s.user_id, s.agent_id ORDER BY MAX(m.updated_at) DESC, s.user_id, s.agent_id LIMIT ?",
+            vec![
+                Param::Text(ts::PRIVATE.into()),
+                Param::Text(search.into()),
+                Param::Text(search.into()),
+                Param::Text(search.into()),
+                Param::Int(limit as i64),
+            ],
+        )
+        .await?;
+        rows.iter()
+            .map(|r| Ok((Scope::new(r.get::<_, &str>(0), r.get::<_, &str>(1))?, r.get::<_, i64>(2) as usize, ts::from_ms(r.get::<_, i64>(3)))))
+            .collect()
+    }
+
     async fn total_memories(&self) -> Result<usize> {
         let c = self.client().await?;
         let rows = query(

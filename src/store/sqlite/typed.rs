@@ -438,6 +438,27 @@ impl TypedStore for SqliteStore {
         self.run(move |c| counts(c, private(&scope))).await
     }
 
+    async fn memory_scopes(&self, search: &str, limit: usize) -> Result<Vec<(Scope, usize, chrono::DateTime<chrono::Utc>)>> {
+        let search = search.to_string();
+        self.run(move |c| {
+            let mut st = c.prepare(
+                "SELECT s.user_id, s.agent_id, COUNT(*), MAX(m.updated_at) FROM memories m JOIN memory_scopes s ON s.sid = m.sid
+                 WHERE ?1 = '' OR instr(s.user_id, ?1) > 0 OR instr(s.agent_id, ?1) > 0
+                 GROUP BY s.sid ORDER BY MAX(m.updated_at) DESC, s.user_id, s.agent_id LIMIT ?2",
+            )?;
+            let rows = st.query_map(rusqlite::params![search, limit as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (user, agent, n, last) = row?;
+                out.push((Scope::new(user, agent)?, n as usize, ts::from_ms(last)));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     async fn total_memories(&self) -> Result<usize> {
         self.run(|c| Ok(c.query_row("SELECT COUNT(*) FROM memories", [], |r| r.get::<_, i64>(0))? as usize))
             .await
