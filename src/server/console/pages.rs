@@ -62,6 +62,11 @@ impl<T: serde::de::DeserializeOwned + Send> FromRequestParts<AppState> for PathI
     }
 }
 
+/// The scope and the id of an action's path, or the first rejection.
+fn scoped<T>(scope: Result<PageScope, Response>, id: Result<PathId<T>, Response>) -> Result<(Scope, T), Response> {
+    Ok((scope?.0, id?.0))
+}
+
 /// Runs an action only with the session's CSRF token: the token is checked
 /// before the path, so a forged request learns nothing from the answer.
 fn checked<T>(viewer: &Viewer, token: Option<&str>, path: Result<T, Response>) -> Result<T, Response> {
@@ -313,7 +318,7 @@ pub(crate) async fn undo_merge(
     form: Result<Form<CsrfForm>, FormRejection>,
 ) -> Response {
     let token = form.ok().map(|f| f.0.csrf);
-    let (scope, p) = match checked(&v, token.as_deref(), scope.and_then(|PageScope(s)| p.map(|PathId(p)| (s, p)))) {
+    let (scope, p) = match checked(&v, token.as_deref(), scoped(scope, p)) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -417,7 +422,7 @@ pub(crate) async fn share(
     form: Result<Form<ShareForm>, FormRejection>,
 ) -> Response {
     let f = form.ok().map(|f| f.0);
-    let (scope, p) = match checked(&v, f.as_ref().map(|f| f.csrf.as_str()), scope.and_then(|PageScope(s)| p.map(|PathId(p)| (s, p)))) {
+    let (scope, p) = match checked(&v, f.as_ref().map(|f| f.csrf.as_str()), scoped(scope, p)) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -451,7 +456,7 @@ pub(crate) async fn forget(
     form: Result<Form<CsrfForm>, FormRejection>,
 ) -> Response {
     let token = form.ok().map(|f| f.0.csrf);
-    let (scope, p) = match checked(&v, token.as_deref(), scope.and_then(|PageScope(s)| p.map(|PathId(p)| (s, p)))) {
+    let (scope, p) = match checked(&v, token.as_deref(), scoped(scope, p)) {
         Ok(x) => x,
         Err(r) => return r,
     };
