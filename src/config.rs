@@ -536,6 +536,94 @@ impl Calibration {
     }
 }
 
+/// The features of one inject candidate ([`crate::recall::evidence`]), each a
+/// number the acceptor weighs; `[recall.acceptor.weights]` is the same struct,
+/// one weight per feature. All are in [0, 1] unless said otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptorFeatures {
+    /// The fused calibrated score (after the cross-lingual rescoring): what `min_score` cuts.
+    pub score: f64,
+    /// The message-only fused score (the earlier turns left out); equal to `score` without earlier turns.
+    pub own: f64,
+    /// The calibrated keyword probability (0 when BM25 did not return it).
+    pub keyword: f64,
+    /// The calibrated vector probability (0 when the vector search did not return it).
+    pub vector: f64,
+    /// The cross-lingual vector-alone probability (0 for a candidate in the message's language).
+    pub cross_lingual: f64,
+    /// ln(1 + rank) in the fused order (0 for the first; about 1.6 for the fifth).
+    pub rank: f64,
+    /// Lead over the next candidate's score (its own score for the last one), in [0, 1].
+    pub margin: f64,
+    /// The best candidate's score minus this one's, in [0, 1].
+    pub gap: f64,
+    /// Share of the message's distinct analysed terms its session holds
+    /// (`crate::recall::evidence::SessionEvidence::coverage`).
+    pub coverage: f64,
+    /// Share of the message's names its session lacks (0 when it names nothing).
+    pub names_missing: f64,
+    /// 1 when the message asks for a date, place, person or number the check
+    /// can see and no sentence of the session near its terms has one, else 0.
+    pub type_missing: f64,
+    /// 1 for a candidate in another language than the message, else 0.
+    pub cross: f64,
+    /// 1 when the message is not surely English (another script, or another
+    /// language detected), else 0: other languages get their own intercept...
+    pub foreign: f64,
+    /// ... and their own slope on the score (`foreign × score`) ...
+    pub foreign_score: f64,
+    /// ... and on the coverage (`foreign × coverage`).
+    pub foreign_coverage: f64,
+}
+
+impl AcceptorFeatures {
+    /// The features as a list, in the order of [`AcceptorFeatures::NAMES`].
+    pub fn values(&self) -> [f64; 15] {
+        [
+            self.score, self.own, self.keyword, self.vector, self.cross_lingual, self.rank, self.margin, self.gap,
+            self.coverage, self.names_missing, self.type_missing, self.cross, self.foreign, self.foreign_score,
+            self.foreign_coverage,
+        ]
+    }
+
+    /// The features' names, as in config and JSON.
+    pub const NAMES: [&'static str; 15] = [
+        "score", "own", "keyword", "vector", "cross_lingual", "rank", "margin", "gap", "coverage", "names_missing",
+        "type_missing", "cross", "foreign", "foreign_score", "foreign_coverage",
+    ];
+
+    /// Builds features from a list in the order of [`AcceptorFeatures::NAMES`].
+    pub fn from_values(v: [f64; 15]) -> Self {
+        Self {
+            score: v[0], own: v[1], keyword: v[2], vector: v[3], cross_lingual: v[4], rank: v[5], margin: v[6],
+            gap: v[7], coverage: v[8], names_missing: v[9], type_missing: v[10], cross: v[11], foreign: v[12],
+            foreign_score: v[13], foreign_coverage: v[14],
+        }
+    }
+}
+
+/// `[recall.acceptor]`: the L0 acceptance model
+/// ([`crate::recall::evidence`]). With `enabled`, inject hands over a
+/// candidate (one of the first `max_entries` of the fused list that the
+/// message-evidence gate lets through) when `σ(intercept + Σ weight ×
+/// feature)` is at least `accept_min`; `min_score` then applies to
+/// `memory_search` only. Weights from `strata eval calibrate --inject`
+/// (logistic regression, cross-validated by conversation;
+/// docs/evaluation.md, "Risk and coverage").
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptorConfig {
+    /// Off: inject cuts at `min_score` as `memory_search` does.
+    pub enabled: bool,
+    /// The operating point: least acceptance probability, in [0, 1].
+    pub accept_min: f64,
+    /// Bias of the logistic model.
+    pub intercept: f64,
+    /// One weight per feature.
+    pub weights: AcceptorFeatures,
+}
+
 /// `[recall]`: see `config/default.toml` for each key's meaning and source.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -622,6 +710,8 @@ pub struct RecallConfig {
     /// Unset (the default): the embedder's own fit.
     #[serde(default)]
     pub cross_lingual_calibration: Option<Calibration>,
+    /// The L0 acceptance model (`[recall.acceptor]`).
+    pub acceptor: AcceptorConfig,
 }
 
 /// The recall settings that belong to an embedding model rather than to a
@@ -1001,6 +1091,12 @@ impl Config {
         }
         if !(0.0..1.0).contains(&r.relative_cut) {
             return bad("recall.relative_cut", "must be within [0, 1)");
+        }
+        if !(0.0..=1.0).contains(&r.acceptor.accept_min) {
+            return bad("recall.acceptor.accept_min", "must be within [0, 1]");
+        }
+        if !r.acceptor.intercept.is_finite() || r.acceptor.weights.values().iter().any(|w| !w.is_finite()) {
+            return bad("recall.acceptor", "intercept and weights must be finite numbers");
         }
         if !(0.0..=1.0).contains(&r.message_evidence_min) {
             return bad("recall.message_evidence_min", "must be within [0, 1]");

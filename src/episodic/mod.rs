@@ -43,6 +43,9 @@ pub enum CandidateOutcome {
     NoMessageEvidence,
     /// Inject only: below `recall.relative_cut` × the best injected score.
     BelowRelativeCut,
+    /// Inject only: its acceptance probability was below
+    /// `recall.acceptor.accept_min` ([`crate::recall::evidence`]).
+    NotAccepted,
 }
 
 /// One candidate of a recall, with every score that decided its fate (`explain: true`).
@@ -64,6 +67,17 @@ pub struct Candidate {
     pub cross_lingual_probability: Option<f64>,
     /// The fused calibrated score compared with `min_score`, in [0, 1].
     pub score: f64,
+    /// Inject with the acceptor on: the probability that it is a right
+    /// memory, compared with `recall.acceptor.accept_min` (only for the
+    /// candidates the acceptor judged).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<f64>,
+    /// Its session, for the candidates the acceptor judged (they were read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    /// The features the acceptor read ([`crate::recall::evidence::Features`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub features: Option<crate::config::AcceptorFeatures>,
     /// What happened to it.
     pub outcome: CandidateOutcome,
 }

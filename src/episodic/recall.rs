@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::model::typed::{MemoryId, StoredMemory, Visibility};
 use crate::model::{check_query, Episode, EpisodeId, Scope, SessionId};
 use crate::recall::fusion::{cross_lingual_rescore, fuse, Calibrations, FusedHit, Retrievers};
+use crate::recall::evidence::{self, session_evidence, Features, Question, Scores, SessionEvidence};
 use crate::recall::language;
 use crate::recall::query::{build_query, combine_keyword, is_dependent};
 use crate::recall::snippet::{best_snippet, Turn};
@@ -175,20 +176,76 @@ impl Episodic {
             .unwrap_or(0.0)
             .max(knowledge.first().map(|h| h.1.score).unwrap_or(0.0));
         let gate = evidence.as_ref().map(|e| (e, cfg.message_evidence_min));
+        let accepting = cfg.acceptor.enabled;
+        // with the acceptor, min_score does not cut: the first max_entries
+        // candidates the gate lets through are the pool it judges
         let (kept, mut explain) = select(
             cfg,
             &fused,
             reference,
-            Some(cfg.min_score),
+            (!accepting).then_some(cfg.min_score),
             gate,
             (cfg.relative_cut > 0.0).then_some(cfg.relative_cut),
             limit,
             opts.explain,
         );
-        let mut entries = self.hydrate(scope, kept, episodes).await?;
+        let mut entries = self.hydrate(scope, kept.clone(), episodes).await?;
         mark_expired(&mut explain, &entries);
+        let mut sessions = if accepting || cfg.evidence_snippets {
+            self.sessions_of(scope, &entries).await?
+        } else {
+            Vec::new()
+        };
+        if accepting {
+            let cal = Calibrations::episodes(cfg);
+            let by_id: HashMap<&EpisodeId, &FusedHit> = kept.iter().map(|h| (&h.episode_id, h)).collect();
+            let scores: Vec<Scores> = entries
+                .iter()
+                .map(|e| {
+                    let h = by_id[&e.id];
+                    Scores {
+                        score: h.score,
+                        own: evidence.as_ref().map_or(h.score, |own| own.get(&e.id).copied().unwrap_or(0.0)),
+                        keyword: h.keyword.map_or(0.0, |k| cal.keyword_probability(k, reference)),
+                        vector: h.vector.map_or(0.0, |v| cal.vector_probability(v)),
+                        cross_lingual: h.cross_lingual,
+                    }
+                })
+                .collect();
+            let question = Question::new(user_message);
+            let found: Vec<SessionEvidence> = sessions
+                .iter()
+                .map(|messages| session_evidence(&question, &turns(messages)))
+                .collect();
+            let features = evidence::features(&scores, &found, evidence::is_foreign(user_message));
+            let accepted: Vec<(f64, Features)> =
+                features.into_iter().map(|f| (evidence::acceptance(&cfg.acceptor, &f), f)).collect();
+            if let Some(ex) = explain.as_mut() {
+                for c in ex.iter_mut() {
+                    if let Some(i) = entries.iter().position(|e| e.id == c.id) {
+                        c.acceptance = Some(accepted[i].0);
+                        c.session_id = Some(entries[i].session_id.clone());
+                        c.features = Some(accepted[i].1);
+                        if accepted[i].0 < cfg.acceptor.accept_min {
+                            c.outcome = CandidateOutcome::NotAccepted;
+                        }
+                    }
+                }
+            }
+            let keep: Vec<bool> = accepted.iter().map(|(p, _)| *p >= cfg.acceptor.accept_min).collect();
+            let mut i = 0;
+            entries.retain(|_| {
+                i += 1;
+                keep[i - 1]
+            });
+            let mut i = 0;
+            sessions.retain(|_| {
+                i += 1;
+                keep[i - 1]
+            });
+        }
         if cfg.evidence_snippets {
-            self.add_snippets(scope, &mut entries, user_message, &previous.join("\n")).await?;
+            add_snippets(&mut entries, &sessions, user_message, &previous.join("\n"));
         }
         // facts compete with episodes for the max_entries slots, by calibrated score
         let mut facts = self
@@ -509,26 +566,10 @@ impl Episodic {
         Ok(hits)
     }
 
-    /// Sets each entry's evidence snippet from its raw session
-    /// ([`crate::recall::snippet::best_snippet`]); the sessions are read
-    /// concurrently from the system of record.
-    async fn add_snippets(&self, scope: &Scope, entries: &mut [SearchHit], message: &str, context: &str) -> Result<()> {
-        let sessions = futures::future::try_join_all(
-            entries.iter().map(|e| self.rt.records.messages(scope, &e.session_id)),
-        )
-        .await?;
-        for (e, messages) in entries.iter_mut().zip(&sessions) {
-            let turns: Vec<Turn<'_>> = messages
-                .iter()
-                .map(|m| Turn {
-                    role: m.message.role,
-                    name: m.message.name.as_deref(),
-                    text: &m.message.content,
-                })
-                .collect();
-            e.snippet = best_snippet(&turns, message, context, &e.abstract_).map(|s| s.render());
-        }
-        Ok(())
+    /// The raw sessions of `entries`, in their order, read concurrently
+    /// from the system of record.
+    async fn sessions_of(&self, scope: &Scope, entries: &[SearchHit]) -> Result<Vec<Vec<crate::model::Message>>> {
+        futures::future::try_join_all(entries.iter().map(|e| self.rt.records.messages(scope, &e.session_id))).await
     }
 
     /// Reads the live episodes of `ids` from the system of record.
@@ -564,9 +605,18 @@ impl Episodic {
         }
         let ids: Vec<EpisodeId> = fused.iter().map(|h| h.episode_id.clone()).collect();
         let episodes = self.episodes(scope, &ids).await?;
+        // an episode BM25 matched shares words with the message, whatever the
+        // language of its abstract (a session in two languages): its keyword
+        // score is evidence, so it is not rescored on its vector alone (the
+        // demo's English session with one Korean turn took a calibrated 1.00
+        // for a Korean question the Korean session answers)
+        let matched: std::collections::HashSet<EpisodeId> =
+            fused.iter().filter(|h| h.keyword.is_some_and(|k| k > 0.0)).map(|h| h.episode_id.clone()).collect();
         let cross: HashMap<&EpisodeId, bool> = episodes
             .iter()
-            .map(|(id, e)| (id, language::cross_lingual(asked, language::identify(&e.abstract_))))
+            .map(|(id, e)| {
+                (id, !matched.contains(id) && language::cross_lingual(asked, language::identify(&e.abstract_)))
+            })
             .collect();
         let is_cross = |id: &EpisodeId| cross.get(id).copied().unwrap_or(false);
         if !cross.values().any(|c| *c) {
@@ -606,6 +656,26 @@ impl Episodic {
                 })
             })
             .collect())
+    }
+}
+
+/// The turns of a stored session, as snippets and evidence read them.
+fn turns(messages: &[crate::model::Message]) -> Vec<Turn<'_>> {
+    messages
+        .iter()
+        .map(|m| Turn {
+            role: m.message.role,
+            name: m.message.name.as_deref(),
+            text: &m.message.content,
+        })
+        .collect()
+}
+
+/// Sets each entry's evidence snippet from its raw session (`sessions`, in
+/// the entries' order; [`crate::recall::snippet::best_snippet`]).
+fn add_snippets(entries: &mut [SearchHit], sessions: &[Vec<crate::model::Message>], message: &str, context: &str) {
+    for (e, messages) in entries.iter_mut().zip(sessions) {
+        e.snippet = best_snippet(&turns(messages), message, context, &e.abstract_).map(|s| s.render());
     }
 }
 
@@ -655,6 +725,9 @@ fn select(
                     .map(|v| crate::recall::fusion::vector_probability(cfg, v)),
                 cross_lingual_probability: h.cross_lingual,
                 score: h.score,
+                acceptance: None,
+                session_id: None,
+                features: None,
                 outcome,
             });
         }

@@ -91,11 +91,25 @@ pub struct Probe<'a> {
     pub as_of: Option<DateTime<Utc>>,
 }
 
+/// One candidate the acceptor judged, labelled.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Judged {
+    /// Its session is gold.
+    pub gold: bool,
+    /// The acceptance probability inject computed.
+    pub acceptance: f64,
+    /// The features it was computed from.
+    pub features: crate::config::AcceptorFeatures,
+}
+
 /// What one inject gave.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     /// Sessions of the injected episodes, best first.
     pub sessions: Vec<String>,
+    /// The candidates the acceptor judged, in the fused order (empty when
+    /// the acceptor is off).
+    pub judged: Vec<Judged>,
     /// How many of them are gold.
     pub gold_injected: usize,
     /// Share of the answer's content words in the Memory Context.
@@ -121,11 +135,21 @@ pub async fn probe(
     if let Some(prev) = previous.filter(|t| !crate::model::is_blank(t)) {
         mem.record(scope, session, NewMessage::user(prev, p.as_of.unwrap_or_else(Utc::now))).await?;
     }
-    let opts = SearchOptions { apply_threshold: true, as_of: p.as_of, ..Default::default() };
+    let opts = SearchOptions { apply_threshold: true, as_of: p.as_of, explain: true, ..Default::default() };
     let r = mem.inject_with(scope, session, p.question, opts).await?;
     let sessions: Vec<String> = r.entries.iter().map(|e| name(&e.session_id)).collect();
     let gold_injected = sessions.iter().filter(|s| p.gold.contains(s)).count();
+    let judged = r
+        .explain
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| {
+            let gold = p.gold.contains(&name(c.session_id.as_ref()?));
+            Some(Judged { gold, acceptance: c.acceptance?, features: c.features? })
+        })
+        .collect();
     Ok(Outcome {
+        judged,
         gold_injected,
         answer_share: p.answer.and_then(|a| answer_share(a, &r.section)),
         tokens: r.section.chars().count().div_ceil(CHARS_PER_TOKEN),
@@ -301,6 +325,7 @@ mod tests {
     #[test]
     fn a_tally_counts_hit_wrong_empty_precision_and_unanswerable_apart() {
         let o = |sessions: &[&str], gold: usize, share: Option<f64>, tokens| Outcome {
+            judged: vec![],
             sessions: sessions.iter().map(|s| s.to_string()).collect(),
             gold_injected: gold,
             answer_share: share,

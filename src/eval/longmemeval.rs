@@ -71,6 +71,11 @@ pub struct LongMemEvalArgs {
     /// (JSON lines, see [`super::systems::candidate_features`]) to this file.
     #[arg(long)]
     pub features: Option<PathBuf>,
+    /// Write every fresh-turn probe with the candidates the acceptor judged
+    /// (JSON lines of [`super::risk::ProbeRecord`]) to this file, for
+    /// `strata eval calibrate --inject`.
+    #[arg(long)]
+    pub inject_records: Option<PathBuf>,
 }
 
 /// One turn of a haystack session.
@@ -278,6 +283,8 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         .transpose()?;
     let mut skipped_blank = 0usize;
     let (mut inject_fresh, mut inject_switch) = (super::inject::Tally::default(), super::inject::Tally::default());
+    let accept_min = super::risk::accept_min(&mem);
+    let mut records: Vec<super::risk::ProbeRecord> = Vec::new();
     let mut previous: Option<String> = None;
     for q in &qs {
         let (scope, blank) = replay(&mem, q).await?;
@@ -367,6 +374,13 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         let fresh = super::inject::probe(&mem, &scope, &SessionId::new("probe")?, None, &probe, name).await?;
         let switch = super::inject::probe(&mem, &scope, &SessionId::new("probe-switch")?, previous.as_deref(), &probe, name).await?;
         inject_fresh.add(&fresh, !q.abstention());
+        records.push(super::risk::ProbeRecord {
+            source: "longmemeval".into(),
+            group: q.question_id.clone(),
+            kind: if q.abstention() { super::risk::ProbeKind::Unanswerable } else { super::risk::ProbeKind::Answerable },
+            label: q.question_type.clone(),
+            candidates: fresh.judged.clone(),
+        });
         inject_switch.add(&switch, !q.abstention());
         previous = Some(q.question.clone());
         per_question.push(json!({
@@ -422,6 +436,12 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         "L0 inject, each question asked as a new turn (fresh; after the previous question, another user's topic); unanswerable = _abs:",
         &variants,
     );
+    let (risk_rows, accept_min) = super::risk::report(
+        accept_min,
+        &records,
+        args.inject_records.as_deref(),
+        "L0 risk and coverage by operating point (fresh turns; unanswerable: the _abs questions):",
+    )?;
     if let Some(dir) = &args.report {
         let curves: Vec<Curve> = systems
             .iter()
@@ -465,6 +485,8 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         body.push_str("\n## L0 inject (each question asked as a new turn; tokens ≈ characters / 4)\n\n");
         let (header, rows) = super::inject::table(&variants);
         body.push_str(&md_table(&header, &rows));
+        body.push_str("\n## L0 risk and coverage by operating point\n\n");
+        body.push_str(&super::risk::markdown(&risk_rows, accept_min));
         body.push_str("\n## all@5 (every gold session in the top 5)\n\n");
         let rows: Vec<Vec<String>> = systems
             .iter()
@@ -503,6 +525,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             root.insert(s.to_string(), serde_json::Value::Object(by));
         }
         root.insert("inject".into(), json!({"fresh": inject_fresh.json(), "after_previous": inject_switch.json()}));
+        root.insert("risk_coverage".into(), json!({"accept_min": accept_min, "rows": super::risk::json(&risk_rows)}));
         root.insert("per_question".into(), json!(per_question));
         std::fs::write(
             &out,

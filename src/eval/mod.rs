@@ -12,5 +12,6 @@ pub mod metrics;
 pub mod multilingual;
 pub mod replay;
 pub mod report;
+pub mod risk;
 pub mod runner;
 pub mod systems;

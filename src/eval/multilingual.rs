@@ -14,7 +14,7 @@
 //! ```
 //! - `user`: the scope's user id (agent `multilingual`); session and question
 //!   ids unique within the file; dates RFC 3339;
-//! - `language`: a BCP 47 code (ko, ja, zh, vi, th, ar, he, de, es, fr, en);
+//! - `language`: a BCP 47 code (ko, ja, zh, vi, th, ar, he, de, es, fr, hi, ru, pt, en);
 //! - `answer`: a short span written exactly as in a turn of an evidence
 //!   session (for a question in English about a Korean session, the Korean
 //!   span), so "answer in context" is measurable in every language;
@@ -80,6 +80,11 @@ pub struct MultilingualArgs {
     /// held-out `strata eval calibrate --cross-lingual --users` did not see.
     #[arg(long, value_delimiter = ',')]
     pub users: Vec<String>,
+    /// Write every fresh-turn probe with the candidates the acceptor judged
+    /// (JSON lines of [`super::risk::ProbeRecord`]) to this file, for
+    /// `strata eval calibrate --inject`.
+    #[arg(long)]
+    pub inject_records: Option<PathBuf>,
 }
 
 /// The whole file.
@@ -225,6 +230,8 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
     cfg.graph.enabled = false;
     let mem = Memory::open_with(cfg, Components { ephemeral: true, ..Default::default() }).await?;
     let started = Instant::now();
+    let accept_min = super::risk::accept_min(&mem);
+    let mut records: Vec<super::risk::ProbeRecord> = Vec::new();
     let systems: Vec<&str> = CONFIGS.iter().map(|c| c.0).chain(["bm25_raw"]).collect();
     let mut groups: BTreeMap<String, Group> = BTreeMap::new();
     let mut per_question = Vec::new();
@@ -332,6 +339,13 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
             let name = |s: &SessionId| s.as_str().to_string();
             let fresh = super::inject::probe(&mem, &scope, &SessionId::new(format!("probe-{n}"))?, None, &probe, name).await?;
             let switch = super::inject::probe(&mem, &scope, &SessionId::new(format!("probe-switch-{n}"))?, previous, &probe, name).await?;
+            records.push(super::risk::ProbeRecord {
+                source: "multilingual".into(),
+                group: u.user.clone(),
+                kind: if q.answerable() { super::risk::ProbeKind::Answerable } else { super::risk::ProbeKind::Unanswerable },
+                label: q.language.clone(),
+                candidates: fresh.judged.clone(),
+            });
             for key in &keys {
                 let g = groups.entry(key.clone()).or_default();
                 g.fresh.add(&fresh, q.answerable());
@@ -368,6 +382,12 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
     }
     let variants = [("fresh turn", &all.fresh), ("after previous", &all.switch)];
     super::inject::print("L0 inject, each question asked as a new turn (fresh; after the user's previous question):", &variants);
+    let (risk_rows, accept_min) = super::risk::report(
+        accept_min,
+        &records,
+        args.inject_records.as_deref(),
+        "L0 risk and coverage by operating point (fresh turns; unanswerable: the set's unanswerable questions):",
+    )?;
     println!("total time {total_s:.1}s");
     if let Some(dir) = &args.report {
         let curves: Vec<Curve> = systems
@@ -387,6 +407,8 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
         body.push_str("\n## L0 inject (each question asked as a new turn; tokens ≈ characters / 4)\n\n");
         let (h, r) = super::inject::table(&variants);
         body.push_str(&md_table(&h, &r));
+        body.push_str("\n## L0 risk and coverage by operating point\n\n");
+        body.push_str(&super::risk::markdown(&risk_rows, accept_min));
         let report = Report {
             title: "Strata on its multilingual dev set: session recall@k".into(),
             baseline: "bm25_raw".into(),
@@ -407,7 +429,8 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
             by.insert(key.clone(), json!({"recall": recall, "inject": {"fresh": g.fresh.json(), "after_previous": g.switch.json()}}));
         }
         let root = json!({"users": data.users.len(), "sessions": sessions, "skipped_blank_turns": skipped_blank,
-                          "groups": by, "questions": per_question, "seconds": total_s});
+                          "groups": by, "questions": per_question, "seconds": total_s,
+                          "risk_coverage": {"accept_min": accept_min, "rows": super::risk::json(&risk_rows)}});
         std::fs::write(&out, serde_json::to_string_pretty(&root)?)?;
         eprintln!("wrote {}", out.display());
     }

@@ -66,7 +66,17 @@ pub struct LocomoArgs {
     /// Comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub gold: Vec<PathBuf>,
+    /// Write every fresh-turn probe with the candidates the acceptor judged
+    /// (JSON lines of [`super::risk::ProbeRecord`]) to this file, for
+    /// `strata eval calibrate --inject`.
+    #[arg(long)]
+    pub inject_records: Option<PathBuf>,
 }
+
+/// Questions of the next conversation asked in each conversation's scope as
+/// unanswerable probes (the risk–coverage table's "unanswerable" column;
+/// with two or more conversations).
+pub const FOREIGN_QUESTIONS: usize = 60;
 
 /// Arguments of `strata eval calibrate`.
 #[derive(Debug, Clone, Args)]
@@ -102,6 +112,19 @@ pub struct CalibrateArgs {
     /// fitted on (default: all), for a held-out fit.
     #[arg(long, value_delimiter = ',')]
     pub users: Vec<String>,
+    /// Fit `[recall.acceptor]` instead, from comma-separated
+    /// `--inject-records` files of `strata eval locomo|longmemeval|multilingual`
+    /// ([`super::risk`]): prints the held-out risk–coverage table (leave one
+    /// conversation, user or question out), the operating point it chooses
+    /// and the weights fitted on everything.
+    #[arg(long, value_delimiter = ',')]
+    pub inject: Vec<PathBuf>,
+    /// With `--inject`: the most wrong answers the chosen operating point may give.
+    #[arg(long, default_value_t = 0.03)]
+    pub max_wrong: f64,
+    /// With `--inject`: the most unanswerable (and premise) questions it may inject for.
+    #[arg(long, default_value_t = 0.02)]
+    pub max_unanswerable: f64,
 }
 
 const KS: [usize; 3] = [1, 5, 10];
@@ -316,6 +339,8 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         .transpose()?;
     let (mut asked, mut skipped_no_evidence, mut skipped_blank) = (0usize, 0usize, 0usize);
     let (mut inject_fresh, mut inject_switch) = (super::inject::Tally::default(), super::inject::Tally::default());
+    let mut records: Vec<super::risk::ProbeRecord> = Vec::new();
+    let accept_min = super::risk::accept_min(&mem);
     let started = Instant::now();
     for conv in &convs {
         let t0 = Instant::now();
@@ -411,6 +436,14 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             let name = |s: &SessionId| s.as_str().to_string();
             let fresh = super::inject::probe(&mem, &scope, &SessionId::new(format!("probe-{asked}"))?, None, &probe, name).await?;
             inject_fresh.add(&fresh, true);
+            let kind = if q.category == 5 { super::risk::ProbeKind::Premise } else { super::risk::ProbeKind::Answerable };
+            records.push(super::risk::ProbeRecord {
+                source: "locomo".into(),
+                group: conv.sample_id.clone(),
+                kind,
+                label: cat.clone(),
+                candidates: fresh.judged.clone(),
+            });
             let switch = super::inject::probe(&mem, &scope, &SessionId::new(format!("probe-switch-{asked}"))?, previous, &probe, name).await?;
             inject_switch.add(&switch, true);
             previous = Some(q.question.as_str());
@@ -431,6 +464,31 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         );
         graphs.push(json!({"conversation": conv.sample_id, "entities": graph.entities, "relations": graph.relations,
                            "invalidated": graph.invalidated, "merges": graph.merges, "dedup_decisions": dedup, "sample": sample}));
+    }
+    // unanswerable probes: the next conversation's questions asked in each scope
+    if convs.len() > 1 {
+        for (ci, conv) in convs.iter().enumerate() {
+            let other = &convs[(ci + 1) % convs.len()];
+            let scope = Scope::new(conv.sample_id.clone(), "locomo")?;
+            for (qi, q) in other
+                .questions
+                .iter()
+                .filter(|q| !crate::model::is_blank(&q.question))
+                .take(FOREIGN_QUESTIONS)
+                .enumerate()
+            {
+                let probe = super::inject::Probe { question: &q.question, gold: &[], answer: None, as_of: None };
+                let name = |s: &SessionId| s.as_str().to_string();
+                let o = super::inject::probe(&mem, &scope, &SessionId::new(format!("probe-foreign-{qi}"))?, None, &probe, name).await?;
+                records.push(super::risk::ProbeRecord {
+                    source: "locomo".into(),
+                    group: conv.sample_id.clone(),
+                    kind: super::risk::ProbeKind::Unanswerable,
+                    label: format!("from {}", other.sample_id),
+                    candidates: o.judged,
+                });
+            }
+        }
     }
     let systems: Vec<&str> = CONFIGS.iter().map(|c| c.0).chain(["bm25_raw"]).collect();
     println!(
@@ -486,6 +544,12 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         "L0 inject, each question asked as a new turn (fresh; after the conversation's previous question):",
         &variants,
     );
+    let (risk_rows, accept_min) = super::risk::report(
+        accept_min,
+        &records,
+        args.inject_records.as_deref(),
+        "L0 risk and coverage by operating point (fresh turns; unanswerable: the next conversation's questions; premise: category 5):",
+    )?;
     let p50 = percentile(&latencies, 50.0).unwrap_or(f64::NAN);
     let p99 = percentile(&latencies, 99.0).unwrap_or(f64::NAN);
     println!("\ninject latency over {} turns: p50 {p50:.2} ms, p99 {p99:.2} ms (debug/release as built; benches are authoritative)", latencies.len());
@@ -589,6 +653,8 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         body.push_str("\n## L0 inject (each question asked as a new turn; tokens ≈ characters / 4)\n\n");
         let (header, rows) = super::inject::table(&variants);
         body.push_str(&md_table(&header, &rows));
+        body.push_str("\n## L0 risk and coverage by operating point\n\nFresh turns; unanswerable: the next conversation's questions asked in each scope; premise: category 5 (docs/evaluation.md, \"Risk and coverage\").\n\n");
+        body.push_str(&super::risk::markdown(&risk_rows, accept_min));
         let inject_line = if latencies.is_empty() {
             "not measured (`--no-inject`)".to_string()
         } else {
@@ -623,6 +689,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         root.insert("skipped_no_evidence".into(), json!(skipped_no_evidence));
         root.insert("skipped_blank_turns".into(), json!(skipped_blank));
         root.insert("inject".into(), json!({"fresh": inject_fresh.json(), "after_previous": inject_switch.json()}));
+        root.insert("risk_coverage".into(), json!({"accept_min": accept_min, "rows": super::risk::json(&risk_rows)}));
         for s in &systems {
             let mut by_cat = serde_json::Map::new();
             for c in cats {
@@ -771,9 +838,9 @@ pub fn fit_calibrations(sources: &[Labelled]) -> (Calibration, Calibration) {
 /// # Errors
 /// [`Error::InvalidInput`] without any source; data or store errors.
 pub async fn run_calibrate(config: Config, args: CalibrateArgs) -> Result<()> {
-    if args.data.is_none() && args.features.is_empty() {
+    if args.data.is_none() && args.features.is_empty() && args.inject.is_empty() {
         return Err(Error::InvalidInput(
-            "give --data (a LoCoMo file to replay) and/or --features FILE[,FILE...]".into(),
+            "give --data (a LoCoMo file to replay) and/or --features FILE[,FILE...], or --inject FILE[,FILE...]".into(),
         ));
     }
     if args.knowledge {
@@ -781,6 +848,9 @@ pub async fn run_calibrate(config: Config, args: CalibrateArgs) -> Result<()> {
     }
     if args.cross_lingual {
         return super::cross_lingual::run(&args.features, &args.users).map(|_| ());
+    }
+    if !args.inject.is_empty() {
+        return super::risk::calibrate(&config, &args.inject, args.max_wrong, args.max_unanswerable);
     }
     let mut sources: Vec<(String, Labelled)> = Vec::new();
     if let Some(data) = &args.data {

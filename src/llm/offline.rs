@@ -815,6 +815,11 @@ pub fn extractive_summary(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Strin
     extract_session(turns, opts).text
 }
 
+/// The speaker label of an assistant's turn without a display name (the
+/// role's name, as the transcript writes it): its lines are not chosen as
+/// the abstract while a user's statement is there.
+pub const ASSISTANT_LABEL: &str = "assistant";
+
 /// An extractive summary and its abstract ([`extract_session`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Extractive {
@@ -998,13 +1003,18 @@ pub fn extract_session(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Extracti
             .sum();
         w / (s.set.len().max(4) as f64).sqrt() + s.adjust
     };
-    // a statement, when the summary has one: a question is no abstract
+    // a user's statement, when the summary has one: a question is no
+    // abstract, and an assistant's line repeats or answers what the user said
+    // (what the session is about is what its user said); then any statement,
+    // then any line
     let long_enough = |idx: usize| grapheme_len(sentences[idx].text) >= crate::recall::abstracts::MIN_CHARS;
-    let statement = |idx: usize| !sentences[idx].text.trim_end().ends_with(['?', '？']);
-    let any_statement = lines.iter().any(|(idx, _)| long_enough(*idx) && statement(*idx));
+    let statement = |idx: usize| !sentences[idx].text.trim_end().ends_with(['?', '？', '؟']);
+    let by_user = |idx: usize| !turns[sentences[idx].turn].speaker.eq_ignore_ascii_case(ASSISTANT_LABEL);
+    let rank = |idx: usize| u8::from(statement(idx)) * 2 + u8::from(statement(idx) && by_user(idx));
+    let best_rank = lines.iter().filter(|(idx, _)| long_enough(*idx)).map(|(idx, _)| rank(*idx)).max();
     let abstract_ = lines
         .iter()
-        .filter(|(idx, _)| long_enough(*idx) && (statement(*idx) || !any_statement))
+        .filter(|(idx, _)| long_enough(*idx) && Some(rank(*idx)) == best_rank)
         .map(|(idx, line)| (coverage(&sentences[*idx]), line))
         .fold(None::<(f64, &String)>, |best, (c, line)| match best {
             Some((b, _)) if b >= c => best,
@@ -1080,6 +1090,22 @@ mod tests {
         assert!(a.contains("Busan") && !a.contains("Mochi"), "{a}");
         assert_eq!(extractive_summary(&turns, &ExtractiveOptions::default()), out.text);
         assert_eq!(extract_session(&[], &ExtractiveOptions::default()), Extractive::default());
+    }
+
+    #[test]
+    fn the_abstract_is_a_users_statement_not_a_question_nor_the_assistants_echo() {
+        let turns = [
+            t("user", "Quick update on Project Atlas for you."),
+            t("assistant", "Echo: Project Atlas cut the p99 latency from 120 ms to 38 ms after the cutover."),
+            t("user", "The cutover for Project Atlas went live on Monday and p99 dropped to 38 ms."),
+            t("assistant", "Which team ran the Project Atlas cutover last week?"),
+        ];
+        let a = extract_session(&turns, &ExtractiveOptions::default()).abstract_.expect("abstract");
+        assert!(a.starts_with("user: The cutover"), "{a}");
+        // with only the assistant's statements, one of them
+        let turns = [t("user", "Project Atlas?"), t("assistant", "Project Atlas cut the p99 latency to 38 ms after the cutover.")];
+        let a = extract_session(&turns, &ExtractiveOptions::default()).abstract_.expect("abstract");
+        assert!(a.starts_with("assistant: Project Atlas cut"), "{a}");
     }
 
     #[test]

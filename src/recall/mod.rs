@@ -5,6 +5,7 @@
 
 pub mod abstracts;
 pub mod dates;
+pub mod evidence;
 pub mod fusion;
 pub mod language;
 pub mod query;

@@ -1,0 +1,448 @@
+//! Does a recalled session carry evidence for what the message asks? The
+//! features of L0 acceptance: `inject` hands over a candidate only when a
+//! logistic model of these features (`[recall.acceptor]`, fitted by `strata
+//! eval calibrate --inject` with cross-validation by conversation) gives it a
+//! probability of being the right session of at least `accept_min`.
+//!
+//! Scores alone say how well a session matches the words or the meaning of a
+//! message; they do not say whether the session can answer it. A question
+//! names things (its content terms, its names) and asks for a kind of answer
+//! (a date, a place, a person, a number); a session that holds the question's
+//! terms but not its names, or no sentence with the kind of answer asked
+//! for near those terms, is a likely wrong memory. Each feature
+//! ([`Features`]) is documented where it is defined; all are computed on what
+//! the stores returned (no I/O), in time linear in the session's length.
+//!
+//! The question words of each language are data (`answer_types.toml` beside
+//! this file), read once.
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::OnceLock;
+
+use crate::config::AcceptorConfig;
+pub use super::snippet::Turn;
+use crate::store::analyzer::{analyze, is_unspaced_script, STOP_WORDS};
+use crate::text::split_sentences;
+
+/// What a question asks for, by its question words ([`Lexicon`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerType {
+    /// A date or a time ("when", "언제", "いつ").
+    When,
+    /// A place ("where", "어디").
+    Where,
+    /// A person ("who", "누구").
+    Who,
+    /// A number or an amount ("how many", "몇").
+    HowMany,
+}
+
+#[derive(Debug, Deserialize, Default)]
+struct LanguageWords {
+    #[serde(default)]
+    when: Vec<String>,
+    #[serde(default)]
+    r#where: Vec<String>,
+    #[serde(default)]
+    who: Vec<String>,
+    #[serde(default)]
+    how_many: Vec<String>,
+    #[serde(default)]
+    time_words: Vec<String>,
+    #[serde(default)]
+    number_words: Vec<String>,
+}
+
+/// The question words of every language (`answer_types.toml`, embedded at
+/// build): which kind of answer a question wants, and which words count as a
+/// date or a number in an answer.
+#[derive(Debug)]
+pub struct Lexicon {
+    languages: BTreeMap<String, LanguageWords>,
+}
+
+/// The lexicon, parsed once from the embedded `answer_types.toml`.
+pub fn lexicon() -> &'static Lexicon {
+    static L: OnceLock<Lexicon> = OnceLock::new();
+    L.get_or_init(|| {
+        let languages: BTreeMap<String, LanguageWords> =
+            toml::from_str(include_str!("answer_types.toml")).expect("answer_types.toml is valid (tested)");
+        Lexicon { languages }
+    })
+}
+
+/// Lower-cased words of `text` (alphanumeric runs, combining marks kept).
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_alphanumeric() || is_mark(c)))
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+fn is_mark(c: char) -> bool {
+    use unicode_normalization::char::is_combining_mark;
+    is_combining_mark(c)
+}
+
+/// True when `phrase` occurs in the question: as a run of whole words in a
+/// language written with spaces, anywhere in one written without.
+fn holds_phrase(lower: &str, words: &[String], phrase: &str) -> bool {
+    if phrase.chars().any(|c| is_unspaced_script(c) || is_arabic_or_indic(c)) {
+        return lower.contains(phrase);
+    }
+    let p: Vec<&str> = phrase.split_whitespace().collect();
+    !p.is_empty() && words.windows(p.len()).any(|w| w.iter().zip(&p).all(|(a, b)| a == b))
+}
+
+/// Arabic and Devanagari phrases are matched as substrings too: their
+/// question words are whole words, but the word splitter may break on
+/// their vowel signs.
+fn is_arabic_or_indic(c: char) -> bool {
+    matches!(c as u32, 0x0600..=0x06FF | 0x0900..=0x097F)
+}
+
+impl Lexicon {
+    /// The kind of answer `question` asks for, and the language whose words
+    /// said so (`None` when no question word is found). The earliest match in
+    /// the text wins ("Who was there when..." asks for a person); on a tie the
+    /// longer phrase ("how long ago" over "how long").
+    pub fn answer_type(&self, question: &str) -> Option<(AnswerType, &str)> {
+        let lower = question.to_lowercase();
+        let ws = words(question);
+        let mut best: Option<(usize, usize, AnswerType, &str)> = None;
+        for (lang, l) in &self.languages {
+            for (kind, list) in [
+                (AnswerType::When, &l.when),
+                (AnswerType::Where, &l.r#where),
+                (AnswerType::Who, &l.who),
+                (AnswerType::HowMany, &l.how_many),
+            ] {
+                for p in list {
+                    if !holds_phrase(&lower, &ws, p) {
+                        continue;
+                    }
+                    let at = lower.find(p.as_str()).unwrap_or(usize::MAX);
+                    let better = match best {
+                        None => true,
+                        Some((b_at, b_len, _, _)) => at < b_at || (at == b_at && p.len() > b_len),
+                    };
+                    if better {
+                        best = Some((at, p.len(), kind, lang.as_str()));
+                    }
+                }
+            }
+        }
+        best.map(|(_, _, k, l)| (k, l))
+    }
+
+    fn words_of(&self, lang: &str) -> Option<&LanguageWords> {
+        self.languages.get(lang)
+    }
+
+    /// The languages the lexicon knows (their codes).
+    pub fn languages(&self) -> impl Iterator<Item = &str> {
+        self.languages.keys().map(String::as_str)
+    }
+}
+
+/// What recall reads of the message once, for every candidate.
+#[derive(Debug, Clone)]
+pub struct Question {
+    /// The message's distinct analysed terms (the keyword index's terms).
+    terms: HashSet<String>,
+    /// Names the message writes with a capital letter (not its first word,
+    /// not a stop word), lower-cased, possessive `'s` removed.
+    names: Vec<String>,
+    /// The kind of answer asked for and the lexicon language that said so.
+    asks: Option<(AnswerType, String)>,
+}
+
+/// Names in `text`: words of a cased script that start with a capital
+/// letter, are not the first word of a sentence and are not stop words.
+fn names(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for sentence in split_sentences(text) {
+        let raw: Vec<&str> = sentence
+            .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’' || c == '-'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        for w in raw.iter().skip(1) {
+            let w = w.trim_end_matches("'s").trim_end_matches("’s").trim_matches(|c| c == '\'' || c == '’' || c == '-');
+            let mut chars = w.chars();
+            let Some(first) = chars.next() else { continue };
+            if !first.is_uppercase() || w.chars().count() < 2 {
+                continue;
+            }
+            let lower = w.to_lowercase();
+            if STOP_WORDS.contains(&lower.as_str()) || out.contains(&lower) {
+                continue;
+            }
+            out.push(lower);
+        }
+    }
+    out
+}
+
+impl Question {
+    /// Reads `message`: its terms, names and the kind of answer it asks for.
+    pub fn new(message: &str) -> Self {
+        Self {
+            terms: analyze(message).into_iter().collect(),
+            names: names(message),
+            asks: lexicon().answer_type(message).map(|(t, l)| (t, l.to_string())),
+        }
+    }
+
+    /// The kind of answer asked for, when a question word says so.
+    pub fn asks(&self) -> Option<AnswerType> {
+        self.asks.as_ref().map(|a| a.0)
+    }
+
+    /// The names found in the message (lower-cased).
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+/// What a session holds of the question ([`session_evidence`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SessionEvidence {
+    /// Share of the question's distinct analysed terms the session holds, in [0, 1].
+    pub coverage: f64,
+    /// Share of the question's names the session does not hold (0 when the
+    /// question names nothing), in [0, 1].
+    pub names_missing: f64,
+    /// True when the question asks for a kind of answer the check can see
+    /// (dates and numbers in English; places and persons in cased scripts)
+    /// and no sentence of the session that holds a question term has one.
+    pub type_missing: bool,
+}
+
+/// A date, time or number in `sentence` for a `kind` question asked in
+/// `lang` (`None` when the check cannot tell: no word list for the language
+/// or an uncased script).
+fn has_answer(kind: AnswerType, lang: &str, sentence: &str, question_names: &[String]) -> Option<bool> {
+    let ws = words(sentence);
+    let digit = sentence.chars().any(|c| c.is_numeric());
+    let words_of = lexicon().words_of(lang)?;
+    match kind {
+        AnswerType::When => {
+            if words_of.time_words.is_empty() {
+                return None;
+            }
+            Some(digit || ws.iter().any(|w| words_of.time_words.contains(w)))
+        }
+        AnswerType::HowMany => {
+            if words_of.number_words.is_empty() {
+                return None;
+            }
+            Some(digit || ws.iter().any(|w| words_of.number_words.contains(w)))
+        }
+        AnswerType::Who | AnswerType::Where => {
+            let cased = sentence.chars().filter(|c| c.is_alphabetic()).any(|c| c.is_uppercase() || c.is_lowercase());
+            if !cased {
+                return None;
+            }
+            Some(names(sentence).iter().any(|n| !question_names.contains(n)))
+        }
+    }
+}
+
+/// What the session of `turns` holds of `q` (see [`SessionEvidence`]).
+pub fn session_evidence(q: &Question, turns: &[Turn<'_>]) -> SessionEvidence {
+    let mut held: HashSet<String> = HashSet::new();
+    let mut lower_words: HashSet<String> = HashSet::new();
+    let mut type_seen: Option<bool> = None;
+    for t in turns {
+        if let Some(n) = t.name {
+            lower_words.extend(words(n));
+        }
+        lower_words.extend(words(t.text));
+        for sentence in split_sentences(t.text) {
+            let terms: Vec<String> = analyze(sentence);
+            let relevant = terms.iter().any(|x| q.terms.contains(x));
+            held.extend(terms.into_iter().filter(|x| q.terms.contains(x)));
+            if let (true, Some((kind, lang)), Some(false) | None) = (relevant, q.asks.as_ref(), type_seen) {
+                if let Some(found) = has_answer(*kind, lang, sentence, &q.names) {
+                    type_seen = Some(type_seen.unwrap_or(false) || found);
+                }
+            }
+        }
+    }
+    let coverage = if q.terms.is_empty() { 0.0 } else { held.len() as f64 / q.terms.len() as f64 };
+    let names_missing = if q.names.is_empty() {
+        0.0
+    } else {
+        let missing = q
+            .names
+            .iter()
+            .filter(|n| !n.split(|c: char| !c.is_alphanumeric()).filter(|p| !p.is_empty()).all(|p| lower_words.contains(p)))
+            .count();
+        missing as f64 / q.names.len() as f64
+    };
+    SessionEvidence { coverage, names_missing, type_missing: type_seen == Some(false) }
+}
+
+/// The features of one inject candidate ([`crate::config::AcceptorFeatures`]:
+/// the same struct holds the acceptor's weights).
+pub use crate::config::AcceptorFeatures as Features;
+
+/// The scores of one candidate, as fusion left them.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Scores {
+    /// Fused calibrated score.
+    pub score: f64,
+    /// Message-only fused score.
+    pub own: f64,
+    /// Calibrated keyword probability (0 when absent).
+    pub keyword: f64,
+    /// Calibrated vector probability (0 when absent).
+    pub vector: f64,
+    /// Cross-lingual probability, for a candidate in another language.
+    pub cross_lingual: Option<f64>,
+}
+
+/// The features of the candidates of one inject, in their fused order
+/// (`scores` best first, `evidence` for each), for a message that is
+/// `foreign` (not surely English).
+pub fn features(scores: &[Scores], evidence: &[SessionEvidence], foreign: bool) -> Vec<Features> {
+    let best = scores.first().map(|s| s.score).unwrap_or(0.0);
+    let f = if foreign { 1.0 } else { 0.0 };
+    scores
+        .iter()
+        .zip(evidence)
+        .enumerate()
+        .map(|(i, (s, e))| {
+            let next = scores.get(i + 1).map(|n| n.score).unwrap_or(0.0);
+            Features {
+                score: s.score,
+                own: s.own,
+                keyword: s.keyword,
+                vector: s.vector,
+                cross_lingual: s.cross_lingual.unwrap_or(0.0),
+                rank: (1.0 + i as f64).ln(),
+                margin: (s.score - next).clamp(0.0, 1.0),
+                gap: (best - s.score).clamp(0.0, 1.0),
+                coverage: e.coverage,
+                names_missing: e.names_missing,
+                type_missing: if e.type_missing { 1.0 } else { 0.0 },
+                cross: if s.cross_lingual.is_some() { 1.0 } else { 0.0 },
+                foreign: f,
+                foreign_score: f * s.score,
+                foreign_coverage: f * e.coverage,
+            }
+        })
+        .collect()
+}
+
+/// True when `message` is not surely English: another script than Latin, or
+/// a Latin text whatlang reads surely as another language.
+pub fn is_foreign(message: &str) -> bool {
+    let l = super::language::identify(message);
+    match l.script {
+        Some(whatlang::Script::Latin) => l.lang.is_some_and(|x| x != whatlang::Lang::Eng),
+        Some(_) => true,
+        None => false,
+    }
+}
+
+/// The acceptor's probability that a candidate with `f` is a right memory:
+/// `σ(intercept + Σ weight × feature)`.
+pub fn acceptance(a: &AcceptorConfig, f: &Features) -> f64 {
+    let z = a.intercept + a.weights.values().iter().zip(f.values()).map(|(w, x)| w * x).sum::<f64>();
+    1.0 / (1.0 + (-z).exp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Role;
+
+    fn turn(text: &str) -> Turn<'_> {
+        Turn { role: Role::User, name: None, text }
+    }
+
+    #[test]
+    fn the_lexicon_parses_and_reads_the_kind_of_answer_in_every_language() {
+        let l = lexicon();
+        assert!(l.languages().count() >= 15);
+        let cases = [
+            ("When did Mina move to Portland?", AnswerType::When),
+            ("Where does Mina live now?", AnswerType::Where),
+            ("Who set the cutover date?", AnswerType::Who),
+            ("How many dogs does she have?", AnswerType::HowMany),
+            ("How long ago did she start painting?", AnswerType::When),
+            ("유나의 결혼식은 언제 어디에서 하나요?", AnswerType::When),
+            ("민준은 어디에 살아요?", AnswerType::Where),
+            ("京都の旅行はいつでしたか?", AnswerType::When),
+            ("我妹妹的婚礼是在哪里举行的?", AnswerType::Where),
+            ("¿Cuándo se casa tu hermana?", AnswerType::When),
+            ("Wo wohnt Andrea jetzt?", AnswerType::Where),
+            ("Сколько у тебя кошек?", AnswerType::HowMany),
+            ("متى سافرت إلى دبي؟", AnswerType::When),
+            ("งานแต่งงานของน้องสาวจัดที่ไหน", AnswerType::Where),
+            ("तुम्हारी बहन की शादी कब है?", AnswerType::When),
+            ("Khi nào bạn đi Đà Nẵng?", AnswerType::When),
+        ];
+        for (q, want) in cases {
+            assert_eq!(l.answer_type(q).map(|a| a.0), Some(want), "{q}");
+        }
+        assert_eq!(l.answer_type("Tell me about the trip"), None);
+        // a word inside another is no question word ("whoever" is not "who")
+        assert_eq!(l.answer_type("I said whoever comes is welcome"), None);
+    }
+
+    #[test]
+    fn names_are_capitalised_words_past_the_first_that_are_not_stop_words() {
+        assert_eq!(names("Where does Mina live now?"), ["mina"]);
+        assert_eq!(names("What did Caroline's friend Sam say about Project Atlas?"), ["caroline", "sam", "project", "atlas"]);
+        assert!(names("Where do I live?").is_empty(), "'I' is a stop word");
+        assert!(names("유나의 결혼식은 언제?").is_empty(), "an uncased script has no capitals");
+    }
+
+    #[test]
+    fn session_evidence_counts_terms_names_and_the_kind_of_answer() {
+        let q = Question::new("When did Mina move to Portland?");
+        let right = [turn("Big news: Mina moved to Portland last month."), turn("She loves it there.")];
+        let e = session_evidence(&q, &right);
+        assert!((e.coverage - 1.0).abs() < 1e-9, "{e:?}");
+        assert_eq!(e.names_missing, 0.0);
+        assert!(!e.type_missing, "'last month' is a time");
+        // the terms without a date near them, and another person
+        let wrong = [turn("Dana wants to move the team to Portland someday.")];
+        let e = session_evidence(&q, &wrong);
+        assert!(e.coverage > 0.0 && e.coverage < 1.0, "{e:?}");
+        assert_eq!(e.names_missing, 1.0);
+        assert!(e.type_missing);
+        // where: a place is a capitalised word other than the question's names
+        let q = Question::new("Where does Mina live now?");
+        assert!(!session_evidence(&q, &[turn("Mina lives in Portland now.")]).type_missing);
+        assert!(session_evidence(&q, &[turn("Mina said she will live with friends.")]).type_missing);
+        // an uncased script: the check abstains
+        let q = Question::new("유나의 결혼식은 어디에서 하나요?");
+        let e = session_evidence(&q, &[turn("유나 결혼식은 서울에서 해요")]);
+        assert!(!e.type_missing);
+        assert!(e.coverage > 0.0);
+        // a question word only, no term: coverage 0, nothing to find
+        let q = Question::new("when?");
+        assert_eq!(session_evidence(&q, &[turn("anything")]).coverage, 0.0);
+    }
+
+    #[test]
+    fn features_rank_margin_gap_and_the_foreign_interactions() {
+        let s = |score| Scores { score, own: score, keyword: score, vector: 0.0, cross_lingual: None };
+        let mut x = s(0.4);
+        x.cross_lingual = Some(0.4);
+        let f = features(&[s(0.9), s(0.5), x], &[SessionEvidence { coverage: 0.5, ..Default::default() }; 3], true);
+        assert_eq!(f[0].rank, 0.0);
+        assert!((f[0].margin - 0.4).abs() < 1e-9 && (f[1].gap - 0.4).abs() < 1e-9);
+        assert!((f[2].margin - 0.4).abs() < 1e-9, "the last one's margin is its score");
+        assert_eq!((f[2].cross, f[2].cross_lingual), (1.0, 0.4));
+        assert_eq!((f[0].foreign, f[0].foreign_score, f[0].foreign_coverage), (1.0, 0.9, 0.5));
+        assert_eq!(Features::from_values(f[1].values()), f[1]);
+        assert!(is_foreign("유나의 결혼식은 언제?") && is_foreign("¿Dónde vive ahora tu hermana Lucía?"));
+        assert!(!is_foreign("Where does Mina live now?"));
+    }
+}
