@@ -661,6 +661,22 @@ fn demo_keeps_its_data_in_a_given_data_dir_and_will_not_replay_into_it() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!v["searches"].as_array().unwrap().is_empty(), "{v}");
+    // the demo as a regression test of memory_search: the Korean question
+    // ranks the Korean wedding session first (an English session with one
+    // Korean turn took a calibrated 1.00 on its vector alone), and no
+    // abstract is a question or the assistant's reply
+    let first = |q: &str| {
+        let s = v["searches"].as_array().unwrap().iter().find(|s| s["query"].as_str().unwrap().contains(q)).unwrap();
+        s["hits"][0]["session_id"].as_str().unwrap().to_string()
+    };
+    assert_eq!(first("유나의 결혼식"), "s4", "{v}");
+    assert!(["s2", "s5"].contains(&first("incident number").as_str()), "{v}");
+    for s in v["searches"].as_array().unwrap() {
+        for h in s["hits"].as_array().unwrap() {
+            let a = h["abstract"].as_str().unwrap();
+            assert!(!a.starts_with("assistant:") && !a.trim_end().ends_with('?'), "{a}");
+        }
+    }
     // the data stays: a later command reads the demo's memories
     let out = strata(&data)
         .args([

@@ -377,14 +377,23 @@ pub fn calibrate(config: &crate::config::Config, paths: &[std::path::PathBuf], m
     );
     let all = table(&records, None, |i, j| held[i][j]);
     print("all sources: held out", &all, None);
-    let chosen = choose(&all, max_wrong, max_unanswerable);
     let refs: Vec<&ProbeRecord> = records.iter().collect();
     let (w, b) = fit(&refs);
     println!("\n# {} probes, {candidates} candidates; every source weighs the same", records.len());
-    match chosen {
-        Some(_) => println!("# operating point: the held-out hit is highest at wrong <= {max_wrong} and unanswerable <= {max_unanswerable}"),
-        None => println!("# no operating point keeps wrong <= {max_wrong} and unanswerable <= {max_unanswerable}: accept_min left at {shipped}"),
-    }
+    let chosen = match choose(&all, max_wrong, max_unanswerable) {
+        Some(t) => {
+            println!("# operating point: the held-out hit is highest at wrong <= {max_wrong} and unanswerable <= {max_unanswerable}");
+            Some(t)
+        }
+        None => {
+            let t = choose(&all, max_wrong, 1.0);
+            match t {
+                Some(_) => println!("# no operating point keeps unanswerable <= {max_unanswerable}: the highest held-out hit at wrong <= {max_wrong} alone"),
+                None => println!("# no operating point keeps wrong <= {max_wrong}: accept_min left at {shipped}"),
+            }
+            t
+        }
+    };
     println!("[recall.acceptor]\nenabled = true\naccept_min = {:.2}\nintercept = {b:.4}", chosen.unwrap_or(shipped));
     let weights: Vec<String> = AcceptorFeatures::NAMES.iter().zip(w.values()).map(|(n, v)| format!("{n} = {v:.4}")).collect();
     println!("weights = {{ {} }}", weights.join(", "));
@@ -421,8 +430,12 @@ mod tests {
         assert!((r.hit - 2.0 / 3.0).abs() < 1e-9, "the second question's gold now goes in beside the wrong one");
         let rows = table_as_run(&records, Some(0.55));
         assert!(rows.iter().any(|r| (r.threshold - 0.55).abs() < 1e-9) && rows.len() == THRESHOLDS.len() + 1);
-        assert_eq!(choose(&rows, 0.0, 1.0), Some(0.9), "only the strictest points have no wrong answer");
-        assert_eq!(choose(&rows, 0.4, 1.0), Some(0.4), "0.3 and 0.4 hit as often: the stricter wins");
+        // from 0.4 up nothing is wrong (the second question's gold goes in beside its wrong one);
+        // 0.4 hits most
+        assert_eq!(choose(&rows, 0.0, 1.0), Some(0.4));
+        // nothing injected for the unanswerable and premise questions: above 0.8, where 0.85
+        // and 0.9 hit as often (the stricter wins)
+        assert_eq!(choose(&rows, 0.0, 0.0), Some(0.9));
     }
 
     #[test]
