@@ -3,6 +3,25 @@
 from typing import Any, Dict, List, Literal, NotRequired, Optional, TypedDict, Union
 
 
+class AcceptorFeatures(TypedDict):
+    """The features of one inject candidate ([`crate::recall::evidence`]), each a"""
+    coverage: float
+    cross: float
+    cross_lingual: float
+    foreign: float
+    foreign_coverage: float
+    foreign_score: float
+    gap: float
+    keyword: float
+    margin: float
+    names_missing: float
+    own: float
+    rank: float
+    score: float
+    type_missing: float
+    vector: float
+
+
 class BatchReport(TypedDict):
     """Result of [`Episodic::record_batch`]."""
     message_ids: List["MessageId"]
@@ -12,13 +31,16 @@ class BatchReport(TypedDict):
 
 class Candidate(TypedDict):
     """One candidate of a recall, with every score that decided its fate (`explain: true`)."""
+    acceptance: NotRequired[Optional[float]]
     bm25: NotRequired[Optional[float]]
     cosine: NotRequired[Optional[float]]
     cross_lingual_probability: NotRequired[Optional[float]]
+    features: NotRequired[Optional["AcceptorFeatures"]]
     id: "EpisodeId"
     keyword_probability: NotRequired[Optional[float]]
     outcome: "CandidateOutcome"
     score: float
+    session_id: NotRequired[Optional["SessionId"]]
     vector_probability: NotRequired[Optional[float]]
 
 
@@ -326,7 +348,7 @@ class WebhookEvent(TypedDict):
 
 
 # Why a recall candidate was kept or cut (`explain: true`).
-CandidateOutcome = Literal["kept", "below_min_score", "over_limit", "expired", "no_message_evidence", "below_relative_cut"]
+CandidateOutcome = Literal["kept", "below_min_score", "over_limit", "expired", "no_message_evidence", "below_relative_cut", "not_accepted"]
 # How a memory is stored, decided on write from its type.
 Category = Literal["knowledge", "entity", "event"]
 # A sort order.

@@ -414,6 +414,91 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description The features of one inject candidate ([`crate::recall::evidence`]), each a
+         *     number the acceptor weighs; `[recall.acceptor.weights]` is the same struct,
+         *     one weight per feature. All are in [0, 1] unless said otherwise.
+         */
+        AcceptorFeatures: {
+            /**
+             * Format: double
+             * @description Share of the message's distinct analysed terms its session holds
+             *     (`crate::recall::evidence::SessionEvidence::coverage`).
+             */
+            coverage: number;
+            /**
+             * Format: double
+             * @description 1 for a candidate in another language than the message, else 0.
+             */
+            cross: number;
+            /**
+             * Format: double
+             * @description The cross-lingual vector-alone probability (0 for a candidate in the message's language).
+             */
+            cross_lingual: number;
+            /**
+             * Format: double
+             * @description 1 when the message is not surely English (another script, or another
+             *     language detected), else 0: other languages get their own intercept...
+             */
+            foreign: number;
+            /**
+             * Format: double
+             * @description ... and on the coverage (`foreign × coverage`).
+             */
+            foreign_coverage: number;
+            /**
+             * Format: double
+             * @description ... and their own slope on the score (`foreign × score`) ...
+             */
+            foreign_score: number;
+            /**
+             * Format: double
+             * @description The best candidate's score minus this one's, in [0, 1].
+             */
+            gap: number;
+            /**
+             * Format: double
+             * @description The calibrated keyword probability (0 when BM25 did not return it).
+             */
+            keyword: number;
+            /**
+             * Format: double
+             * @description Lead over the next candidate's score (its own score for the last one), in [0, 1].
+             */
+            margin: number;
+            /**
+             * Format: double
+             * @description Share of the message's names its session lacks (0 when it names nothing).
+             */
+            names_missing: number;
+            /**
+             * Format: double
+             * @description The message-only fused score (the earlier turns left out); equal to `score` without earlier turns.
+             */
+            own: number;
+            /**
+             * Format: double
+             * @description ln(1 + rank) in the fused order (0 for the first; about 1.6 for the fifth).
+             */
+            rank: number;
+            /**
+             * Format: double
+             * @description The fused calibrated score (after the cross-lingual rescoring): what `min_score` cuts.
+             */
+            score: number;
+            /**
+             * Format: double
+             * @description 1 when the message asks for a date, place, person or number the check
+             *     can see and no sentence of the session near its terms has one, else 0.
+             */
+            type_missing: number;
+            /**
+             * Format: double
+             * @description The calibrated vector probability (0 when the vector search did not return it).
+             */
+            vector: number;
+        };
         /** @description Result of [`Episodic::record_batch`]. */
         BatchReport: {
             /** @description The ids of the recorded messages, in the batch's order. */
@@ -425,6 +510,13 @@ export interface components {
         };
         /** @description One candidate of a recall, with every score that decided its fate (`explain: true`). */
         Candidate: {
+            /**
+             * Format: double
+             * @description Inject with the acceptor on: the probability that it is a right
+             *     memory, compared with `recall.acceptor.accept_min` (only for the
+             *     candidates the acceptor judged).
+             */
+            acceptance?: number | null;
             /**
              * Format: float
              * @description Raw BM25 score, when the keyword retriever returned it.
@@ -442,6 +534,7 @@ export interface components {
              *     the larger of it and the weighted one; [`crate::recall::language`]).
              */
             cross_lingual_probability?: number | null;
+            features?: null | components["schemas"]["AcceptorFeatures"];
             /** @description The episode. */
             id: components["schemas"]["EpisodeId"];
             /**
@@ -456,6 +549,7 @@ export interface components {
              * @description The fused calibrated score compared with `min_score`, in [0, 1].
              */
             score: number;
+            session_id?: null | components["schemas"]["SessionId"];
             /**
              * Format: double
              * @description Calibrated vector probability (from `cosine`), when present.
@@ -466,7 +560,7 @@ export interface components {
          * @description Why a recall candidate was kept or cut (`explain: true`).
          * @enum {string}
          */
-        CandidateOutcome: "kept" | "below_min_score" | "over_limit" | "expired" | "no_message_evidence" | "below_relative_cut";
+        CandidateOutcome: "kept" | "below_min_score" | "over_limit" | "expired" | "no_message_evidence" | "below_relative_cut" | "not_accepted";
         /**
          * @description How a memory is stored, decided on write from its type.
          * @enum {string}
