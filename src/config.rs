@@ -593,6 +593,13 @@ impl AcceptorFeatures {
         "type_missing", "cross", "foreign", "foreign_score", "foreign_coverage",
     ];
 
+    /// As weights: true when one of the features read from a candidate's
+    /// session (coverage, names_missing, type_missing, foreign_coverage)
+    /// weighs anything, so inject must read every judged candidate's session.
+    pub fn reads_sessions(&self) -> bool {
+        [self.coverage, self.names_missing, self.type_missing, self.foreign_coverage].iter().any(|w| *w != 0.0)
+    }
+
     /// Builds features from a list in the order of [`AcceptorFeatures::NAMES`].
     pub fn from_values(v: [f64; 15]) -> Self {
         Self {
@@ -1307,6 +1314,14 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn acceptor_weights_say_whether_inject_reads_the_judged_sessions() {
+        let mut w = Config::default().recall.acceptor.weights;
+        assert!(!w.reads_sessions(), "the shipped acceptor weighs the score alone");
+        w.type_missing = -0.5;
+        assert!(w.reads_sessions());
+    }
 
     #[test]
     fn the_cluster_config_loads_and_names_no_password() {

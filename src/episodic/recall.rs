@@ -167,8 +167,9 @@ impl Episodic {
             let evidence: HashMap<EpisodeId, f64> = own.into_iter().map(|h| (h.episode_id, h.score)).collect();
             (fused, kw.reference_score, (!dependent).then_some(evidence))
         };
+        let asked = language::identify(user_message);
         let episodes = self
-            .cross_lingual(scope, cfg, user_message, &mut fused, evidence.as_mut())
+            .cross_lingual(scope, cfg, asked, &mut fused, evidence.as_mut())
             .await?;
         let top_score = fused
             .first()
@@ -191,12 +192,16 @@ impl Episodic {
         );
         let mut entries = self.hydrate(scope, kept.clone(), episodes).await?;
         mark_expired(&mut explain, &entries);
-        let mut sessions = if accepting || cfg.evidence_snippets {
-            self.sessions_of(scope, &entries).await?
-        } else {
-            Vec::new()
-        };
+        // sessions read for the acceptor serve the snippets too
+        let mut read: Option<Vec<Vec<crate::model::Message>>> = None;
         if accepting {
+            // a session is read for every judged candidate only when its
+            // evidence can change the outcome (a weight on it) or is asked for
+            let sessions = if opts.explain || cfg.acceptor.weights.reads_sessions() {
+                Some(self.sessions_of(scope, &entries).await?)
+            } else {
+                None
+            };
             let cal = Calibrations::episodes(cfg);
             let by_id: HashMap<&EpisodeId, &FusedHit> = kept.iter().map(|h| (&h.episode_id, h)).collect();
             let scores: Vec<Scores> = entries
@@ -212,12 +217,14 @@ impl Episodic {
                     }
                 })
                 .collect();
-            let question = Question::new(user_message);
-            let found: Vec<SessionEvidence> = sessions
-                .iter()
-                .map(|messages| session_evidence(&question, &turns(messages)))
-                .collect();
-            let features = evidence::features(&scores, &found, evidence::is_foreign(user_message));
+            let found: Vec<SessionEvidence> = match &sessions {
+                Some(sessions) => {
+                    let question = Question::new(user_message);
+                    sessions.iter().map(|messages| session_evidence(&question, &turns(messages))).collect()
+                }
+                None => vec![SessionEvidence::default(); entries.len()],
+            };
+            let features = evidence::features(&scores, &found, evidence::is_foreign(asked));
             let accepted: Vec<(f64, Features)> =
                 features.into_iter().map(|f| (evidence::acceptance(&cfg.acceptor, &f), f)).collect();
             if let Some(ex) = explain.as_mut() {
@@ -232,19 +239,15 @@ impl Episodic {
                     }
                 }
             }
-            let keep: Vec<bool> = accepted.iter().map(|(p, _)| *p >= cfg.acceptor.accept_min).collect();
-            let mut i = 0;
-            entries.retain(|_| {
-                i += 1;
-                keep[i - 1]
-            });
-            let mut i = 0;
-            sessions.retain(|_| {
-                i += 1;
-                keep[i - 1]
-            });
+            let keep = |i: usize| accepted[i].0 >= cfg.acceptor.accept_min;
+            entries = entries.into_iter().enumerate().filter(|(i, _)| keep(*i)).map(|(_, e)| e).collect();
+            read = sessions.map(|s| s.into_iter().enumerate().filter(|(i, _)| keep(*i)).map(|(_, m)| m).collect());
         }
         if cfg.evidence_snippets {
+            let sessions = match read {
+                Some(sessions) => sessions,
+                None => self.sessions_of(scope, &entries).await?,
+            };
             add_snippets(&mut entries, &sessions, user_message, &previous.join("\n"));
         }
         // facts compete with episodes for the max_entries slots, by calibrated score
@@ -336,7 +339,7 @@ impl Episodic {
             .retrieve(scope, &[query], &sets, top_k * cfg.overfetch, opts, cfg)
             .await?;
         let mut fused = fuse(cfg, Calibrations::episodes(cfg), &keyword[0], &vector[0], opts.retrievers);
-        let episodes = self.cross_lingual(scope, cfg, query, &mut fused, None).await?;
+        let episodes = self.cross_lingual(scope, cfg, language::identify(query), &mut fused, None).await?;
         let reference = keyword[0].reference_score;
         let min = opts.apply_threshold.then_some(cfg.min_score);
         // over-fetch covers episodes dropped in hydration (expired between prunes):
@@ -586,7 +589,7 @@ impl Episodic {
 
     /// With `recall.cross_lingual` on, reads every candidate (they are
     /// needed for their abstracts' language) and lets those in another
-    /// language than `message` pass on their vector alone
+    /// language than the message's (`asked`) pass on their vector alone
     /// ([`crate::recall::fusion::cross_lingual_rescore`]), in the fused list
     /// and in the message-only scores of the evidence gate. Returns the
     /// episodes read, for hydration (empty when off or without vectors).
@@ -594,11 +597,10 @@ impl Episodic {
         &self,
         scope: &Scope,
         cfg: &RecallConfig,
-        message: &str,
+        asked: language::Language,
         fused: &mut [FusedHit],
         own: Option<&mut HashMap<EpisodeId, f64>>,
     ) -> Result<HashMap<EpisodeId, Episode>> {
-        let asked = language::identify(message);
         // a message without letters (a date, a number) is never cross-lingual
         if !cfg.cross_lingual() || asked.script.is_none() || !fused.iter().any(|h| h.vector.is_some()) {
             return Ok(HashMap::new());

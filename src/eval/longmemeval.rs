@@ -379,7 +379,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             group: q.question_id.clone(),
             kind: if q.abstention() { super::risk::ProbeKind::Unanswerable } else { super::risk::ProbeKind::Answerable },
             label: q.question_type.clone(),
-            candidates: fresh.judged.clone(),
+            candidates: fresh.judged,
         });
         inject_switch.add(&switch, !q.abstention());
         previous = Some(q.question.clone());

@@ -442,7 +442,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
                 group: conv.sample_id.clone(),
                 kind,
                 label: cat.clone(),
-                candidates: fresh.judged.clone(),
+                candidates: fresh.judged,
             });
             let switch = super::inject::probe(&mem, &scope, &SessionId::new(format!("probe-switch-{asked}"))?, previous, &probe, name).await?;
             inject_switch.add(&switch, true);

@@ -337,10 +337,10 @@ pub fn features(scores: &[Scores], evidence: &[SessionEvidence], foreign: bool) 
         .collect()
 }
 
-/// True when `message` is not surely English: another script than Latin, or
-/// a Latin text whatlang reads surely as another language.
-pub fn is_foreign(message: &str) -> bool {
-    let l = super::language::identify(message);
+/// True when a message of language `l` ([`super::language::identify`]) is
+/// not surely English: another script than Latin, or a Latin text whatlang
+/// reads surely as another language.
+pub fn is_foreign(l: super::language::Language) -> bool {
     match l.script {
         Some(whatlang::Script::Latin) => l.lang.is_some_and(|x| x != whatlang::Lang::Eng),
         Some(_) => true,
@@ -442,8 +442,9 @@ mod tests {
         assert_eq!((f[2].cross, f[2].cross_lingual), (1.0, 0.4));
         assert_eq!((f[0].foreign, f[0].foreign_score, f[0].foreign_coverage), (1.0, 0.9, 0.5));
         assert_eq!(Features::from_values(f[1].values()), f[1]);
-        assert!(is_foreign("유나의 결혼식은 언제?"), "another script");
-        assert!(is_foreign("Сколько у тебя кошек сейчас дома?"), "Cyrillic");
-        assert!(!is_foreign("Where does Mina live now?"));
+        let foreign = |t: &str| is_foreign(crate::recall::language::identify(t));
+        assert!(foreign("유나의 결혼식은 언제?"), "another script");
+        assert!(foreign("Сколько у тебя кошек сейчас дома?"), "Cyrillic");
+        assert!(!foreign("Where does Mina live now?"));
     }
 }
