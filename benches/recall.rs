@@ -13,6 +13,8 @@
 //! (`scripts/fetch-model.sh`). `STRATA_BENCH_TENANTS=10000x100` adds the
 //! many-tenants group (see [`tenants`]). `STRATA_BENCH_STORES=cluster` runs the same
 //! on PostgreSQL records and (with `STRATA_TEST_QDRANT_URL`) Qdrant indexes.
+//! `STRATA_BENCH_ACCEPTOR=score` runs inject with the score-only acceptor
+//! ([`score_acceptor`]), the baseline of the shipped one.
 //!
 //! Episodes are written straight into the stores (SQLite row, tantivy doc,
 //! qdrant-edge point), not through the summariser, so set-up stays short:
@@ -50,6 +52,9 @@ fn open_memory_with(
     let mut cfg = Config::default();
     cfg.data_dir = dir.path().to_path_buf();
     cfg.pruner.enabled = false;
+    if std::env::var("STRATA_BENCH_ACCEPTOR").as_deref() == Ok("score") {
+        score_acceptor(&mut cfg);
+    }
     cluster_stores(&mut cfg);
     let mem = rt
         .block_on(Memory::open_with(
@@ -62,6 +67,19 @@ fn open_memory_with(
         ))
         .unwrap();
     (mem, dir)
+}
+
+/// `STRATA_BENCH_ACCEPTOR=score`: both acceptor models weigh the fused
+/// score alone (σ(50·score − 15) at 0.5, the `min_score` 0.3 cut), so inject
+/// reads no session for its decision: the baseline of the shipped models,
+/// which read the best candidate's session, run in the same sitting.
+fn score_acceptor(cfg: &mut Config) {
+    let a = &mut cfg.recall.acceptor;
+    let score = strata::config::AcceptorFeatures { score: 50.0, ..Default::default() };
+    a.accept_min = 0.5;
+    a.intercept = -15.0;
+    a.weights = score;
+    a.foreign = strata::config::AcceptorModel { accept_min: 0.5, intercept: -15.0, weights: score };
 }
 
 /// `STRATA_BENCH_STORES=cluster`: records on the PostgreSQL at

@@ -610,25 +610,67 @@ impl AcceptorFeatures {
     }
 }
 
-/// `[recall.acceptor]`: the L0 acceptance model
-/// ([`crate::recall::evidence`]). With `enabled`, inject hands over a
-/// candidate (one of the first `max_entries` of the fused list that the
-/// message-evidence gate lets through) when `σ(intercept + Σ weight ×
-/// feature)` is at least `accept_min`; `min_score` then applies to
-/// `memory_search` only. Weights from `strata eval calibrate --inject`
-/// (logistic regression, cross-validated by conversation;
-/// docs/evaluation.md, "Risk and coverage").
+/// One logistic model of the acceptor: `σ(intercept + Σ weight × feature)`
+/// over the best candidate's [`AcceptorFeatures`], compared with `accept_min`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AcceptorConfig {
-    /// Off: inject cuts at `min_score` as `memory_search` does.
-    pub enabled: bool,
+pub struct AcceptorModel {
     /// The operating point: least acceptance probability, in [0, 1].
     pub accept_min: f64,
     /// Bias of the logistic model.
     pub intercept: f64,
     /// One weight per feature.
     pub weights: AcceptorFeatures,
+}
+
+/// `[recall.acceptor]`: the L0 acceptance model
+/// ([`crate::recall::evidence`]). With `enabled`, inject decides once per
+/// message whether memory has something for it: the best candidate (the
+/// first of the fused list that the message-evidence gate lets through) is
+/// judged by `σ(intercept + Σ weight × feature)` against `accept_min`. When
+/// it passes, it goes in with every other of the first `max_entries`
+/// candidates scoring at least `companion_min_score` (so a near second is
+/// not lost to a ranking slip); when it fails, nothing goes in. The model
+/// of `[recall.acceptor.foreign]` judges a message that is not surely
+/// English or whose best candidate is in another language; the top-level
+/// keys judge the rest. `min_score` then applies to `memory_search` only.
+/// Weights from `strata eval calibrate --inject` (logistic regression,
+/// cross-validated by conversation or user; docs/evaluation.md, "Risk and
+/// coverage").
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptorConfig {
+    /// Off: inject cuts each candidate at `min_score` as `memory_search` does.
+    pub enabled: bool,
+    /// Least fused score, in [0, 1], of a candidate that joins an accepted
+    /// best one.
+    pub companion_min_score: f64,
+    /// The operating point of the English model: least acceptance probability, in [0, 1].
+    pub accept_min: f64,
+    /// Bias of the English model.
+    pub intercept: f64,
+    /// The English model's weight per feature.
+    pub weights: AcceptorFeatures,
+    /// The model for other languages and cross-lingual candidates.
+    pub foreign: AcceptorModel,
+}
+
+impl AcceptorConfig {
+    /// The model that judges a message: `foreign` when it is not surely
+    /// English or its best candidate is in another language.
+    pub fn model(&self, foreign: bool) -> AcceptorModel {
+        if foreign {
+            self.foreign.clone()
+        } else {
+            AcceptorModel { accept_min: self.accept_min, intercept: self.intercept, weights: self.weights }
+        }
+    }
+
+    /// True when either model weighs a feature read from the candidates'
+    /// sessions ([`AcceptorFeatures::reads_sessions`]).
+    pub fn reads_sessions(&self) -> bool {
+        self.weights.reads_sessions() || self.foreign.weights.reads_sessions()
+    }
 }
 
 /// `[recall]`: see `config/default.toml` for each key's meaning and source.
@@ -676,6 +718,10 @@ pub struct RecallConfig {
     pub user_text_boost: f32,
     /// Keyword boost of the assistant turns of the raw transcript relative to the summary.
     pub assistant_text_boost: f32,
+    /// Index the questions of a user's turns with the assistant turns (at
+    /// `assistant_text_boost`) rather than with the user's statements
+    /// (default true: a question states nothing about its asker).
+    pub user_questions_as_assistant_text: bool,
     /// Keyword boost of the session-dates field relative to the summary.
     pub date_boost: f32,
     /// Keyword boost of a query's resolved relative dates ("last Saturday",
@@ -1099,11 +1145,16 @@ impl Config {
         if !(0.0..1.0).contains(&r.relative_cut) {
             return bad("recall.relative_cut", "must be within [0, 1)");
         }
-        if !(0.0..=1.0).contains(&r.acceptor.accept_min) {
-            return bad("recall.acceptor.accept_min", "must be within [0, 1]");
+        for (key, m) in [("recall.acceptor", r.acceptor.model(false)), ("recall.acceptor.foreign", r.acceptor.foreign.clone())] {
+            if !(0.0..=1.0).contains(&m.accept_min) {
+                return bad(&format!("{key}.accept_min"), "must be within [0, 1]");
+            }
+            if !m.intercept.is_finite() || m.weights.values().iter().any(|w| !w.is_finite()) {
+                return bad(key, "intercept and weights must be finite numbers");
+            }
         }
-        if !r.acceptor.intercept.is_finite() || r.acceptor.weights.values().iter().any(|w| !w.is_finite()) {
-            return bad("recall.acceptor", "intercept and weights must be finite numbers");
+        if !(0.0..=1.0).contains(&r.acceptor.companion_min_score) {
+            return bad("recall.acceptor.companion_min_score", "must be within [0, 1]");
         }
         if !(0.0..=1.0).contains(&r.message_evidence_min) {
             return bad("recall.message_evidence_min", "must be within [0, 1]");
@@ -1317,10 +1368,14 @@ mod tests {
 
     #[test]
     fn acceptor_weights_say_whether_inject_reads_the_judged_sessions() {
-        let mut w = Config::default().recall.acceptor.weights;
-        assert!(!w.reads_sessions(), "the shipped acceptor weighs the score alone");
+        let mut w = AcceptorFeatures { score: 50.0, keyword: 1.0, ..Default::default() };
+        assert!(!w.reads_sessions(), "scores alone need no session");
         w.type_missing = -0.5;
         assert!(w.reads_sessions());
+        let a = Config::default().recall.acceptor;
+        assert!(a.reads_sessions(), "the shipped English model weighs the names the session lacks");
+        assert_eq!(a.model(false).accept_min, a.accept_min);
+        assert_eq!(a.model(true).accept_min, a.foreign.accept_min);
     }
 
     #[test]

@@ -97,6 +97,14 @@ pub fn split_sentences(text: &str) -> Vec<&str> {
     out
 }
 
+/// True when sentence `s` asks something: it ends with a question mark
+/// (`?`, the full-width `？` of Chinese and Japanese, the Arabic `؟`),
+/// closing quotes and brackets aside.
+pub fn is_question(s: &str) -> bool {
+    s.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ')' | '」' | '』' | '”' | '’'))
+        .ends_with(['?', '？', '؟'])
+}
+
 /// True when `s` has nothing visible ([`crate::model::is_blank`]).
 pub fn is_blank(s: &str) -> bool {
     crate::model::is_blank(s)
@@ -114,6 +122,16 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_question_ends_with_a_question_mark_of_any_script() {
+        for q in ["What was the number?", "Where? \"", "유나 결혼식이 언제였지?", "田村さんの下の名前って何だったっけ？", "شو اسمه؟", "(really?)"] {
+            assert!(is_question(q), "{q}");
+        }
+        for s in ["It was INC-2026-117.", "Is it? No, it is not.", "¿Qué hora es", ""] {
+            assert!(!is_question(s), "{s}");
+        }
+    }
 
     #[test]
     fn clip_tail_keeps_graphemes_whole() {

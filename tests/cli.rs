@@ -663,14 +663,21 @@ fn demo_keeps_its_data_in_a_given_data_dir_and_will_not_replay_into_it() {
     assert!(!v["searches"].as_array().unwrap().is_empty(), "{v}");
     // the demo as a regression test of memory_search: the Korean question
     // ranks the Korean wedding session first (an English session with one
-    // Korean turn took a calibrated 1.00 on its vector alone), and no
-    // abstract is a question or the assistant's reply
+    // Korean turn took a calibrated 1.00 on its vector alone); the incident
+    // question ranks the session where it happened first, not the later one
+    // where Mina asked about it (a user's question is indexed with the
+    // assistant's turns); "where does Mina live now" finds the move to
+    // Portland; the p99 question finds a session holding one of its numbers;
+    // and no abstract is a question or the assistant's reply
     let first = |q: &str| {
         let s = v["searches"].as_array().unwrap().iter().find(|s| s["query"].as_str().unwrap().contains(q)).unwrap();
         s["hits"][0]["session_id"].as_str().unwrap().to_string()
     };
     assert_eq!(first("유나의 결혼식"), "s4", "{v}");
-    assert!(["s2", "s5"].contains(&first("incident number").as_str()), "{v}");
+    assert_eq!(first("incident number"), "s2", "{v}");
+    assert_eq!(first("Where does Mina live"), "s3", "{v}");
+    assert!(["s1", "s5"].contains(&first("p99 latency").as_str()), "{v}");
+    assert!(["s2", "s5"].contains(&first("consumer rewrite").as_str()), "{v}");
     for s in v["searches"].as_array().unwrap() {
         for h in s["hits"].as_array().unwrap() {
             let a = h["abstract"].as_str().unwrap();

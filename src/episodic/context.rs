@@ -5,9 +5,13 @@
 use super::{KnowledgeHit, SearchHit};
 
 /// The "## Memory Context" section with episodes and facts, best first
-/// (empty string when there is neither). An episode's line is
+/// (empty string when there is neither). The best episode's line is
 /// `- [date] abstract | "speaker: snippet" (id: …)`, the snippet part only
-/// when the entry has one ([`SearchHit::snippet`]).
+/// when the entry has one ([`SearchHit::snippet`]); a later episode with a
+/// snippet shows it alone, `- [date] "speaker: snippet" (id: …)`: the
+/// abstract says what the best session is about, while for the ones beside
+/// it (inject's companions) the sentence that matches the message is what
+/// counts, at about half the tokens (`memory_expand` gives the rest).
 ///
 /// Recalled text is what users and assistants once said, so it is quoted,
 /// never spliced in as prompt text: the entries sit inside one fenced block
@@ -19,15 +23,14 @@ use super::{KnowledgeHit, SearchHit};
 pub fn render_context(entries: &[SearchHit], facts: &[KnowledgeHit]) -> String {
     let mut lines: Vec<(f64, String)> = entries
         .iter()
-        .map(|e| {
-            let evidence = match &e.snippet {
-                Some(s) => format!(" | \"{}\"", one_line(s)),
-                None => String::new(),
+        .enumerate()
+        .map(|(i, e)| {
+            let body = match &e.snippet {
+                Some(s) if i > 0 => format!("\"{}\"", one_line(s)),
+                Some(s) => format!("{} | \"{}\"", one_line(&e.abstract_), one_line(s)),
+                None => one_line(&e.abstract_),
             };
-            (
-                e.score,
-                format!("- [{}] {}{evidence} (id: {})", e.when.format("%Y-%m-%d"), one_line(&e.abstract_), e.id),
-            )
+            (e.score, format!("- [{}] {body} (id: {})", e.when.format("%Y-%m-%d"), e.id))
         })
         .collect();
     lines.extend(facts.iter().map(|f| {

@@ -32,7 +32,9 @@ pub const MAX_TOP_K: usize = 100;
 pub enum CandidateOutcome {
     /// Returned (injected, or in the search results).
     Kept,
-    /// Its calibrated score was below `recall.min_score`.
+    /// Its calibrated score was below `recall.min_score` (`memory_search`, or
+    /// inject without the acceptor), or, in inject, below
+    /// `recall.acceptor.companion_min_score` beside an accepted best candidate.
     BelowMinScore,
     /// Above the threshold but past the limit (`max_entries` or `top_k`).
     OverLimit,
@@ -43,8 +45,9 @@ pub enum CandidateOutcome {
     NoMessageEvidence,
     /// Inject only: below `recall.relative_cut` × the best injected score.
     BelowRelativeCut,
-    /// Inject only: its acceptance probability was below
-    /// `recall.acceptor.accept_min` ([`crate::recall::evidence`]).
+    /// Inject only: the best candidate's acceptance probability was below
+    /// its model's `accept_min` ([`crate::recall::evidence`]), so nothing
+    /// went in.
     NotAccepted,
 }
 
@@ -67,9 +70,10 @@ pub struct Candidate {
     pub cross_lingual_probability: Option<f64>,
     /// The fused calibrated score compared with `min_score`, in [0, 1].
     pub score: f64,
-    /// Inject with the acceptor on: the probability that it is a right
-    /// memory, compared with `recall.acceptor.accept_min` (only for the
-    /// candidates the acceptor judged).
+    /// Inject with the acceptor on: the acceptor's probability that memory
+    /// has the answer were this candidate the best one, under the model that
+    /// judged the message; the best candidate's decides (compared with that
+    /// model's `accept_min`), the others' are shown for comparison.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acceptance: Option<f64>,
     /// Its session, for the candidates the acceptor judged (they were read).

@@ -192,16 +192,23 @@ impl Episodic {
         );
         let mut entries = self.hydrate(scope, kept.clone(), episodes).await?;
         mark_expired(&mut explain, &entries);
-        // sessions read for the acceptor serve the snippets too
-        let mut read: Option<Vec<Vec<crate::model::Message>>> = None;
+        // sessions read for the acceptor serve the snippets too (aligned with
+        // `entries`; None where not read)
+        let mut read: Vec<Option<Vec<crate::model::Message>>> = vec![None; entries.len()];
         if accepting {
-            // a session is read for every judged candidate only when its
-            // evidence can change the outcome (a weight on it) or is asked for
-            let sessions = if opts.explain || cfg.acceptor.weights.reads_sessions() {
-                Some(self.sessions_of(scope, &entries).await?)
+            // the decision weighs the best candidate's session evidence only:
+            // its session is read when a weight uses it; explain reads every
+            // judged one, to show their features
+            let upto = if opts.explain {
+                entries.len()
+            } else if cfg.acceptor.reads_sessions() {
+                entries.len().min(1)
             } else {
-                None
+                0
             };
+            for (slot, messages) in read.iter_mut().zip(self.sessions_of(scope, &entries[..upto]).await?) {
+                *slot = Some(messages);
+            }
             let cal = Calibrations::episodes(cfg);
             let by_id: HashMap<&EpisodeId, &FusedHit> = kept.iter().map(|h| (&h.episode_id, h)).collect();
             let scores: Vec<Scores> = entries
@@ -217,37 +224,43 @@ impl Episodic {
                     }
                 })
                 .collect();
-            let found: Vec<SessionEvidence> = match &sessions {
-                Some(sessions) => {
-                    let question = Question::new(user_message);
-                    sessions.iter().map(|messages| session_evidence(&question, &turns(messages))).collect()
-                }
-                None => vec![SessionEvidence::default(); entries.len()],
-            };
-            let features = evidence::features(&scores, &found, evidence::is_foreign(asked));
+            let question = Question::new(user_message);
+            let found: Vec<SessionEvidence> = read
+                .iter()
+                .map(|m| m.as_ref().map_or_else(SessionEvidence::default, |m| session_evidence(&question, &turns(m))))
+                .collect();
+            let foreign = evidence::is_foreign(asked);
+            let features = evidence::features(&scores, &found, foreign);
+            // one decision per message, on the best candidate; the rest join
+            // an accepted one by their score
+            let model = cfg.acceptor.model(foreign || scores.first().is_some_and(|s| s.cross_lingual.is_some()));
             let accepted: Vec<(f64, Features)> =
-                features.into_iter().map(|f| (evidence::acceptance(&cfg.acceptor, &f), f)).collect();
+                features.into_iter().map(|f| (evidence::acceptance(&model, &f), f)).collect();
+            let speaks = accepted.first().is_some_and(|(a, _)| *a >= model.accept_min);
+            let keep = |i: usize| speaks && (i == 0 || scores[i].score >= cfg.acceptor.companion_min_score);
             if let Some(ex) = explain.as_mut() {
                 for c in ex.iter_mut() {
                     if let Some(i) = entries.iter().position(|e| e.id == c.id) {
                         c.acceptance = Some(accepted[i].0);
                         c.session_id = Some(entries[i].session_id.clone());
                         c.features = Some(accepted[i].1);
-                        if accepted[i].0 < cfg.acceptor.accept_min {
+                        if !speaks {
                             c.outcome = CandidateOutcome::NotAccepted;
+                        } else if !keep(i) {
+                            c.outcome = CandidateOutcome::BelowMinScore;
                         }
                     }
                 }
             }
-            let keep = |i: usize| accepted[i].0 >= cfg.acceptor.accept_min;
             entries = entries.into_iter().enumerate().filter(|(i, _)| keep(*i)).map(|(_, e)| e).collect();
-            read = sessions.map(|s| s.into_iter().enumerate().filter(|(i, _)| keep(*i)).map(|(_, m)| m).collect());
+            read = read.into_iter().enumerate().filter(|(i, _)| keep(*i)).map(|(_, m)| m).collect();
         }
         if cfg.evidence_snippets {
-            let sessions = match read {
-                Some(sessions) => sessions,
-                None => self.sessions_of(scope, &entries).await?,
-            };
+            let missing: Vec<SearchHit> =
+                entries.iter().zip(&read).filter(|(_, m)| m.is_none()).map(|(e, _)| e.clone()).collect();
+            let mut fetched = self.sessions_of(scope, &missing).await?.into_iter();
+            let sessions: Vec<Vec<crate::model::Message>> =
+                read.into_iter().map(|m| m.or_else(|| fetched.next()).unwrap_or_default()).collect();
             add_snippets(&mut entries, &sessions, user_message, &previous.join("\n"));
         }
         // facts compete with episodes for the max_entries slots, by calibrated score
@@ -669,6 +682,7 @@ fn turns(messages: &[crate::model::Message]) -> Vec<Turn<'_>> {
             role: m.message.role,
             name: m.message.name.as_deref(),
             text: &m.message.content,
+            at: Some(m.message.timestamp),
         })
         .collect()
 }

@@ -283,7 +283,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         .transpose()?;
     let mut skipped_blank = 0usize;
     let (mut inject_fresh, mut inject_switch) = (super::inject::Tally::default(), super::inject::Tally::default());
-    let accept_min = super::risk::accept_min(&mem);
+    let operating = super::risk::operating(&mem);
     let mut records: Vec<super::risk::ProbeRecord> = Vec::new();
     let mut previous: Option<String> = None;
     for q in &qs {
@@ -436,8 +436,8 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         "L0 inject, each question asked as a new turn (fresh; after the previous question, another user's topic); unanswerable = _abs:",
         &variants,
     );
-    let (risk_rows, accept_min) = super::risk::report(
-        accept_min,
+    let risk = super::risk::report(
+        operating,
         &records,
         args.inject_records.as_deref(),
         "L0 risk and coverage by operating point (fresh turns; unanswerable: the _abs questions):",
@@ -486,7 +486,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         let (header, rows) = super::inject::table(&variants);
         body.push_str(&md_table(&header, &rows));
         body.push_str("\n## L0 risk and coverage by operating point\n\n");
-        body.push_str(&super::risk::markdown(&risk_rows, accept_min));
+        body.push_str(&risk.as_ref().map_or_else(|| "The acceptor is off: inject cuts at `recall.min_score`.\n".to_string(), super::risk::markdown));
         body.push_str("\n## all@5 (every gold session in the top 5)\n\n");
         let rows: Vec<Vec<String>> = systems
             .iter()
@@ -525,7 +525,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
             root.insert(s.to_string(), serde_json::Value::Object(by));
         }
         root.insert("inject".into(), json!({"fresh": inject_fresh.json(), "after_previous": inject_switch.json()}));
-        root.insert("risk_coverage".into(), json!({"accept_min": accept_min, "rows": super::risk::json(&risk_rows)}));
+        root.insert("risk_coverage".into(), json!(risk.as_ref().map(super::risk::json)));
         root.insert("per_question".into(), json!(per_question));
         std::fs::write(
             &out,

@@ -230,7 +230,7 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
     cfg.graph.enabled = false;
     let mem = Memory::open_with(cfg, Components { ephemeral: true, ..Default::default() }).await?;
     let started = Instant::now();
-    let accept_min = super::risk::accept_min(&mem);
+    let operating = super::risk::operating(&mem);
     let mut records: Vec<super::risk::ProbeRecord> = Vec::new();
     let systems: Vec<&str> = CONFIGS.iter().map(|c| c.0).chain(["bm25_raw"]).collect();
     let mut groups: BTreeMap<String, Group> = BTreeMap::new();
@@ -382,8 +382,8 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
     }
     let variants = [("fresh turn", &all.fresh), ("after previous", &all.switch)];
     super::inject::print("L0 inject, each question asked as a new turn (fresh; after the user's previous question):", &variants);
-    let (risk_rows, accept_min) = super::risk::report(
-        accept_min,
+    let risk = super::risk::report(
+        operating,
         &records,
         args.inject_records.as_deref(),
         "L0 risk and coverage by operating point (fresh turns; unanswerable: the set's unanswerable questions):",
@@ -408,7 +408,7 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
         let (h, r) = super::inject::table(&variants);
         body.push_str(&md_table(&h, &r));
         body.push_str("\n## L0 risk and coverage by operating point\n\n");
-        body.push_str(&super::risk::markdown(&risk_rows, accept_min));
+        body.push_str(&risk.as_ref().map_or_else(|| "The acceptor is off: inject cuts at `recall.min_score`.\n".to_string(), super::risk::markdown));
         let report = Report {
             title: "Strata on its multilingual dev set: session recall@k".into(),
             baseline: "bm25_raw".into(),
@@ -430,7 +430,7 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
         }
         let root = json!({"users": data.users.len(), "sessions": sessions, "skipped_blank_turns": skipped_blank,
                           "groups": by, "questions": per_question, "seconds": total_s,
-                          "risk_coverage": {"accept_min": accept_min, "rows": super::risk::json(&risk_rows)}});
+                          "risk_coverage": risk.as_ref().map(super::risk::json)});
         std::fs::write(&out, serde_json::to_string_pretty(&root)?)?;
         eprintln!("wrote {}", out.display());
     }

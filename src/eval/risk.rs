@@ -1,13 +1,18 @@
 //! Risk and coverage of L0 inject: what the chatbot gets at each operating
-//! point of the acceptor (`recall.acceptor.accept_min`), and the fit of the
-//! acceptor itself with cross-validation by conversation.
+//! point of the acceptor (`accept_min` of `[recall.acceptor]` and of
+//! `[recall.acceptor.foreign]`), and the fit of the acceptor itself with
+//! cross-validation by conversation or user.
 //!
 //! Every probe of `strata eval locomo|longmemeval|multilingual` keeps the
-//! candidates the acceptor judged, each with its features, its acceptance
-//! probability and whether its session is gold ([`ProbeRecord`]). At an
-//! operating point `t`, the injected set of a probe is its candidates with
-//! an acceptance of at least `t` (the pool is already cut to `max_entries`),
-//! exactly what inject hands over at `accept_min = t`. Per operating point:
+//! candidates inject judged, each with its features, its acceptance
+//! probability and whether its session is gold ([`ProbeRecord`]). Inject
+//! decides once per message, on the best candidate: at an operating point
+//! `t`, a probe whose best candidate has an acceptance of at least `t`
+//! injects it and every other candidate scoring at least
+//! `companion_min_score` (the pool is already cut to `max_entries`), a probe
+//! below `t` injects nothing: exactly what inject hands over at
+//! `accept_min = t`. A probe is judged by the English model or the foreign
+//! one ([`Route`]), so each has its own table. Per operating point:
 //! - **answerable** questions: hit (a gold session injected), wrong
 //!   (something injected, nothing gold), empty;
 //! - **unanswerable** questions (another conversation's questions asked in a
@@ -16,19 +21,19 @@
 //!   speaker): the evidence session injected (the chatbot can correct the
 //!   premise), another injected.
 //!
-//! `strata eval calibrate --inject FILES` fits the acceptor (logistic
-//! regression, [`super::logistic`]) on the records, every source weighing
-//! the same, and prints the same table for probabilities predicted by a fit
-//! that never saw the probe's group (a LoCoMo conversation, a multilingual
-//! user, a LongMemEval question): the held-out figures the operating point is
-//! chosen on.
+//! `strata eval calibrate --inject FILES` fits each model (logistic
+//! regression, [`super::logistic`]) on its route's probes (label: a gold
+//! session among what would go in; an unanswerable question is never
+//! right), every probe weighing the same, and prints the same table for
+//! probabilities predicted by a fit that never saw the probe's group (a
+//! LoCoMo conversation, a multilingual user, a LongMemEval question): the
+//! held-out figures the operating points are chosen on.
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::BTreeMap;
 
 use super::inject::Judged;
-use crate::config::{AcceptorConfig, AcceptorFeatures};
+use crate::config::{AcceptorConfig, AcceptorFeatures, AcceptorModel};
 use crate::error::{Error, Result};
 
 /// What kind of question a probe asked.
@@ -98,13 +103,80 @@ fn share(x: usize, n: usize) -> f64 {
     }
 }
 
-/// The risk–coverage row of `records` at `t`, the acceptance of each
-/// candidate read by `p` (the probe's index and the candidate's).
-pub fn row_at(records: &[ProbeRecord], t: f64, p: &impl Fn(usize, usize) -> f64) -> Row {
+/// Which of the acceptor's two models judges a probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Route {
+    /// `[recall.acceptor]`: a surely English message whose best candidate is English.
+    English,
+    /// `[recall.acceptor.foreign]`: another language, or a cross-lingual best candidate.
+    Foreign,
+}
+
+impl Route {
+    /// Both routes, in table order.
+    pub const ALL: [Route; 2] = [Route::English, Route::Foreign];
+
+    /// The route of a probe, read from its best candidate's features (the
+    /// `foreign` and `cross` flags inject routed by); English without one.
+    pub fn of(r: &ProbeRecord) -> Route {
+        match r.candidates.first() {
+            Some(c) if c.features.foreign > 0.0 || c.features.cross > 0.0 => Route::Foreign,
+            _ => Route::English,
+        }
+    }
+
+    /// As in config and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Route::English => "english",
+            Route::Foreign => "foreign",
+        }
+    }
+}
+
+/// The operating points a run used: each route's `accept_min` and the companion floor.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Operating {
+    /// `recall.acceptor.accept_min`.
+    pub english: f64,
+    /// `recall.acceptor.foreign.accept_min`.
+    pub foreign: f64,
+    /// `recall.acceptor.companion_min_score`.
+    pub companion_min_score: f64,
+}
+
+impl Operating {
+    /// The operating points of `a`.
+    pub fn of(a: &AcceptorConfig) -> Self {
+        Self { english: a.accept_min, foreign: a.foreign.accept_min, companion_min_score: a.companion_min_score }
+    }
+
+    /// The `accept_min` of `route`.
+    pub fn at(&self, route: Route) -> f64 {
+        match route {
+            Route::English => self.english,
+            Route::Foreign => self.foreign,
+        }
+    }
+}
+
+/// What a probe injects when its best candidate is accepted or not: the
+/// best one and the others scoring at least `floor`; nothing when not.
+pub fn injected(r: &ProbeRecord, accepted: bool, floor: f64) -> Vec<&Judged> {
+    if !accepted {
+        return Vec::new();
+    }
+    r.candidates.iter().enumerate().filter(|(j, c)| *j == 0 || c.features.score >= floor).map(|(_, c)| c).collect()
+}
+
+/// The risk–coverage row of `records` where `accept(i)` says whether probe
+/// `i`'s best candidate is accepted (`threshold` is only the row's label).
+pub fn row_with(records: &[ProbeRecord], threshold: f64, floor: f64, accept: &impl Fn(usize) -> bool) -> Row {
     let (mut n, mut hit, mut wrong, mut empty) = (0, 0, 0, 0);
     let (mut un, mut un_inj, mut pn, mut pe, mut po) = (0, 0, 0, 0, 0);
     for (i, r) in records.iter().enumerate() {
-        let injected: Vec<&Judged> = r.candidates.iter().enumerate().filter(|(j, _)| p(i, *j) >= t).map(|(_, c)| c).collect();
+        let injected = injected(r, accept(i), floor);
         let gold = injected.iter().any(|c| c.gold);
         match r.kind {
             ProbeKind::Answerable => {
@@ -132,7 +204,7 @@ pub fn row_at(records: &[ProbeRecord], t: f64, p: &impl Fn(usize, usize) -> f64)
         }
     }
     Row {
-        threshold: t,
+        threshold,
         answerable: n,
         hit: share(hit, n),
         wrong: share(wrong, n),
@@ -145,72 +217,150 @@ pub fn row_at(records: &[ProbeRecord], t: f64, p: &impl Fn(usize, usize) -> f64)
     }
 }
 
+/// The row at operating point `t`, probe `i`'s acceptance read by `p(i)`
+/// (NaN for a probe with no candidate: nothing injected).
+pub fn row_at(records: &[ProbeRecord], t: f64, floor: f64, p: &impl Fn(usize) -> f64) -> Row {
+    row_with(records, t, floor, &|i| !records[i].candidates.is_empty() && p(i) >= t)
+}
+
 /// The table at [`THRESHOLDS`] and at `shipped` (when not among them), by threshold.
-pub fn table(records: &[ProbeRecord], shipped: Option<f64>, p: impl Fn(usize, usize) -> f64) -> Vec<Row> {
+pub fn table(records: &[ProbeRecord], shipped: Option<f64>, floor: f64, p: impl Fn(usize) -> f64) -> Vec<Row> {
     let mut ts: Vec<f64> = THRESHOLDS.to_vec();
     if let Some(s) = shipped.filter(|s| !ts.iter().any(|t| (t - s).abs() < 1e-9)) {
         ts.push(s);
     }
     ts.sort_by(f64::total_cmp);
-    ts.into_iter().map(|t| row_at(records, t, &p)).collect()
+    ts.into_iter().map(|t| row_at(records, t, floor, &p)).collect()
 }
 
-/// The table with the acceptance inject computed.
-pub fn table_as_run(records: &[ProbeRecord], shipped: Option<f64>) -> Vec<Row> {
-    table(records, shipped, |i, j| records[i].candidates[j].acceptance)
+/// A probe's acceptance as inject computed it (its best candidate's).
+fn as_computed(r: &ProbeRecord) -> f64 {
+    r.candidates.first().map_or(f64::NAN, |c| c.acceptance)
+}
+
+/// The tables of one run: what inject did (each route at its own
+/// `accept_min`) and each route's table with the acceptance as computed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tables {
+    /// The run's operating points.
+    pub operating: Operating,
+    /// What inject handed over, every probe at its route's `accept_min`.
+    pub as_run: Row,
+    /// Per route with probes: (route, probes, rows by threshold).
+    pub routes: Vec<(Route, usize, Vec<Row>)>,
+}
+
+/// [`Tables`] of `records` run at `op`.
+pub fn tables(records: &[ProbeRecord], op: Operating) -> Tables {
+    let as_run = row_with(records, f64::NAN, op.companion_min_score, &|i| {
+        let r = &records[i];
+        !r.candidates.is_empty() && as_computed(r) >= op.at(Route::of(r))
+    });
+    let routes = Route::ALL
+        .iter()
+        .filter_map(|&route| {
+            let sub: Vec<ProbeRecord> = records.iter().filter(|r| Route::of(r) == route).cloned().collect();
+            (!sub.is_empty()).then(|| {
+                let rows = table(&sub, Some(op.at(route)), op.companion_min_score, |i| as_computed(&sub[i]));
+                (route, sub.len(), rows)
+            })
+        })
+        .collect();
+    Tables { operating: op, as_run, routes }
+}
+
+fn fmt(x: f64) -> String {
+    if x.is_nan() {
+        "–".to_string()
+    } else {
+        format!("{x:.3}")
+    }
 }
 
 /// Prints `rows` under `title`, marking the `shipped` operating point.
 pub fn print(title: &str, rows: &[Row], shipped: Option<f64>) {
-    let f = |x: f64| if x.is_nan() { "–".to_string() } else { format!("{x:.3}") };
     println!("\n{title}");
     println!(
         "{:<12} {:>6} {:>6} {:>6} {:>6}   {:>14}   {:>16} {:>10}",
         "accept_min", "n", "hit", "wrong", "empty", "unanswerable", "premise: evid.", "other"
     );
     for r in rows {
-        let mark = if shipped.is_some_and(|s| (s - r.threshold).abs() < 1e-9) { " *" } else { "" };
-        println!(
-            "{:<12} {:>6} {:>6} {:>6} {:>6}   {:>14}   {:>16} {:>10}",
-            format!("{:.2}{mark}", r.threshold),
-            r.answerable,
-            f(r.hit),
-            f(r.wrong),
-            f(r.empty),
-            format!("{} ({})", f(r.unanswerable_injected), r.unanswerable),
-            format!("{} ({})", f(r.premise_evidence), r.premise),
-            f(r.premise_other)
-        );
+        print_row(r, shipped);
     }
     if shipped.is_some() {
-        println!("(* the configured recall.acceptor.accept_min)");
+        println!("(* the configured accept_min)");
     }
 }
 
-/// The table as JSON rows.
-pub fn json(rows: &[Row]) -> serde_json::Value {
-    json!(rows)
+fn print_row(r: &Row, shipped: Option<f64>) {
+    let mark = if shipped.is_some_and(|s| (s - r.threshold).abs() < 1e-9) { " *" } else { "" };
+    let label = if r.threshold.is_nan() { "as run".to_string() } else { format!("{:.2}{mark}", r.threshold) };
+    println!(
+        "{:<12} {:>6} {:>6} {:>6} {:>6}   {:>14}   {:>16} {:>10}",
+        label,
+        r.answerable,
+        fmt(r.hit),
+        fmt(r.wrong),
+        fmt(r.empty),
+        format!("{} ({})", fmt(r.unanswerable_injected), r.unanswerable),
+        format!("{} ({})", fmt(r.premise_evidence), r.premise),
+        fmt(r.premise_other)
+    );
 }
 
-/// The table as markdown (for `--report`).
-pub fn markdown(rows: &[Row], shipped: Option<f64>) -> String {
-    let f = |x: f64| if x.is_nan() { "–".to_string() } else { format!("{x:.3}") };
+/// Prints [`Tables`] under `title`.
+pub fn print_tables(title: &str, t: &Tables) {
+    println!("\n{title}");
+    println!(
+        "as run (english accept_min {}, foreign {}, companions from score {}):",
+        t.operating.english, t.operating.foreign, t.operating.companion_min_score
+    );
+    print_row(&t.as_run, None);
+    for (route, n, rows) in &t.routes {
+        print(&format!("{} model ({n} probes), by its accept_min:", route.name()), rows, Some(t.operating.at(*route)));
+    }
+}
+
+/// The tables as JSON: `{operating, as_run, routes: {english: {probes, rows}, ...}}`.
+pub fn json(t: &Tables) -> serde_json::Value {
+    let routes: serde_json::Map<String, serde_json::Value> =
+        t.routes.iter().map(|(r, n, rows)| (r.name().to_string(), json!({"probes": n, "rows": rows}))).collect();
+    json!({"operating": t.operating, "as_run": t.as_run, "routes": routes})
+}
+
+/// One table as markdown, marking `shipped`.
+pub fn markdown_rows(rows: &[Row], shipped: Option<f64>) -> String {
     let mut s = String::from("| accept_min | n | hit | wrong | empty | unanswerable: injected (n) | premise: evidence (n) | premise: other |\n|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         let mark = if shipped.is_some_and(|x| (x - r.threshold).abs() < 1e-9) { " (shipped)" } else { "" };
+        let label = if r.threshold.is_nan() { "as run".to_string() } else { format!("{:.2}{mark}", r.threshold) };
         s.push_str(&format!(
-            "| {:.2}{mark} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} |\n",
-            r.threshold,
+            "| {label} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} |\n",
             r.answerable,
-            f(r.hit),
-            f(r.wrong),
-            f(r.empty),
-            f(r.unanswerable_injected),
+            fmt(r.hit),
+            fmt(r.wrong),
+            fmt(r.empty),
+            fmt(r.unanswerable_injected),
             r.unanswerable,
-            f(r.premise_evidence),
+            fmt(r.premise_evidence),
             r.premise,
-            f(r.premise_other)
+            fmt(r.premise_other)
         ));
+    }
+    s
+}
+
+/// [`Tables`] as markdown (for `--report`).
+pub fn markdown(t: &Tables) -> String {
+    let mut s = format!(
+        "As run (english accept_min {}, foreign {}, companions from score {}):\n\n{}",
+        t.operating.english,
+        t.operating.foreign,
+        t.operating.companion_min_score,
+        markdown_rows(&[t.as_run], None)
+    );
+    for (route, n, rows) in &t.routes {
+        s.push_str(&format!("\n{} model ({n} probes):\n\n{}", route.name(), markdown_rows(rows, Some(t.operating.at(*route)))));
     }
     s
 }
@@ -232,51 +382,73 @@ pub fn read(paths: &[std::path::PathBuf]) -> Result<Vec<ProbeRecord>> {
     Ok(out)
 }
 
-/// Fits the acceptor on the candidates of `records` (label: gold), every
-/// source weighing the same in total. Returns (weights, intercept).
-pub fn fit(records: &[&ProbeRecord]) -> (AcceptorFeatures, f64) {
-    let mut per_source: BTreeMap<&str, usize> = BTreeMap::new();
-    for r in records {
-        *per_source.entry(r.source.as_str()).or_default() += r.candidates.len();
-    }
-    let mut rows = Vec::new();
-    let mut weights = Vec::new();
-    for r in records {
-        let w = 1.0 / per_source[r.source.as_str()].max(1) as f64;
-        for c in &r.candidates {
-            rows.push((c.features.values().to_vec(), c.gold));
-            weights.push(w);
-        }
-    }
-    let (w, b) = super::logistic::fit_logistic_weighted(&rows, &weights);
+/// The features a fit weighs (the others get 0): for the best candidate,
+/// `rank` and `gap` are always 0, `own` repeats `score` on a fresh turn,
+/// `score` itself is 0.7 × `keyword` + 0.3 × `vector` (or `cross_lingual`,
+/// the larger) so weighing it too only makes the fit ill-conditioned, and
+/// `cross`, `foreign` and their products are all but constant within a route.
+pub const FITTED: [&str; 7] = ["keyword", "vector", "cross_lingual", "margin", "coverage", "names_missing", "type_missing"];
+
+fn fitted_values(f: &AcceptorFeatures) -> Vec<f64> {
+    let v = f.values();
+    FITTED.iter().map(|n| v[AcceptorFeatures::NAMES.iter().position(|x| x == n).expect("a feature name")]).collect()
+}
+
+/// The label a fit learns for a probe: a gold session among what goes in
+/// when its best candidate is accepted (never for an unanswerable question).
+pub fn label(r: &ProbeRecord, floor: f64) -> bool {
+    r.kind != ProbeKind::Unanswerable && injected(r, true, floor).iter().any(|c| c.gold)
+}
+
+/// Fits one model on the best candidates of `records` (probes without a
+/// candidate are left out), every probe weighing the same: a source counts
+/// by its questions (weighing sources the same let the 59 English probes of
+/// the multilingual set pull as hard as LoCoMo's 1,896, and the held-out
+/// LoCoMo hit fell from 0.69 to 0.52 at the same wrong rate). Returns
+/// (weights, intercept).
+pub fn fit(records: &[&ProbeRecord], floor: f64) -> (AcceptorFeatures, f64) {
+    let rows: Vec<(Vec<f64>, bool)> = records
+        .iter()
+        .filter_map(|r| r.candidates.first().map(|c| (fitted_values(&c.features), label(r, floor))))
+        .collect();
+    let (w, b) = super::logistic::fit_logistic(&rows);
     let mut v = [0.0; 15];
-    v.copy_from_slice(&w[..15]);
+    for (n, x) in FITTED.iter().zip(w) {
+        v[AcceptorFeatures::NAMES.iter().position(|y| y == n).expect("a feature name")] = x;
+    }
     (AcceptorFeatures::from_values(v), b)
 }
 
-/// The acceptance of a candidate with `f` under (`weights`, `intercept`).
+/// The acceptance of a best candidate with `f` under (`weights`, `intercept`).
 pub fn predict(weights: &AcceptorFeatures, intercept: f64, f: &AcceptorFeatures) -> f64 {
-    let a = AcceptorConfig { enabled: true, accept_min: 0.0, intercept, weights: *weights };
-    crate::recall::evidence::acceptance(&a, f)
+    let m = AcceptorModel { accept_min: 0.0, intercept, weights: *weights };
+    crate::recall::evidence::acceptance(&m, f)
 }
 
-/// Held-out acceptances: each group's candidates scored by a fit on every
-/// other group (leave one group out). Indexed like `records` and their candidates.
-pub fn cross_validate(records: &[ProbeRecord]) -> Vec<Vec<f64>> {
-    let groups: Vec<(&str, &str)> = {
-        let mut g: Vec<(&str, &str)> = records.iter().map(|r| (r.source.as_str(), r.group.as_str())).collect();
-        g.sort();
-        g.dedup();
-        g
-    };
-    let mut out: Vec<Vec<f64>> = records.iter().map(|r| vec![f64::NAN; r.candidates.len()]).collect();
-    for g in groups {
-        let train: Vec<&ProbeRecord> = records.iter().filter(|r| (r.source.as_str(), r.group.as_str()) != g).collect();
-        let (w, b) = fit(&train);
-        for (i, r) in records.iter().enumerate() {
-            if (r.source.as_str(), r.group.as_str()) == g {
-                for (j, c) in r.candidates.iter().enumerate() {
-                    out[i][j] = predict(&w, b, &c.features);
+/// Held-out acceptances: each probe scored by a fit on the other groups
+/// (leave one group out) of its own route. Indexed like `records` (NaN for
+/// a probe without candidates).
+pub fn cross_validate(records: &[ProbeRecord], floor: f64) -> Vec<f64> {
+    fn key(r: &ProbeRecord) -> (&str, &str) {
+        (r.source.as_str(), r.group.as_str())
+    }
+    let mut out = vec![f64::NAN; records.len()];
+    for route in Route::ALL {
+        let mut groups: Vec<(&str, &str)> =
+            records.iter().filter(|r| Route::of(r) == route).map(|r| (r.source.as_str(), r.group.as_str())).collect();
+        groups.sort();
+        groups.dedup();
+        for g in groups {
+            let train: Vec<&ProbeRecord> = records.iter().filter(|r| Route::of(r) == route && key(r) != g).collect();
+            if train.is_empty() {
+                continue;
+            }
+            let (w, b) = fit(&train, floor);
+            for (i, r) in records.iter().enumerate() {
+                if Route::of(r) == route && key(r) == g {
+                    if let Some(c) = r.candidates.first() {
+                        out[i] = predict(&w, b, &c.features);
+                    }
                 }
             }
         }
@@ -311,93 +483,110 @@ pub fn write(path: &std::path::Path, records: &[ProbeRecord]) -> Result<()> {
     Ok(())
 }
 
-/// The operating point `mem` runs at (`None` when its acceptor is off).
-pub fn accept_min(mem: &crate::Memory) -> Option<f64> {
+/// The operating points `mem` runs at (`None` when its acceptor is off).
+pub fn operating(mem: &crate::Memory) -> Option<Operating> {
     let recall = &mem.runtime().tunables().recall;
-    recall.acceptor.enabled.then_some(recall.acceptor.accept_min)
+    recall.acceptor.enabled.then(|| Operating::of(&recall.acceptor))
 }
 
 /// What every eval does with its probe records: writes them to
-/// `inject_records` when given, prints the risk–coverage table under
-/// `title` with the run's operating point marked, and returns the rows and
-/// that point (`None` when the acceptor is off).
+/// `inject_records` when given, prints the risk–coverage tables under
+/// `title` with the run's operating points marked, and returns them
+/// (`None` when the acceptor is off).
 ///
 /// # Errors
 /// I/O errors writing the records.
 pub fn report(
-    accept_min: Option<f64>,
+    operating: Option<Operating>,
     records: &[ProbeRecord],
     inject_records: Option<&std::path::Path>,
     title: &str,
-) -> Result<(Vec<Row>, Option<f64>)> {
+) -> Result<Option<Tables>> {
     if let Some(path) = inject_records {
         write(path, records)?;
         eprintln!("wrote {} probe records to {}", records.len(), path.display());
     }
-    let rows = table_as_run(records, accept_min);
-    print(title, &rows, accept_min);
-    Ok((rows, accept_min))
+    let Some(op) = operating else {
+        println!("\n{title}\n(the acceptor is off: inject cuts at recall.min_score)");
+        return Ok(None);
+    };
+    let t = tables(records, op);
+    print_tables(title, &t);
+    Ok(Some(t))
 }
 
-/// `strata eval calibrate --inject FILES`: the held-out risk–coverage table
-/// of each source and of all ([`cross_validate`]), beside the table of the
-/// acceptance the records were run with; the operating point [`choose`]
-/// picks on the held-out table of all sources; the weights fitted on every
-/// record, as the TOML of `[recall.acceptor]`.
+/// `strata eval calibrate --inject FILES`: per route ([`Route`]), the
+/// table as run, the fused score alone as the acceptance, and the held-out
+/// table ([`cross_validate`]) of each source and of all; the operating
+/// point [`choose`] picks on the held-out table of all sources; the model
+/// fitted on all of the route's probes, as the TOML of `[recall.acceptor]`.
 ///
 /// # Errors
 /// [`Error::InvalidInput`] when the files hold no candidate; read errors.
 pub fn calibrate(config: &crate::config::Config, paths: &[std::path::PathBuf], max_wrong: f64, max_unanswerable: f64) -> Result<()> {
     let records = read(paths)?;
-    let candidates: usize = records.iter().map(|r| r.candidates.len()).sum();
-    if candidates == 0 {
+    if records.iter().all(|r| r.candidates.is_empty()) {
         return Err(Error::InvalidInput("the --inject files hold no judged candidate (was recall.acceptor.enabled on?)".into()));
     }
-    let held = cross_validate(&records);
-    let mut sources: Vec<&str> = records.iter().map(|r| r.source.as_str()).collect();
-    sources.sort();
-    sources.dedup();
-    let shipped = config.recall.acceptor.accept_min;
-    for src in &sources {
-        let idx: Vec<usize> = (0..records.len()).filter(|i| records[*i].source == *src).collect();
+    let a = &config.recall.acceptor;
+    let op = Operating::of(a);
+    let floor = op.companion_min_score;
+    let held = cross_validate(&records, floor);
+    let mut toml = format!("[recall.acceptor]\nenabled = true\ncompanion_min_score = {floor}\n");
+    let mut foreign_toml = String::from("[recall.acceptor.foreign]\n");
+    for route in Route::ALL {
+        let idx: Vec<usize> = (0..records.len()).filter(|i| Route::of(&records[*i]) == route).collect();
+        let shipped = op.at(route);
+        let out = if route == Route::English { &mut toml } else { &mut foreign_toml };
+        if idx.is_empty() {
+            let m = a.model(route == Route::Foreign);
+            out.push_str(&format!("# no {} probe: left as configured\naccept_min = {}\nintercept = {}\n", route.name(), m.accept_min, m.intercept));
+            out.push_str(&weights_toml(&m.weights));
+            continue;
+        }
         let sub: Vec<ProbeRecord> = idx.iter().map(|i| records[*i].clone()).collect();
-        let groups: std::collections::BTreeSet<&str> = sub.iter().map(|r| r.group.as_str()).collect();
-        print(&format!("{src}: as run (the acceptor of the run, {} probes, groups {:?})", sub.len(), groups), &table_as_run(&sub, Some(shipped)), Some(shipped));
-        print(
-            &format!("{src}: held out (each group scored by a fit on the others)"),
-            &table(&sub, None, |i, j| held[idx[i]][j]),
-            None,
-        );
-    }
-    let min_score = config.recall.min_score;
-    print(
-        &format!("all sources: the fused score alone as the acceptance (recall.min_score = {min_score} marked: inject without the acceptor)"),
-        &table(&records, Some(min_score), |i, j| records[i].candidates[j].features.score),
-        Some(min_score),
-    );
-    let all = table(&records, None, |i, j| held[i][j]);
-    print("all sources: held out", &all, None);
-    let refs: Vec<&ProbeRecord> = records.iter().collect();
-    let (w, b) = fit(&refs);
-    println!("\n# {} probes, {candidates} candidates; every source weighs the same", records.len());
-    let chosen = match choose(&all, max_wrong, max_unanswerable) {
-        Some(t) => {
-            println!("# operating point: the held-out hit is highest at wrong <= {max_wrong} and unanswerable <= {max_unanswerable}");
-            Some(t)
+        let name = route.name();
+        let mut sources: Vec<&str> = sub.iter().map(|r| r.source.as_str()).collect();
+        sources.sort();
+        sources.dedup();
+        for src in &sources {
+            let part: Vec<usize> = (0..sub.len()).filter(|i| sub[*i].source == *src).collect();
+            let rs: Vec<ProbeRecord> = part.iter().map(|i| sub[*i].clone()).collect();
+            let groups: std::collections::BTreeSet<&str> = rs.iter().map(|r| r.group.as_str()).collect();
+            print(&format!("{name} model, {src}: as run ({} probes, groups {groups:?})", rs.len()), &table(&rs, Some(shipped), floor, |i| as_computed(&rs[i])), Some(shipped));
+            print(&format!("{name} model, {src}: the fused score alone as the acceptance"), &table(&rs, None, floor, |i| rs[i].candidates.first().map_or(f64::NAN, |c| c.features.score)), None);
+            print(&format!("{name} model, {src}: held out (each group scored by a fit on the others)"), &table(&rs, None, floor, |i| held[idx[part[i]]]), None);
         }
-        None => {
-            let t = choose(&all, max_wrong, 1.0);
-            match t {
-                Some(_) => println!("# no operating point keeps unanswerable <= {max_unanswerable}: the highest held-out hit at wrong <= {max_wrong} alone"),
-                None => println!("# no operating point keeps wrong <= {max_wrong}: accept_min left at {shipped}"),
+        let all = table(&sub, None, floor, |i| held[idx[i]]);
+        print(&format!("{name} model, all sources: held out"), &all, None);
+        let (w, b) = fit(&sub.iter().collect::<Vec<_>>(), floor);
+        println!("\n# {name}: {} probes, each weighing the same", sub.len());
+        let chosen = match choose(&all, max_wrong, max_unanswerable) {
+            Some(t) => {
+                println!("# {name} operating point: the held-out hit is highest at wrong <= {max_wrong} and unanswerable <= {max_unanswerable}");
+                t
             }
-            t
-        }
-    };
-    println!("[recall.acceptor]\nenabled = true\naccept_min = {:.2}\nintercept = {b:.4}", chosen.unwrap_or(shipped));
-    let weights: Vec<String> = AcceptorFeatures::NAMES.iter().zip(w.values()).map(|(n, v)| format!("{n} = {v:.4}")).collect();
-    println!("weights = {{ {} }}", weights.join(", "));
+            None => match choose(&all, max_wrong, 1.0) {
+                Some(t) => {
+                    println!("# {name}: no operating point keeps unanswerable <= {max_unanswerable}: the highest held-out hit at wrong <= {max_wrong} alone");
+                    t
+                }
+                None => {
+                    println!("# {name}: no operating point keeps wrong <= {max_wrong}: accept_min left at {shipped}");
+                    shipped
+                }
+            },
+        };
+        out.push_str(&format!("accept_min = {chosen:.2}\nintercept = {b:.4}\n"));
+        out.push_str(&weights_toml(&w));
+    }
+    println!("\n{toml}\n{foreign_toml}");
     Ok(())
+}
+
+fn weights_toml(w: &AcceptorFeatures) -> String {
+    let weights: Vec<String> = AcceptorFeatures::NAMES.iter().zip(w.values()).map(|(n, v)| format!("{n} = {v:.4}")).collect();
+    format!("weights = {{ {} }}\n", weights.join(", "))
 }
 
 #[cfg(test)]
@@ -413,48 +602,74 @@ mod tests {
     }
 
     #[test]
-    fn a_row_counts_hit_wrong_empty_unanswerable_and_premise_at_its_threshold() {
+    fn a_row_decides_on_the_best_candidate_and_lets_companions_in_by_score() {
         let records = vec![
+            // accepted; its companion scores 0.6: both go in
             rec("a", ProbeKind::Answerable, vec![judged(true, 0.9, 0.9), judged(false, 0.6, 0.6)]),
+            // accepted best is wrong, the gold second scores 0.4: in above a 0.3 floor only
             rec("a", ProbeKind::Answerable, vec![judged(false, 0.7, 0.7), judged(true, 0.4, 0.4)]),
             rec("b", ProbeKind::Answerable, vec![judged(false, 0.2, 0.2)]),
             rec("b", ProbeKind::Unanswerable, vec![judged(false, 0.55, 0.55)]),
+            // a premise question whose evidence ranks second, at 0.3
             rec("b", ProbeKind::Premise, vec![judged(false, 0.8, 0.8), judged(true, 0.3, 0.3)]),
+            rec("b", ProbeKind::Answerable, vec![]),
         ];
-        let r = row_at(&records, 0.5, &|i, j| records[i].candidates[j].acceptance);
-        assert_eq!(r.answerable, 3);
-        assert!((r.hit - 1.0 / 3.0).abs() < 1e-9 && (r.wrong - 1.0 / 3.0).abs() < 1e-9 && (r.empty - 1.0 / 3.0).abs() < 1e-9);
+        let p = |i: usize| records[i].candidates.first().map_or(f64::NAN, |c| c.acceptance);
+        let r = row_at(&records, 0.5, 0.5, &p);
+        assert_eq!(r.answerable, 4);
+        assert_eq!((r.hit, r.wrong, r.empty), (0.25, 0.25, 0.5));
         assert_eq!((r.unanswerable, r.unanswerable_injected), (1, 1.0));
         assert_eq!((r.premise, r.premise_evidence, r.premise_other), (1, 0.0, 1.0));
-        let r = row_at(&records, 0.35, &|i, j| records[i].candidates[j].acceptance);
-        assert!((r.hit - 2.0 / 3.0).abs() < 1e-9, "the second question's gold now goes in beside the wrong one");
-        let rows = table_as_run(&records, Some(0.55));
+        let r = row_at(&records, 0.5, 0.3, &p);
+        assert_eq!((r.hit, r.wrong), (0.5, 0.0), "the second question's gold goes in beside the wrong best one");
+        assert_eq!((r.premise_evidence, r.premise_other), (1.0, 0.0));
+        let r = row_at(&records, 0.1, 0.3, &p);
+        assert_eq!((r.hit, r.wrong, r.empty), (0.5, 0.25, 0.25), "the third question's wrong best one goes in");
+        let rows = table(&records, Some(0.55), 0.3, p);
         assert!(rows.iter().any(|r| (r.threshold - 0.55).abs() < 1e-9) && rows.len() == THRESHOLDS.len() + 1);
-        // from 0.4 up nothing is wrong (the second question's gold goes in beside its wrong one);
-        // 0.4 hits most
-        assert_eq!(choose(&rows, 0.0, 1.0), Some(0.4));
-        // nothing injected for the unanswerable and premise questions: above 0.8, where 0.85
-        // and 0.9 hit as often (the stricter wins)
-        assert_eq!(choose(&rows, 0.0, 0.0), Some(0.9));
+        // from 0.3 up nothing is wrong, and 0.3 to 0.7 hit as often: the stricter wins the tie
+        assert_eq!(choose(&rows, 0.0, 1.0), Some(0.7));
+        // with a wrong answer allowed, 0.1 and 0.2 hit no more
+        assert_eq!(choose(&rows, 0.25, 1.0), Some(0.7));
+        assert_eq!(choose(&rows, 0.0, 0.0).map(|t| t > 0.55), Some(true));
+        assert_eq!(choose(&rows, 0.0, 0.0), Some(0.7), "nothing injected for the unanswerable question above 0.55");
+    }
+
+    #[test]
+    fn tables_split_the_routes_and_run_each_at_its_own_operating_point() {
+        let mut foreign = rec("f", ProbeKind::Answerable, vec![judged(true, 0.6, 0.6)]);
+        foreign.candidates[0].features.foreign = 1.0;
+        let mut cross = rec("f", ProbeKind::Unanswerable, vec![judged(false, 0.6, 0.6)]);
+        cross.candidates[0].features.cross = 1.0;
+        let english = rec("e", ProbeKind::Answerable, vec![judged(true, 0.6, 0.6)]);
+        assert_eq!((Route::of(&foreign), Route::of(&cross), Route::of(&english)), (Route::Foreign, Route::Foreign, Route::English));
+        let records = vec![foreign, cross, english];
+        let t = tables(&records, Operating { english: 0.5, foreign: 0.7, companion_min_score: 0.3 });
+        // the foreign probes stay out at 0.7, the English one goes in at 0.5
+        assert_eq!((t.as_run.hit, t.as_run.empty, t.as_run.unanswerable_injected), (0.5, 0.5, 0.0));
+        assert_eq!(t.routes.iter().map(|(r, n, _)| (*r, *n)).collect::<Vec<_>>(), vec![(Route::English, 1), (Route::Foreign, 2)]);
+        let v = json(&t);
+        assert_eq!(v["routes"]["foreign"]["probes"], 2);
+        assert!(markdown(&t).contains("foreign model (2 probes)"));
     }
 
     #[test]
     fn the_cross_validated_fit_separates_a_separable_set_it_never_saw() {
-        // gold candidates have a high score and coverage in every group
+        // answerable probes have a high score and coverage, unanswerable ones low, in every group
         let mut records = Vec::new();
         for g in ["a", "b", "c", "d"] {
             for i in 0..30 {
                 let x = (i as f64) / 30.0;
-                records.push(rec(g, ProbeKind::Answerable, vec![judged(true, 0.0, 0.6 + 0.4 * x), judged(false, 0.0, 0.5 * x)]));
+                records.push(rec(g, ProbeKind::Answerable, vec![judged(true, 0.0, 0.6 + 0.4 * x), judged(false, 0.0, 0.1)]));
+                records.push(rec(g, ProbeKind::Unanswerable, vec![judged(false, 0.0, 0.5 * x)]));
             }
         }
-        let held = cross_validate(&records);
-        for (r, ps) in records.iter().zip(&held) {
-            for (c, p) in r.candidates.iter().zip(ps) {
-                assert_eq!(c.gold, *p >= 0.5, "{c:?} {p}");
-            }
+        let held = cross_validate(&records, 0.3);
+        for (r, p) in records.iter().zip(&held) {
+            assert_eq!(r.kind == ProbeKind::Answerable, *p >= 0.5, "{r:?} {p}");
         }
-        let (w, _) = fit(&records.iter().collect::<Vec<_>>());
-        assert!(w.score > 0.0 && w.coverage > 0.0);
+        let (w, _) = fit(&records.iter().collect::<Vec<_>>(), 0.3);
+        assert!(w.coverage > 0.0);
+        assert_eq!((w.score, w.rank, w.own, w.foreign), (0.0, 0.0, 0.0, 0.0), "only the FITTED features get a weight");
     }
 }

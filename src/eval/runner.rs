@@ -340,7 +340,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     let (mut asked, mut skipped_no_evidence, mut skipped_blank) = (0usize, 0usize, 0usize);
     let (mut inject_fresh, mut inject_switch) = (super::inject::Tally::default(), super::inject::Tally::default());
     let mut records: Vec<super::risk::ProbeRecord> = Vec::new();
-    let accept_min = super::risk::accept_min(&mem);
+    let operating = super::risk::operating(&mem);
     let started = Instant::now();
     for conv in &convs {
         let t0 = Instant::now();
@@ -544,8 +544,8 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         "L0 inject, each question asked as a new turn (fresh; after the conversation's previous question):",
         &variants,
     );
-    let (risk_rows, accept_min) = super::risk::report(
-        accept_min,
+    let risk = super::risk::report(
+        operating,
         &records,
         args.inject_records.as_deref(),
         "L0 risk and coverage by operating point (fresh turns; unanswerable: the next conversation's questions; premise: category 5):",
@@ -654,7 +654,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         let (header, rows) = super::inject::table(&variants);
         body.push_str(&md_table(&header, &rows));
         body.push_str("\n## L0 risk and coverage by operating point\n\nFresh turns; unanswerable: the next conversation's questions asked in each scope; premise: category 5 (docs/evaluation.md, \"Risk and coverage\").\n\n");
-        body.push_str(&super::risk::markdown(&risk_rows, accept_min));
+        body.push_str(&risk.as_ref().map_or_else(|| "The acceptor is off: inject cuts at `recall.min_score`.\n".to_string(), super::risk::markdown));
         let inject_line = if latencies.is_empty() {
             "not measured (`--no-inject`)".to_string()
         } else {
@@ -689,7 +689,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         root.insert("skipped_no_evidence".into(), json!(skipped_no_evidence));
         root.insert("skipped_blank_turns".into(), json!(skipped_blank));
         root.insert("inject".into(), json!({"fresh": inject_fresh.json(), "after_previous": inject_switch.json()}));
-        root.insert("risk_coverage".into(), json!({"accept_min": accept_min, "rows": super::risk::json(&risk_rows)}));
+        root.insert("risk_coverage".into(), json!(risk.as_ref().map(super::risk::json)));
         for s in &systems {
             let mut by_cat = serde_json::Map::new();
             for c in cats {

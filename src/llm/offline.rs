@@ -732,9 +732,7 @@ fn features(
     let short = effective_words < SHORT_WORDS;
     let starts_with_ack = lower.first().is_some_and(|w| lex.is_ack(w));
     let no_content = content_count == 0;
-    let question = text
-        .trim_end_matches(['"', '\'', ')'])
-        .ends_with(['?', '？']);
+    let question = crate::text::is_question(text);
     if short {
         adjust -= 1.0;
     }
@@ -1008,7 +1006,7 @@ pub fn extract_session(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Extracti
     // (what the session is about is what its user said); then any statement,
     // then any line
     let long_enough = |idx: usize| grapheme_len(sentences[idx].text) >= crate::recall::abstracts::MIN_CHARS;
-    let statement = |idx: usize| !sentences[idx].text.trim_end().ends_with(['?', '？', '؟']);
+    let statement = |idx: usize| !crate::text::is_question(sentences[idx].text);
     let by_user = |idx: usize| !turns[sentences[idx].turn].speaker.eq_ignore_ascii_case(ASSISTANT_LABEL);
     let rank = |idx: usize| u8::from(statement(idx)) * 2 + u8::from(statement(idx) && by_user(idx));
     let best_rank = lines.iter().filter(|(idx, _)| long_enough(*idx)).map(|(idx, _)| rank(*idx)).max();

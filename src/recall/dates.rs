@@ -78,6 +78,41 @@ fn year_token(y: i32) -> String {
     format!("year{y}")
 }
 
+/// The relative dates of an English `text` said at `at`, resolved as
+/// [`resolve_relative`] does and written for a reader: "7 May 2023", a range
+/// "4 May 2023 – 6 May 2023", a month "April 2023", a year "2022"; `None`
+/// when the text names none. An evidence snippet carries it, so "I went
+/// there yesterday" in a session of 8 May 2023 reaches the model as the 7th.
+pub fn resolved_for_reader(text: &str, at: DateTime<Utc>) -> Option<String> {
+    let tokens = resolve_relative(text, at);
+    let parse = |prefix: &str, fmt: &str| -> Vec<NaiveDate> {
+        tokens
+            .split_whitespace()
+            .filter_map(|t| t.strip_prefix(prefix))
+            .filter_map(|d| NaiveDate::parse_from_str(&format!("{d}{fmt}"), "%Y%m%d").ok())
+            .collect()
+    };
+    let range = |v: &[NaiveDate], f: &str| -> Option<String> {
+        let (first, last) = (v.iter().min()?, v.iter().max()?);
+        let (a, b) = (first.format(f).to_string(), last.format(f).to_string());
+        Some(if a == b { a } else { format!("{a} – {b}") })
+    };
+    let days = parse("day", "");
+    if !days.is_empty() {
+        return range(&days, "%-d %B %Y");
+    }
+    let months = parse("month", "01");
+    if !months.is_empty() {
+        return range(&months, "%B %Y");
+    }
+    let years: Vec<NaiveDate> = tokens
+        .split_whitespace()
+        .filter_map(|t| t.strip_prefix("year")?.parse::<i32>().ok())
+        .filter_map(|y| NaiveDate::from_ymd_opt(y, 1, 1))
+        .collect();
+    range(&years, "%Y")
+}
+
 /// Most date tokens one query resolves to.
 pub const MAX_RESOLVED: usize = 16;
 
@@ -437,5 +472,16 @@ mod tests {
                 .count()
                 <= MAX_RESOLVED
         );
+    }
+
+    #[test]
+    fn relative_dates_are_written_for_a_reader() {
+        let at = Utc.with_ymd_and_hms(2023, 5, 8, 13, 56, 0).unwrap();
+        assert_eq!(resolved_for_reader("I went to a support group yesterday.", at).as_deref(), Some("7 May 2023"));
+        assert_eq!(resolved_for_reader("We moved last month", at).as_deref(), Some("April 2023"));
+        assert_eq!(resolved_for_reader("I painted that last year", at).as_deref(), Some("2022"));
+        let r = resolved_for_reader("I ran a race three days ago", at).unwrap();
+        assert!(r.contains(" – ") && r.ends_with("May 2023"), "{r}");
+        assert_eq!(resolved_for_reader("I love painting", at), None);
     }
 }

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::OnceLock;
 
-use crate::config::AcceptorConfig;
+use crate::config::AcceptorModel;
 pub use super::snippet::Turn;
 use crate::store::analyzer::{analyze, is_unspaced_script, STOP_WORDS};
 use crate::text::split_sentences;
@@ -348,9 +348,10 @@ pub fn is_foreign(l: super::language::Language) -> bool {
     }
 }
 
-/// The acceptor's probability that a candidate with `f` is a right memory:
-/// `σ(intercept + Σ weight × feature)`.
-pub fn acceptance(a: &AcceptorConfig, f: &Features) -> f64 {
+/// The acceptor's probability that memory has the answer when the best
+/// candidate has features `f`: `σ(intercept + Σ weight × feature)` under the
+/// model `a` ([`crate::config::AcceptorConfig::model`]).
+pub fn acceptance(a: &AcceptorModel, f: &Features) -> f64 {
     let z = a.intercept + a.weights.values().iter().zip(f.values()).map(|(w, x)| w * x).sum::<f64>();
     1.0 / (1.0 + (-z).exp())
 }
@@ -361,7 +362,7 @@ mod tests {
     use crate::model::Role;
 
     fn turn(text: &str) -> Turn<'_> {
-        Turn { role: Role::User, name: None, text }
+        Turn { role: Role::User, name: None, text, at: None }
     }
 
     #[test]

@@ -20,8 +20,15 @@
 //! - the best sentence wins (the earlier one on a tie); a sentence with no
 //!   term of the message itself is never chosen, nor one the abstract
 //!   already holds;
+//! - a question is no answer: when the best sentence asks something
+//!   ([`crate::text::is_question`]) and the next turn is another speaker's,
+//!   that reply's statement holding the most of the message's terms (its
+//!   first statement when none does) is shown instead;
 //! - it is clipped to [`SNIPPET_CHARS`] graphemes around its first matching
-//!   term, with "..." where text was cut.
+//!   term, with "..." where text was cut;
+//! - a relative date in it ("yesterday", "last Friday", "two weeks ago") is
+//!   resolved against the time its turn was said and appended for the reader,
+//!   " [7 May 2023]" ([`crate::recall::dates::resolved_for_reader`]; English).
 
 use std::collections::{HashMap, HashSet};
 
@@ -52,6 +59,8 @@ pub struct Turn<'a> {
     pub name: Option<&'a str>,
     /// The turn's text.
     pub text: &'a str,
+    /// When it was said (relative dates in it resolve against this).
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The chosen snippet: `speaker: sentence`, clipped (see the module docs).
@@ -59,7 +68,8 @@ pub struct Turn<'a> {
 pub struct Snippet {
     /// The speaker as shown: the display name, else "user" or "assistant".
     pub speaker: String,
-    /// The sentence, at most [`SNIPPET_CHARS`] graphemes.
+    /// The sentence, at most [`SNIPPET_CHARS`] graphemes, and the date a
+    /// relative date in it resolves to, " [7 May 2023]", when it has one.
     pub text: String,
     /// Its score (Σ weight × IDF of the matched terms).
     pub score: f64,
@@ -114,17 +124,34 @@ pub fn best_snippet(turns: &[Turn<'_>], message: &str, context: &str, abstract_:
             best = Some((score, *turn, sentence));
         }
     }
-    let (score, turn, sentence) = best?;
+    let (score, mut turn, mut sentence) = best?;
+    // a question is no answer: its reply is
+    if crate::text::is_question(sentence) {
+        if let Some(next) = turns.get(turn + 1).filter(|n| n.role != turns[turn].role || n.name != turns[turn].name) {
+            let mine = |s: &str| -> f64 { analyze(s).into_iter().filter(|t| own.contains(t)).map(|t| idf(&t)).sum() };
+            let reply = split_sentences(next.text)
+                .into_iter()
+                .filter(|s| !crate::text::is_question(s))
+                .fold(None, |b: Option<(f64, &str)>, s| {
+                    let m = mine(s);
+                    if b.is_none_or(|(x, _)| m > x) { Some((m, s)) } else { b }
+                });
+            if let Some((_, s)) = reply {
+                turn += 1;
+                sentence = s;
+            }
+        }
+    }
     let t = &turns[turn];
     let speaker = match t.name.map(str::trim).filter(|n| !n.is_empty()) {
         Some(n) => crate::text::clip_head(n, 40).to_string(),
         None => t.role.as_str().to_string(),
     };
-    Some(Snippet {
-        speaker,
-        text: clip_around(sentence, &own),
-        score,
-    })
+    let mut text = clip_around(sentence, &own);
+    if let Some(d) = t.at.and_then(|at| crate::recall::dates::resolved_for_reader(sentence, at)) {
+        text.push_str(&format!(" [{d}]"));
+    }
+    Some(Snippet { speaker, text, score })
 }
 
 /// `sentence` clipped to [`SNIPPET_CHARS`] graphemes: whole when it fits,
@@ -162,10 +189,10 @@ mod tests {
     use super::*;
 
     fn user(text: &str) -> Turn<'_> {
-        Turn { role: Role::User, name: None, text }
+        Turn { role: Role::User, name: None, text, at: None }
     }
     fn bot(text: &str) -> Turn<'_> {
-        Turn { role: Role::Assistant, name: None, text }
+        Turn { role: Role::Assistant, name: None, text, at: None }
     }
 
     #[test]
@@ -204,7 +231,7 @@ mod tests {
         let s = best_snippet(&turns, "when is the Kyoto ryokan trip?", "", "").unwrap();
         assert_eq!(s.text, "We booked the Kyoto ryokan for May 3.");
         // the speaker's display name is shown when recorded
-        let named = [Turn { role: Role::User, name: Some("Caroline"), text: "I went to the LGBTQ support group on Sunday." }];
+        let named = [Turn { role: Role::User, name: Some("Caroline"), text: "I went to the LGBTQ support group on Sunday.", at: None }];
         assert_eq!(best_snippet(&named, "When did Caroline go to the support group?", "", "").unwrap().render(), "Caroline: I went to the LGBTQ support group on Sunday.");
     }
 
@@ -227,5 +254,22 @@ mod tests {
         let s = best_snippet(&t, "what is the deadline?", "", "").unwrap();
         assert!(grapheme_len(&s.text) <= SNIPPET_CHARS, "{}", grapheme_len(&s.text));
         assert!(s.text.starts_with("...") && s.text.ends_with("...") && s.text.contains("deadline is April 17"), "{}", s.text);
+    }
+
+    #[test]
+    fn a_question_gives_way_to_its_reply_and_relative_dates_are_resolved() {
+        let at = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 3, 19, 18, 40, 0).unwrap();
+        let turns = [
+            Turn { at: Some(at), ..user("Remind me, what was the production cutover deadline Dana set for Project Atlas?") },
+            Turn { at: Some(at), ..bot("Sure. Dana set April 17 for the first production cutover.") },
+        ];
+        let s = best_snippet(&turns, "When is the Atlas production cutover deadline?", "", "").unwrap();
+        assert_eq!((s.speaker.as_str(), s.text.as_str()), ("assistant", "Dana set April 17 for the first production cutover."));
+        // a question with no reply stays
+        let s = best_snippet(&turns[..1], "When is the Atlas production cutover deadline?", "", "").unwrap();
+        assert!(s.text.ends_with('?'), "{s:?}");
+        let turns = [Turn { at: Some(at), ..user("I went to the support group yesterday and it was great.") }];
+        let s = best_snippet(&turns, "When did I go to the support group?", "", "").unwrap();
+        assert!(s.text.ends_with(" [18 March 2026]"), "{s:?}");
     }
 }

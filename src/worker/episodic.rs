@@ -29,18 +29,40 @@ use futures::StreamExt;
 
 /// Renders the user turns of a session (`users = true`), or all the others
 /// (assistant and system turns), as `speaker: text` lines of the raw transcript.
-fn role_transcript(messages: &[Message], users: bool) -> String {
-    let mut s = String::new();
-    for m in messages
-        .iter()
-        .filter(|m| (m.message.role == Role::User) == users)
-    {
-        s.push_str(m.message.speaker());
-        s.push_str(": ");
-        s.push_str(&m.message.content);
-        s.push('\n');
+/// The user and the other turns of a session as `speaker: text` lines, for
+/// the keyword index's two transcript fields. With `questions_apart`, the
+/// sentences of a user turn that ask something ([`crate::text::is_question`])
+/// go with the other turns: a question states nothing about its asker, so
+/// "what was the incident number?" asked in a later session must not
+/// outweigh the session where the incident was told
+/// (`recall.user_questions_as_assistant_text`).
+fn role_transcripts(messages: &[Message], questions_apart: bool) -> (String, String) {
+    let (mut user, mut other) = (String::new(), String::new());
+    let line = |to: &mut String, speaker: &str, text: &str| {
+        to.push_str(speaker);
+        to.push_str(": ");
+        to.push_str(text);
+        to.push('\n');
+    };
+    for m in messages {
+        let speaker = m.message.speaker();
+        let text = &m.message.content;
+        if m.message.role != Role::User {
+            line(&mut other, speaker, text);
+        } else if !questions_apart {
+            line(&mut user, speaker, text);
+        } else {
+            let (asks, states): (Vec<&str>, Vec<&str>) =
+                crate::text::split_sentences(text).into_iter().partition(|s| crate::text::is_question(s));
+            if !states.is_empty() {
+                line(&mut user, speaker, &states.join(" "));
+            }
+            if !asks.is_empty() {
+                line(&mut other, speaker, &asks.join(" "));
+            }
+        }
     }
-    s
+    (user, other)
 }
 
 /// What the indexes take from a session's raw messages, beside its episode.
@@ -66,11 +88,9 @@ impl SessionTexts {
     }
 
     fn of(shared: &Runtime, messages: &[Message]) -> Self {
-        Self {
-            user_text: role_transcript(messages, true),
-            assistant_text: role_transcript(messages, false),
-            turns: turn_units(shared, messages),
-        }
+        let (user_text, assistant_text) =
+            role_transcripts(messages, shared.tunables().recall.user_questions_as_assistant_text);
+        Self { user_text, assistant_text, turns: turn_units(shared, messages) }
     }
 }
 
@@ -399,4 +419,25 @@ fn turn_units(shared: &Runtime, messages: &[Message]) -> Vec<String> {
         })
         .map(|m| format!("{}: {}", m.message.speaker(), m.message.content))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{MessageId, NewMessage, SessionId};
+
+    #[test]
+    fn a_users_questions_are_indexed_with_the_assistant_turns() {
+        let at = Utc::now();
+        let m = |seq: i64, message: NewMessage| Message { id: MessageId(seq), session_id: SessionId::new("s").unwrap(), seq, message };
+        let mut mina = NewMessage::user("Big news: I moved to Portland. What was the incident number again?", at);
+        mina.name = Some("Mina".into());
+        let messages = [m(0, mina), m(1, NewMessage { role: Role::Assistant, ..NewMessage::user("It was INC-2026-117.", at) })];
+        let (user, other) = role_transcripts(&messages, true);
+        assert_eq!(user, "Mina: Big news: I moved to Portland.\n");
+        assert_eq!(other, "Mina: What was the incident number again?\nassistant: It was INC-2026-117.\n");
+        let (user, other) = role_transcripts(&messages, false);
+        assert_eq!(user, "Mina: Big news: I moved to Portland. What was the incident number again?\n");
+        assert_eq!(other, "assistant: It was INC-2026-117.\n");
+    }
 }
