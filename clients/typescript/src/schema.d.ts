@@ -512,9 +512,10 @@ export interface components {
         Candidate: {
             /**
              * Format: double
-             * @description Inject with the acceptor on: the probability that it is a right
-             *     memory, compared with `recall.acceptor.accept_min` (only for the
-             *     candidates the acceptor judged).
+             * @description Inject with the acceptor on: the acceptor's probability that memory
+             *     has the answer were this candidate the best one, under the model that
+             *     judged the message; the best candidate's decides (compared with that
+             *     model's `accept_min`), the others' are shown for comparison.
              */
             acceptance?: number | null;
             /**
