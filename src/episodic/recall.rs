@@ -196,19 +196,6 @@ impl Episodic {
         // `entries`; None where not read)
         let mut read: Vec<Option<Vec<crate::model::Message>>> = vec![None; entries.len()];
         if accepting {
-            // the decision weighs the best candidate's session evidence only:
-            // its session is read when a weight uses it; explain reads every
-            // judged one, to show their features
-            let upto = if opts.explain {
-                entries.len()
-            } else if cfg.acceptor.reads_sessions() {
-                entries.len().min(1)
-            } else {
-                0
-            };
-            for (slot, messages) in read.iter_mut().zip(self.sessions_of(scope, &entries[..upto]).await?) {
-                *slot = Some(messages);
-            }
             let cal = Calibrations::episodes(cfg);
             let by_id: HashMap<&EpisodeId, &FusedHit> = kept.iter().map(|h| (&h.episode_id, h)).collect();
             let scores: Vec<Scores> = entries
@@ -224,16 +211,34 @@ impl Episodic {
                     }
                 })
                 .collect();
+            let foreign = evidence::is_foreign(asked);
+            let model = cfg.acceptor.model(foreign || scores.first().is_some_and(|s| s.cross_lingual.is_some()));
+            // the decision weighs the best candidate's session evidence only:
+            // its session is read when a weight uses it and the evidence can
+            // still change the outcome (the scores alone do not already put
+            // every possible evidence on one side of accept_min); explain
+            // reads every judged one, to show their features
+            let upto = if opts.explain {
+                entries.len()
+            } else if cfg.acceptor.reads_sessions() && !scores.is_empty() {
+                let blind = evidence::features(&scores[..1], &[SessionEvidence::default()], foreign);
+                let (lo, hi) = evidence::acceptance_bounds(&model, &blind[0]);
+                usize::from(lo < model.accept_min && hi >= model.accept_min)
+            } else {
+                0
+            };
+            for (slot, messages) in read.iter_mut().zip(self.sessions_of(scope, &entries[..upto]).await?) {
+                *slot = Some(messages);
+            }
             let question = Question::new(user_message);
             let found: Vec<SessionEvidence> = read
                 .iter()
                 .map(|m| m.as_ref().map_or_else(SessionEvidence::default, |m| session_evidence(&question, &turns(m))))
                 .collect();
-            let foreign = evidence::is_foreign(asked);
             let features = evidence::features(&scores, &found, foreign);
-            // one decision per message, on the best candidate; the rest join
-            // an accepted one by their score
-            let model = cfg.acceptor.model(foreign || scores.first().is_some_and(|s| s.cross_lingual.is_some()));
+            // one decision per message, on the best candidate (unread, its
+            // evidence counts as none: within the bounds, on the decided side);
+            // the rest join an accepted one by their score
             let accepted: Vec<(f64, Features)> =
                 features.into_iter().map(|f| (evidence::acceptance(&model, &f), f)).collect();
             let speaks = accepted.first().is_some_and(|(a, _)| *a >= model.accept_min);

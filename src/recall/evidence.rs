@@ -356,6 +356,29 @@ pub fn acceptance(a: &AcceptorModel, f: &Features) -> f64 {
     1.0 / (1.0 + (-z).exp())
 }
 
+/// The least and the greatest acceptance a best candidate with features
+/// `f` can get under `a`, whatever its session holds: the features read
+/// from the session (coverage, names_missing, type_missing in [0, 1];
+/// foreign_coverage in [0, foreign]) each at the end its weight favours or
+/// disfavours. When both are on one side of `accept_min`, the session need
+/// not be read to decide.
+pub fn acceptance_bounds(a: &AcceptorModel, f: &Features) -> (f64, f64) {
+    let w = &a.weights;
+    let mut lo = *f;
+    let mut hi = *f;
+    for (weight, range, lo_x, hi_x) in [
+        (w.coverage, (0.0, 1.0), &mut lo.coverage, &mut hi.coverage),
+        (w.names_missing, (0.0, 1.0), &mut lo.names_missing, &mut hi.names_missing),
+        (w.type_missing, (0.0, 1.0), &mut lo.type_missing, &mut hi.type_missing),
+        (w.foreign_coverage, (0.0, f.foreign), &mut lo.foreign_coverage, &mut hi.foreign_coverage),
+    ] {
+        let (low_end, high_end) = if weight >= 0.0 { range } else { (range.1, range.0) };
+        *lo_x = low_end;
+        *hi_x = high_end;
+    }
+    (acceptance(a, &lo), acceptance(a, &hi))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,5 +470,32 @@ mod tests {
         assert!(foreign("유나의 결혼식은 언제?"), "another script");
         assert!(foreign("Сколько у тебя кошек сейчас дома?"), "Cyrillic");
         assert!(!foreign("Where does Mina live now?"));
+    }
+
+    #[test]
+    fn acceptance_bounds_hold_every_session_evidence_between_them() {
+        let m = AcceptorModel {
+            accept_min: 0.5,
+            intercept: -1.0,
+            weights: Features { keyword: 6.0, coverage: -0.3, names_missing: -3.0, type_missing: -0.2, foreign_coverage: 1.0, ..Default::default() },
+        };
+        let base = Features { keyword: 0.4, foreign: 1.0, ..Default::default() };
+        let (lo, hi) = acceptance_bounds(&m, &base);
+        assert!(lo < hi);
+        for cov in [0.0, 0.5, 1.0] {
+            for names in [0.0, 0.5, 1.0] {
+                for ty in [0.0, 1.0] {
+                    let f = Features { coverage: cov, names_missing: names, type_missing: ty, foreign_coverage: cov, ..base };
+                    let p = acceptance(&m, &f);
+                    assert!(lo - 1e-12 <= p && p <= hi + 1e-12, "{lo} {p} {hi}");
+                }
+            }
+        }
+        // the extremes are reached: no names missing, the type there, full foreign coverage
+        let best = Features { coverage: 0.0, foreign_coverage: 1.0, ..base };
+        assert!((acceptance(&m, &best) - hi).abs() < 1e-12);
+        // a weak keyword score is out whatever the session holds
+        let (_, hi) = acceptance_bounds(&m, &Features { keyword: 0.05, ..Default::default() });
+        assert!(hi < 0.5, "{hi}");
     }
 }
