@@ -204,6 +204,15 @@ impl Question {
     pub fn names(&self) -> &[String] {
         &self.names
     }
+
+    /// Whether `sentence` holds the kind of answer asked for (a date or
+    /// time, a number, a name not in the question); `None` when nothing is
+    /// asked or the check cannot tell (no word list for the language, an
+    /// uncased script).
+    pub fn answered_by(&self, sentence: &str) -> Option<bool> {
+        let (kind, lang) = self.asks.as_ref()?;
+        has_answer(*kind, lang, sentence, &self.names)
+    }
 }
 
 /// What a session holds of the question ([`session_evidence`]).

@@ -17,6 +17,10 @@
 //!   [`CONTEXT_TERM_WEIGHT`], the message's own 1; a user's sentence is
 //!   preferred to an assistant's by [`ASSISTANT_WEIGHT`] (what people say of
 //!   themselves is what their memory is about, as in the keyword index);
+//!   a sentence holding the kind of answer the message asks for (a date for
+//!   "when", a number for "how many", a name for "who" and "where";
+//!   [`crate::recall::evidence::Question::answered_by`]) counts
+//!   [`ANSWER_TYPE_WEIGHT`] times;
 //! - the best sentence wins (the earlier one on a tie); a sentence with no
 //!   term of the message itself is never chosen, nor one the abstract
 //!   already holds;
@@ -49,6 +53,12 @@ pub const CONTEXT_TERM_WEIGHT: f64 = 0.3;
 /// Weight of an assistant's sentence against a user's (the keyword index's
 /// `assistant_text_boost` / `user_text_boost` ratio, 0.67 / 2.0).
 pub const ASSISTANT_WEIGHT: f64 = 0.335;
+
+/// Weight of a sentence that holds the kind of answer asked for, against 1
+/// for one that does not (set a priori: as if its matched terms were twice
+/// as rare; not fitted. An entry without the kind of answer asked for is no
+/// answer; measured in docs/measurements.md, "2026-12-06 — Issue 45, session 2").
+pub const ANSWER_TYPE_WEIGHT: f64 = 2.0;
 
 /// One turn of the session a snippet is chosen from.
 #[derive(Debug, Clone, Copy)]
@@ -111,6 +121,8 @@ pub fn best_snippet(turns: &[Turn<'_>], message: &str, context: &str, abstract_:
         let s = normalize(s);
         !abstract_norm.is_empty() && (abstract_norm.contains(&s) || s.contains(abstract_norm))
     };
+    let question = crate::recall::evidence::Question::new(message);
+    let typed = |s: &str| if question.answered_by(s) == Some(true) { ANSWER_TYPE_WEIGHT } else { 1.0 };
     let mut best: Option<(f64, usize, &str)> = None;
     for (turn, sentence, terms) in &sentences {
         let mine: f64 = terms.iter().filter(|t| own.contains(*t)).map(|t| idf(t)).sum();
@@ -119,7 +131,7 @@ pub fn best_snippet(turns: &[Turn<'_>], message: &str, context: &str, abstract_:
         }
         let theirs: f64 = terms.iter().filter(|t| ctx.contains(*t)).map(|t| idf(t)).sum();
         let role = if turns[*turn].role == Role::Assistant { ASSISTANT_WEIGHT } else { 1.0 };
-        let score = (mine + CONTEXT_TERM_WEIGHT * theirs) * role;
+        let score = (mine + CONTEXT_TERM_WEIGHT * theirs) * role * typed(sentence);
         if best.is_none_or(|(b, _, _)| score > b) && !in_abstract(sentence) {
             best = Some((score, *turn, sentence));
         }
@@ -133,7 +145,7 @@ pub fn best_snippet(turns: &[Turn<'_>], message: &str, context: &str, abstract_:
                 .into_iter()
                 .filter(|s| !crate::text::is_question(s))
                 .fold(None, |b: Option<(f64, &str)>, s| {
-                    let m = mine(s);
+                    let m = mine(s) * typed(s);
                     if b.is_none_or(|(x, _)| m > x) { Some((m, s)) } else { b }
                 });
             if let Some((_, s)) = reply {
@@ -271,5 +283,18 @@ mod tests {
         let turns = [Turn { at: Some(at), ..user("I went to the support group yesterday and it was great.") }];
         let s = best_snippet(&turns, "When did I go to the support group?", "", "").unwrap();
         assert!(s.text.ends_with(" [18 March 2026]"), "{s:?}");
+    }
+
+    #[test]
+    fn the_sentence_with_the_kind_of_answer_asked_for_wins_a_close_call() {
+        let turns = [
+            user("The support group was really moving for me."),
+            user("I went to the support group on 7 May with my mom."),
+        ];
+        let s = best_snippet(&turns, "When did I go to the support group?", "", "").unwrap();
+        assert!(s.text.contains("7 May"), "{s:?}");
+        // without a kind of answer asked, the closer match wins
+        let s = best_snippet(&turns, "How was the support group for me?", "", "").unwrap();
+        assert!(s.text.contains("moving"), "{s:?}");
     }
 }
