@@ -595,7 +595,8 @@ impl AcceptorFeatures {
 
     /// As weights: true when one of the features read from a candidate's
     /// session (coverage, names_missing, type_missing, foreign_coverage)
-    /// weighs anything, so inject must read every judged candidate's session.
+    /// weighs anything, so inject may need the best candidate's session to
+    /// decide (it reads it when the scores leave the decision open).
     pub fn reads_sessions(&self) -> bool {
         [self.coverage, self.names_missing, self.type_missing, self.foreign_coverage].iter().any(|w| *w != 0.0)
     }

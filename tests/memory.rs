@@ -1098,3 +1098,67 @@ async fn topic_switches_do_not_inject_the_old_topic_and_lines_carry_evidence() {
     assert_eq!(injected(&r).first().map(String::as_str), Some("interview"), "{r:?}");
     mem.shutdown().await.unwrap();
 }
+
+/// Inject decides the same whether or not it shows its work: with `explain`
+/// it reads every judged session, without it only the best candidate's, and
+/// only when the scores leave the acceptor's decision open. Messages from
+/// clear questions to unrelated ones, in English and Korean, must inject
+/// the same sessions both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inject_decides_the_same_with_and_without_explain() {
+    let (cfg, _dir) = common::config();
+    let mem = common::open(cfg).await;
+    let scope = Scope::new("hana", "assistant").unwrap();
+    session(&mem, &scope, "atlas", 2, &[
+        "Our p99 latency on the Atlas read path is 240 ms, which is too slow.",
+        "What is the plan?",
+        "Dana wants the first production cutover done by April 17.",
+        "That is soon.",
+    ]).await;
+    session(&mem, &scope, "move", 4, &[
+        "I'm moving from Seattle to Portland at the end of the month with my partner Alex.",
+        "Exciting! Found a place?",
+        "An apartment in Sellwood, close to the river. The movers come on March 28.",
+        "Good luck with the move.",
+    ]).await;
+    session(&mem, &scope, "cat", 6, &[
+        "My cat Miso turned three yesterday and we got her a new scratching post.",
+        "Happy birthday Miso!",
+        "She ignored the post and slept in the box it came in.",
+        "Classic cat.",
+    ]).await;
+    session(&mem, &scope, "wedding", 8, &[
+        "다음 달에 친구 유나 결혼식이 있어요.",
+        "축하해요! 언제예요?",
+        "유나 결혼식은 5월 17일 제주도 신라호텔에서 해요.",
+        "멋지네요.",
+    ]).await;
+    mem.wait_idle().await.unwrap();
+    let messages = [
+        "When is the Atlas production cutover that Dana wants?",
+        "What was the p99 latency of the Atlas read path?",
+        "Where did I move with Alex?",
+        "When do the movers come for the Portland apartment?",
+        "How old is Miso now?",
+        "What did Miso do with the scratching post?",
+        "What does Project Atlas migrate, and who is its tech lead?",
+        "Which neighbourhood of Seattle did I live in?",
+        "What is a good recipe for banana bread?",
+        "유나 결혼식은 언제예요?",
+        "Tell me about Dana.",
+        "cat",
+    ];
+    let mut spoke = 0;
+    for (i, m) in messages.iter().enumerate() {
+        let sid = SessionId::new(format!("probe-{i}")).unwrap();
+        let opts = |explain: bool| strata::memory::SearchOptions { apply_threshold: true, explain, ..Default::default() };
+        let plain = mem.inject_with(&scope, &sid, m, opts(false)).await.unwrap();
+        let shown = mem.inject_with(&scope, &sid, m, opts(true)).await.unwrap();
+        let ids = |r: &strata::memory::InjectResult| r.entries.iter().map(|e| e.session_id.as_str().to_string()).collect::<Vec<_>>();
+        assert_eq!(ids(&plain), ids(&shown), "{m}: {shown:?}");
+        assert_eq!(plain.section, shown.section, "{m}");
+        spoke += usize::from(!plain.entries.is_empty());
+    }
+    assert!(spoke >= 3, "the clear questions find their sessions: {spoke}");
+    mem.shutdown().await.unwrap();
+}

@@ -221,7 +221,9 @@ impl Episodic {
             let upto = if opts.explain {
                 entries.len()
             } else if cfg.acceptor.reads_sessions() && !scores.is_empty() {
-                let blind = evidence::features(&scores[..1], &[SessionEvidence::default()], foreign);
+                // the features of every candidate with no session evidence (the
+                // margin needs the second one's score)
+                let blind = evidence::features(&scores, &vec![SessionEvidence::default(); scores.len()], foreign);
                 let (lo, hi) = evidence::acceptance_bounds(&model, &blind[0]);
                 usize::from(lo < model.accept_min && hi >= model.accept_min)
             } else {

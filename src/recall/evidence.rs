@@ -1,8 +1,10 @@
 //! Does a recalled session carry evidence for what the message asks? The
-//! features of L0 acceptance: `inject` hands over a candidate only when a
-//! logistic model of these features (`[recall.acceptor]`, fitted by `strata
-//! eval calibrate --inject` with cross-validation by conversation) gives it a
-//! probability of being the right session of at least `accept_min`.
+//! features of L0 acceptance: `inject` decides once per message, speaking
+//! only when a logistic model of its best candidate's features
+//! (`[recall.acceptor]` and `[recall.acceptor.foreign]`, fitted by `strata
+//! eval calibrate --inject` with cross-validation by conversation or user)
+//! gives a probability of at least `accept_min` that what goes in holds the
+//! right session.
 //!
 //! Scores alone say how well a session matches the words or the meaning of a
 //! message; they do not say whether the session can answer it. A question
@@ -21,9 +23,23 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::OnceLock;
 
 use crate::config::AcceptorModel;
-pub use super::snippet::Turn;
+use crate::model::Role;
 use crate::store::analyzer::{analyze, is_unspaced_script, STOP_WORDS};
 use crate::text::split_sentences;
+
+/// One turn of a recalled session, as the evidence check and the snippet
+/// ([`super::snippet`]) read it.
+#[derive(Debug, Clone, Copy)]
+pub struct Turn<'a> {
+    /// Who spoke.
+    pub role: Role,
+    /// The speaker's display name, when recorded ("Caroline").
+    pub name: Option<&'a str>,
+    /// The turn's text.
+    pub text: &'a str,
+    /// When it was said (relative dates in it resolve against this).
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
+}
 
 /// What a question asks for, by its question words ([`Lexicon`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -391,7 +407,6 @@ pub fn acceptance_bounds(a: &AcceptorModel, f: &Features) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Role;
 
     fn turn(text: &str) -> Turn<'_> {
         Turn { role: Role::User, name: None, text, at: None }

@@ -60,18 +60,7 @@ pub const ASSISTANT_WEIGHT: f64 = 0.335;
 /// answer; measured in docs/measurements.md, "2026-12-06 — Issue 45, session 2").
 pub const ANSWER_TYPE_WEIGHT: f64 = 2.0;
 
-/// One turn of the session a snippet is chosen from.
-#[derive(Debug, Clone, Copy)]
-pub struct Turn<'a> {
-    /// Who spoke.
-    pub role: Role,
-    /// The speaker's display name, when recorded ("Caroline").
-    pub name: Option<&'a str>,
-    /// The turn's text.
-    pub text: &'a str,
-    /// When it was said (relative dates in it resolve against this).
-    pub at: Option<chrono::DateTime<chrono::Utc>>,
-}
+pub use super::evidence::Turn;
 
 /// The chosen snippet: `speaker: sentence`, clipped (see the module docs).
 #[derive(Debug, Clone, PartialEq)]
@@ -139,7 +128,10 @@ pub fn best_snippet(turns: &[Turn<'_>], message: &str, context: &str, abstract_:
     let (score, mut turn, mut sentence) = best?;
     // a question is no answer: its reply is
     if crate::text::is_question(sentence) {
-        if let Some(next) = turns.get(turn + 1).filter(|n| n.role != turns[turn].role || n.name != turns[turn].name) {
+        let asker = &turns[turn];
+        // another speaker: another role, or two different names of the same role
+        let other = |n: &&Turn<'_>| n.role != asker.role || matches!((n.name, asker.name), (Some(a), Some(b)) if a != b);
+        if let Some(next) = turns.get(turn + 1).filter(other) {
             let mine = |s: &str| -> f64 { analyze(s).into_iter().filter(|t| own.contains(t)).map(|t| idf(&t)).sum() };
             let reply = split_sentences(next.text)
                 .into_iter()

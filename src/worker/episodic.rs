@@ -27,8 +27,6 @@ use crate::store::{Event, EventKind, KeywordDoc, OutboxEvent, VectorPoint};
 use crate::text::clip_with_ellipsis;
 use futures::StreamExt;
 
-/// Renders the user turns of a session (`users = true`), or all the others
-/// (assistant and system turns), as `speaker: text` lines of the raw transcript.
 /// The user and the other turns of a session as `speaker: text` lines, for
 /// the keyword index's two transcript fields. With `questions_apart`, the
 /// sentences of a user turn that ask something ([`crate::text::is_question`])
