@@ -220,14 +220,8 @@ impl Episodic {
             // reads every judged one, to show their features
             let upto = if opts.explain {
                 entries.len()
-            } else if cfg.acceptor.reads_sessions() && !scores.is_empty() {
-                // the features of every candidate with no session evidence (the
-                // margin needs the second one's score)
-                let blind = evidence::features(&scores, &vec![SessionEvidence::default(); scores.len()], foreign);
-                let (lo, hi) = evidence::acceptance_bounds(&model, &blind[0]);
-                usize::from(lo < model.accept_min && hi >= model.accept_min)
             } else {
-                0
+                usize::from(evidence::needs_session(&model, &scores, foreign))
             };
             for (slot, messages) in read.iter_mut().zip(self.sessions_of(scope, &entries[..upto]).await?) {
                 *slot = Some(messages);

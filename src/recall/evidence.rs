@@ -404,6 +404,22 @@ pub fn acceptance_bounds(a: &AcceptorModel, f: &Features) -> (f64, f64) {
     (acceptance(a, &lo), acceptance(a, &hi))
 }
 
+/// Whether inject must read the best candidate's session to decide on
+/// the candidates with `scores` (best first) for a message that is
+/// `foreign`: the model weighs session evidence and the
+/// [`acceptance_bounds`] of the best candidate, its features computed with
+/// the whole list (the margin needs the second score), straddle
+/// `accept_min`. When false, the decision with no evidence read is the
+/// decision with any.
+pub fn needs_session(a: &AcceptorModel, scores: &[Scores], foreign: bool) -> bool {
+    if scores.is_empty() || !a.weights.reads_sessions() {
+        return false;
+    }
+    let blind = features(scores, &vec![SessionEvidence::default(); scores.len()], foreign);
+    let (lo, hi) = acceptance_bounds(a, &blind[0]);
+    lo < a.accept_min && hi >= a.accept_min
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,5 +537,49 @@ mod tests {
         // a weak keyword score is out whatever the session holds
         let (_, hi) = acceptance_bounds(&m, &Features { keyword: 0.05, ..Default::default() });
         assert!(hi < 0.5, "{hi}");
+    }
+
+    #[test]
+    fn a_decision_taken_without_the_session_is_the_one_any_session_gives() {
+        let config = crate::config::Config::default();
+        let models = [config.recall.acceptor.model(false), config.recall.acceptor.model(true)];
+        // a small linear congruential generator: the same cases every run
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = || {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut skipped = 0;
+        for case in 0..4000 {
+            let n = 1 + case % 5;
+            let mut scores: Vec<Scores> = (0..n)
+                .map(|_| {
+                    let (k, v) = (next(), next());
+                    Scores { score: 0.7 * k + 0.3 * v, own: 0.0, keyword: k, vector: v, cross_lingual: None }
+                })
+                .collect();
+            scores.sort_by(|a, b| b.score.total_cmp(&a.score));
+            for (m, foreign) in models.iter().zip([false, true]) {
+                if needs_session(m, &scores, foreign) {
+                    continue;
+                }
+                skipped += 1;
+                let decide = |e: SessionEvidence| {
+                    let mut ev = vec![SessionEvidence::default(); n];
+                    ev[0] = e;
+                    acceptance(m, &features(&scores, &ev, foreign)[0]) >= m.accept_min
+                };
+                let blind = decide(SessionEvidence::default());
+                for coverage in [0.0, 0.5, 1.0] {
+                    for names_missing in [0.0, 1.0] {
+                        for type_missing in [false, true] {
+                            let e = SessionEvidence { coverage, names_missing, type_missing };
+                            assert_eq!(decide(e), blind, "{scores:?} {e:?} foreign={foreign}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(skipped > 1000, "most cases are decided by their scores: {skipped}");
     }
 }
