@@ -18,7 +18,7 @@ use crate::recall::fusion::{cross_lingual_rescore, fuse, Calibrations, FusedHit,
 use crate::recall::evidence::{self, session_evidence, Features, Question, Scores, SessionEvidence};
 use crate::recall::language;
 use crate::recall::query::{build_query, combine_keyword, is_dependent};
-use crate::recall::snippet::{best_snippet, Turn};
+use crate::recall::snippet::{best_snippet_for, Turn};
 use crate::store::{Hit, KeywordQuery, KeywordResult};
 
 /// What one recall's searches found, before the episodes are fused.
@@ -195,6 +195,7 @@ impl Episodic {
         // sessions read for the acceptor serve the snippets too (aligned with
         // `entries`; None where not read)
         let mut read: Vec<Option<Vec<crate::model::Message>>> = vec![None; entries.len()];
+        let question = Question::new(user_message);
         if accepting {
             let cal = Calibrations::episodes(cfg);
             let by_id: HashMap<&EpisodeId, &FusedHit> = kept.iter().map(|h| (&h.episode_id, h)).collect();
@@ -226,7 +227,6 @@ impl Episodic {
             for (slot, messages) in read.iter_mut().zip(self.sessions_of(scope, &entries[..upto]).await?) {
                 *slot = Some(messages);
             }
-            let question = Question::new(user_message);
             let found: Vec<SessionEvidence> = read
                 .iter()
                 .map(|m| m.as_ref().map_or_else(SessionEvidence::default, |m| session_evidence(&question, &turns(m))))
@@ -262,7 +262,7 @@ impl Episodic {
             let mut fetched = self.sessions_of(scope, &missing).await?.into_iter();
             let sessions: Vec<Vec<crate::model::Message>> =
                 read.into_iter().map(|m| m.or_else(|| fetched.next()).unwrap_or_default()).collect();
-            add_snippets(&mut entries, &sessions, user_message, &previous.join("\n"));
+            add_snippets(&mut entries, &sessions, &question, &previous.join("\n"));
         }
         // facts compete with episodes for the max_entries slots, by calibrated score
         let mut facts = self
@@ -690,9 +690,9 @@ fn turns(messages: &[crate::model::Message]) -> Vec<Turn<'_>> {
 
 /// Sets each entry's evidence snippet from its raw session (`sessions`, in
 /// the entries' order; [`crate::recall::snippet::best_snippet`]).
-fn add_snippets(entries: &mut [SearchHit], sessions: &[Vec<crate::model::Message>], message: &str, context: &str) {
+fn add_snippets(entries: &mut [SearchHit], sessions: &[Vec<crate::model::Message>], question: &Question, context: &str) {
     for (e, messages) in entries.iter_mut().zip(sessions) {
-        e.snippet = best_snippet(&turns(messages), message, context, &e.abstract_).map(|s| s.render());
+        e.snippet = best_snippet_for(&turns(messages), question, context, &e.abstract_).map(|s| s.render());
     }
 }
 

@@ -486,7 +486,7 @@ pub async fn run(config: Config, args: LongMemEvalArgs) -> Result<()> {
         let (header, rows) = super::inject::table(&variants);
         body.push_str(&md_table(&header, &rows));
         body.push_str("\n## L0 risk and coverage by operating point\n\n");
-        body.push_str(&risk.as_ref().map_or_else(|| "The acceptor is off: inject cuts at `recall.min_score`.\n".to_string(), super::risk::markdown));
+        body.push_str(&super::risk::markdown(risk.as_ref()));
         body.push_str("\n## all@5 (every gold session in the top 5)\n\n");
         let rows: Vec<Vec<String>> = systems
             .iter()

@@ -408,7 +408,7 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
         let (h, r) = super::inject::table(&variants);
         body.push_str(&md_table(&h, &r));
         body.push_str("\n## L0 risk and coverage by operating point\n\n");
-        body.push_str(&risk.as_ref().map_or_else(|| "The acceptor is off: inject cuts at `recall.min_score`.\n".to_string(), super::risk::markdown));
+        body.push_str(&super::risk::markdown(risk.as_ref()));
         let report = Report {
             title: "Strata on its multilingual dev set: session recall@k".into(),
             baseline: "bm25_raw".into(),

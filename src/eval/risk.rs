@@ -350,8 +350,12 @@ pub fn markdown_rows(rows: &[Row], shipped: Option<f64>) -> String {
     s
 }
 
-/// [`Tables`] as markdown (for `--report`).
-pub fn markdown(t: &Tables) -> String {
+/// [`Tables`] as markdown (for `--report`); a line saying so when the
+/// acceptor was off (no tables).
+pub fn markdown(t: Option<&Tables>) -> String {
+    let Some(t) = t else {
+        return "The acceptor is off: inject cuts at `recall.min_score`.\n".to_string();
+    };
     let mut s = format!(
         "As run (english accept_min {}, foreign {}, companions from score {}):\n\n{}",
         t.operating.english,
@@ -650,7 +654,8 @@ mod tests {
         assert_eq!(t.routes.iter().map(|(r, n, _)| (*r, *n)).collect::<Vec<_>>(), vec![(Route::English, 1), (Route::Foreign, 2)]);
         let v = json(&t);
         assert_eq!(v["routes"]["foreign"]["probes"], 2);
-        assert!(markdown(&t).contains("foreign model (2 probes)"));
+        assert!(markdown(Some(&t)).contains("foreign model (2 probes)"));
+        assert!(markdown(None).contains("acceptor is off"));
     }
 
     #[test]

@@ -654,7 +654,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         let (header, rows) = super::inject::table(&variants);
         body.push_str(&md_table(&header, &rows));
         body.push_str("\n## L0 risk and coverage by operating point\n\nFresh turns; unanswerable: the next conversation's questions asked in each scope; premise: category 5 (docs/evaluation.md, \"Risk and coverage\").\n\n");
-        body.push_str(&risk.as_ref().map_or_else(|| "The acceptor is off: inject cuts at `recall.min_score`.\n".to_string(), super::risk::markdown));
+        body.push_str(&super::risk::markdown(risk.as_ref()));
         let inject_line = if latencies.is_empty() {
             "not measured (`--no-inject`)".to_string()
         } else {

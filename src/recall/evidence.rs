@@ -216,6 +216,11 @@ impl Question {
         self.asks.as_ref().map(|a| a.0)
     }
 
+    /// The message's distinct analysed terms (the keyword index's terms).
+    pub fn terms(&self) -> &HashSet<String> {
+        &self.terms
+    }
+
     /// The names found in the message (lower-cased).
     pub fn names(&self) -> &[String] {
         &self.names

@@ -61,6 +61,7 @@ pub const ASSISTANT_WEIGHT: f64 = 0.335;
 pub const ANSWER_TYPE_WEIGHT: f64 = 2.0;
 
 pub use super::evidence::Turn;
+use super::evidence::Question;
 
 /// The chosen snippet: `speaker: sentence`, clipped (see the module docs).
 #[derive(Debug, Clone, PartialEq)]
@@ -85,7 +86,13 @@ impl Snippet {
 /// earlier user turns, as a tie-breaker), unless `abstract_` already holds
 /// it; `None` when no sentence holds a term of the message.
 pub fn best_snippet(turns: &[Turn<'_>], message: &str, context: &str, abstract_: &str) -> Option<Snippet> {
-    let own: HashSet<String> = analyze(message).into_iter().collect();
+    best_snippet_for(turns, &Question::new(message), context, abstract_)
+}
+
+/// [`best_snippet`] for a message already read as a [`Question`] (inject
+/// reads it once for all its entries).
+pub fn best_snippet_for(turns: &[Turn<'_>], question: &Question, context: &str, abstract_: &str) -> Option<Snippet> {
+    let own = question.terms();
     if own.is_empty() {
         return None;
     }
@@ -110,11 +117,11 @@ pub fn best_snippet(turns: &[Turn<'_>], message: &str, context: &str, abstract_:
         let s = normalize(s);
         !abstract_norm.is_empty() && (abstract_norm.contains(&s) || s.contains(abstract_norm))
     };
-    let question = crate::recall::evidence::Question::new(message);
     let typed = |s: &str| if question.answered_by(s) == Some(true) { ANSWER_TYPE_WEIGHT } else { 1.0 };
+    let mine = |terms: &HashSet<String>| -> f64 { terms.iter().filter(|t| own.contains(*t)).map(|t| idf(t)).sum() };
     let mut best: Option<(f64, usize, &str)> = None;
     for (turn, sentence, terms) in &sentences {
-        let mine: f64 = terms.iter().filter(|t| own.contains(*t)).map(|t| idf(t)).sum();
+        let mine = mine(terms);
         if mine == 0.0 {
             continue;
         }
@@ -131,14 +138,14 @@ pub fn best_snippet(turns: &[Turn<'_>], message: &str, context: &str, abstract_:
         let asker = &turns[turn];
         // another speaker: another role, or two different names of the same role
         let other = |n: &&Turn<'_>| n.role != asker.role || matches!((n.name, asker.name), (Some(a), Some(b)) if a != b);
-        if let Some(next) = turns.get(turn + 1).filter(other) {
-            let mine = |s: &str| -> f64 { analyze(s).into_iter().filter(|t| own.contains(t)).map(|t| idf(&t)).sum() };
-            let reply = split_sentences(next.text)
-                .into_iter()
-                .filter(|s| !crate::text::is_question(s))
-                .fold(None, |b: Option<(f64, &str)>, s| {
-                    let m = mine(s) * typed(s);
-                    if b.is_none_or(|(x, _)| m > x) { Some((m, s)) } else { b }
+        if turns.get(turn + 1).is_some_and(|n| other(&n)) {
+            // its statement with the most of the message, the first on a tie
+            let reply = sentences
+                .iter()
+                .filter(|(t, s, _)| *t == turn + 1 && !crate::text::is_question(s))
+                .fold(None, |b: Option<(f64, &str)>, (_, s, terms)| {
+                    let m = mine(terms) * typed(s);
+                    if b.is_none_or(|(x, _)| m > x) { Some((m, *s)) } else { b }
                 });
             if let Some((_, s)) = reply {
                 turn += 1;
@@ -151,7 +158,7 @@ pub fn best_snippet(turns: &[Turn<'_>], message: &str, context: &str, abstract_:
         Some(n) => crate::text::clip_head(n, 40).to_string(),
         None => t.role.as_str().to_string(),
     };
-    let mut text = clip_around(sentence, &own);
+    let mut text = clip_around(sentence, own);
     if let Some(d) = t.at.and_then(|at| crate::recall::dates::resolved_for_reader(sentence, at)) {
         text.push_str(&format!(" [{d}]"));
     }
