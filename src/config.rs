@@ -374,21 +374,12 @@ pub struct GraphConfig {
     /// Most entities returned by `knowledge_graph_search`.
     pub max_results: usize,
     /// When the chat model extracts, run the offline extractor over the same
-    /// turns too and combine them ([`crate::graph::combine`]): the offline
+    /// turns too and combine them (`graph::combine`): the offline
     /// names and relations stay, the model adds names and typed relations.
     /// `false` = the model's extraction alone.
     pub combine_offline: bool,
 }
 
-impl GraphConfig {
-    /// The write rules for [`crate::graph::GraphStore::apply_extraction`].
-    pub fn rules(&self) -> crate::graph::ApplyRules {
-        crate::graph::ApplyRules {
-            functional: self.functional_predicates.clone(),
-            aliases: self.predicate_aliases.clone(),
-        }
-    }
-}
 
 /// Which chat model promotes sessions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -807,7 +798,7 @@ pub const MINILM_FIT: ModelFit = ModelFit {
 /// with this model (p = 0.5 at cosine 0.878 for episodes); cross-lingual
 /// recall on, fitted on all ten users of tests/fixtures/multilingual/dev.json
 /// (fits on either half measured on the other: docs/measurements.md,
-/// "Issue 29, session 3").
+/// 2026-12-03, "cross-lingual recall").
 pub const E5_FIT: ModelFit = ModelFit {
     vector_calibration: Calibration { slope: 62.6141, reference_slope: 0.0, intercept: -54.9582 },
     knowledge_vector_calibration: Calibration { slope: 1.2200, reference_slope: 0.0, intercept: -2.6770 },
@@ -876,7 +867,7 @@ pub struct EpisodesConfig {
     /// Vector unit 0 of an episode: `false` (default) embeds the summary;
     /// `true` takes the normalised mean of its turn vectors instead (when it
     /// has any), which spares the longest text of each session from the
-    /// model: an experiment for back-fill speed (issue 13), measured in
+    /// model: an experiment for back-fill speed, measured in
     /// docs/measurements.md "Promotion throughput".
     #[serde(default)]
     pub summary_vector_from_turns: bool,
@@ -885,7 +876,7 @@ pub struct EpisodesConfig {
     /// `EpisodeVectors` outbox job that the vector worker runs once no
     /// promotion is waiting; the episode is found by keyword at once and by
     /// vector a moment later (a back-fill: when the embedding backlog is done).
-    /// `false`: promotion embeds in the same batch, as before issue 13.
+    /// `false`: promotion embeds in the same batch, as it first did.
     /// Embedding is most of a promotion's cost on CPU (about 1,300 word
     /// pieces/s per core with the int8 MiniLM), so deferring it is what lets
     /// a back-fill be searchable at the rate docs/measurements.md "Promotion

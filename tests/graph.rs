@@ -226,7 +226,7 @@ async fn dedup_never_merges_across_digits_negation_or_types_and_merges_can_be_un
     let mem = common::open(cfg).await;
     let s = scope("ops");
     let g = mem.runtime().graph.clone();
-    let rules = mem.config().graph.rules();
+    let rules = strata::graph::ApplyRules::from_config(&mem.config().graph);
     let pairs = [
         (
             mention("INC-2024-117", "event"),
@@ -689,7 +689,7 @@ async fn a_crash_between_extraction_and_upsert_converges_to_the_same_graph() {
         let e1 = EpisodeId::for_session(&s, &SessionId::new("s1").unwrap());
         mem.runtime()
             .graph
-            .apply_extraction(&s, &e1, day(1), &ex, &mem.config().graph.rules())
+            .apply_extraction(&s, &e1, day(1), &ex, &strata::graph::ApplyRules::from_config(&mem.config().graph))
             .await
             .unwrap();
         // dropped here without shutdown: the crash

@@ -1857,7 +1857,15 @@ mod http_isolation {
                         let (u, a) = scope_of(i);
                         strata::Scope::new(u, a).unwrap()
                     };
-                    let merges = s.memory.graph_merges(&sc(scope), 10).await.unwrap();
+                    // the newest merge still in force (an undone one stays in the log)
+                    let merges: Vec<_> = s
+                        .memory
+                        .graph_merges(&sc(scope), 100)
+                        .await
+                        .unwrap()
+                        .into_iter()
+                        .filter(|m| m.undone_at.is_none())
+                        .collect();
                     if let (Some(m), true) = (merges.first(), other != scope) {
                         assert!(s.memory.graph_unmerge(&sc(other), m.id).await.is_err(), "scope {other} undid scope {scope}'s merge");
                     }

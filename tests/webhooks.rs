@@ -158,7 +158,7 @@ async fn each_event_type_is_delivered_signed_with_ids_not_content() {
     // entity.merged: the semantic worker's path with two spellings of one
     // person, then the dedup worker (as tests/graph.rs drives it)
     let g_store = mem.runtime().graph.clone();
-    let rules = mem.config().graph.rules();
+    let rules = strata::graph::ApplyRules::from_config(&mem.config().graph);
     let mut follow = Vec::new();
     for (i, name) in ["Jon Smith", "Jon-Smith"].into_iter().enumerate() {
         let ex = Extraction {

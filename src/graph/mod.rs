@@ -120,6 +120,14 @@ pub struct ApplyRules {
 }
 
 impl ApplyRules {
+    /// The write rules `[graph]` sets (`functional_predicates`, `predicate_aliases`).
+    pub fn from_config(config: &crate::config::GraphConfig) -> Self {
+        Self {
+            functional: config.functional_predicates.clone(),
+            aliases: config.predicate_aliases.clone(),
+        }
+    }
+
     /// snake_case, then synonyms resolved.
     pub fn predicate(&self, p: &str) -> String {
         let snake: String = identity_key(p)

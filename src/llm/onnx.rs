@@ -34,12 +34,8 @@ pub const FETCH_HINT: &str =
 /// ONNX Runtime's graph optimizer that fuses `Add` + `LayerNormalization`
 /// into `com.microsoft.SkipLayerNormalization`; disabled for every session
 /// (`optimization.disable_specified_optimizers`), because the fused kernel ran
-/// slower than the two operators it replaces: 8 queries of 24 word pieces,
-/// one thread, ONNX Runtime 1.32 on an AVX2-only AMD EPYC (issue 11, session
-/// 6): 38.3 ms per run with the fusion, 34.2 without (median of 5 × 40 runs,
-/// interleaved; 5.5 vs 4.9 ms for one query). ONNX Runtime's own profiler put
-/// 13.6% of the run in the 12 fused nodes, against 2.0% for the 13 plain
-/// `LayerNormalization`s. The function is the same.
+/// slower than the two operators it replaces, for the same function
+/// (docs/measurements.md, "MiniLM's ONNX graph (figures once in code comments)").
 const SKIP_LAYER_NORM: &str = "SkipLayerNormFusion";
 
 /// Dimension of all-MiniLM-L6-v2.

@@ -12,16 +12,15 @@
 //! so the model runs as an f32 model. `DynamicQuantizeMatMul` keeps the same
 //! int8 weights and scales and quantizes the activations to uint8 at run time,
 //! one scale per tensor. The matrix products then use the CPU's integer dot
-//! products (VNNI, or AVX2's). Measured on this 2-core machine with ONNX Runtime 1.32,
-//! one thread and 20-word-piece queries: 139 → 318 queries/s one at a time,
-//! 272 → 483/s in batches of 8. The vectors stay within a cosine of 0.98 of
-//! the f32 run (`tests/embedder.rs` checks this).
+//! products (VNNI, or AVX2's): about 2× the queries per second one at a
+//! time, with vectors within a cosine of 0.98 of the f32 run (`tests/embedder.rs`
+//! checks this).
 //!
 //! The bias and GELU fusions compute the same function (vectors within a
-//! cosine of 1 − 1e-9 of the unfused graph) with 66 fewer nodes, each
-//! of which read and wrote the whole activation tensor: on an AVX2-only AMD
-//! EPYC (issue 11, session 6), ONNX Runtime 1.32, one thread, 8 queries of
-//! 24 word pieces, 31.5 → 29.4 ms per run (bias −3%, GELU −4%).
+//! cosine of 1 − 1e-9 of the unfused graph) with 66 fewer nodes, each of
+//! which read and wrote the whole activation tensor. Both speed-ups are
+//! measured in docs/measurements.md, "MiniLM's ONNX graph (figures once in
+//! code comments)".
 //!
 //! The edit works on the protobuf wire format. Every field it does not touch
 //! is copied byte for byte, so nothing a code generator might not know is

@@ -1,4 +1,4 @@
-//! Repair of the near-JSON answers small local models give (issue 31), tried
+//! Repair of the near-JSON answers small local models give, tried
 //! after [`super::openai::parse_json_tolerant`] found no JSON and before a
 //! retry is spent:
 //!

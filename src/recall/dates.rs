@@ -5,7 +5,7 @@
 //! say "last night"). Every episode's keyword document therefore also holds
 //! the days its session spanned, written "8 May 2023" (day, English month
 //! name, year), so BM25 matches the month and year of such questions. Measured
-//! on LoCoMo dev: docs/measurements.md, 2026-11-30 (issue 5, "Session dates").
+//! on LoCoMo dev: docs/measurements.md, 2026-11-30 ("Session dates").
 //! The dates go only into the keyword index, never into summaries or
 //! abstracts shown to the model.
 //!

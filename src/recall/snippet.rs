@@ -57,7 +57,7 @@ pub const ASSISTANT_WEIGHT: f64 = 0.335;
 /// Weight of a sentence that holds the kind of answer asked for, against 1
 /// for one that does not (set a priori: as if its matched terms were twice
 /// as rare; not fitted. An entry without the kind of answer asked for is no
-/// answer; measured in docs/measurements.md, "2026-12-06 — Issue 45, session 2").
+/// answer; measured in docs/measurements.md, 2026-12-06, "one decision per message").
 pub const ANSWER_TYPE_WEIGHT: f64 = 2.0;
 
 pub use super::evidence::Turn;

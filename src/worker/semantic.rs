@@ -98,7 +98,7 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
             episode_id,
             episode.started_at,
             &extraction,
-            &shared.config.graph.rules(),
+            &crate::graph::ApplyRules::from_config(&shared.config.graph),
         )
         .await?;
     tracing::debug!(episode_id = %episode_id, entities = report.entities.len(), relations = report.relations, invalidated = report.invalidated, "graph updated");
