@@ -2,7 +2,7 @@
 //! choose (issue 29: the default is chosen by recall and by this cost):
 //! all-MiniLM-L6-v2 int8 on ONNX Runtime (`embedding.provider = "onnx"`, the
 //! default), multilingual-e5-small on ONNX Runtime (`"e5"`, the graph of
-//! `llm::e5_onnx`, its int8 query session and, as the baseline, queries on
+//! `embed::e5_onnx`, its int8 query session and, as the baseline, queries on
 //! the f32 passage session) and on candle (`e5_runtime = "candle"`). One thread per run
 //! for the ONNX paths (`embedding.onnx_threads = 1`), one query per call, a
 //! text no earlier call used (English, Korean, Japanese, Spanish in turn,
@@ -12,8 +12,8 @@
 //! `cargo bench --profile dev --bench embed`
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use strata::llm::e5::E5Embedder;
-use strata::llm::e5_onnx::E5OnnxEmbedder;
+use strata::embed::e5::E5Embedder;
+use strata::embed::e5_onnx::E5OnnxEmbedder;
 use strata::Config;
 
 mod common;

@@ -24,8 +24,8 @@
 use chrono::Utc;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::sync::Arc;
-use strata::llm::local::LocalEmbedder;
-use strata::llm::Embedder;
+use strata::embed::local::LocalEmbedder;
+use strata::embed::Embedder;
 use strata::memory::{Components, SearchOptions};
 use strata::recall::fusion::Retrievers;
 use strata::{Config, Memory, NewMessage, Scope, SessionId};

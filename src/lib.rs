@@ -65,6 +65,7 @@ pub mod admin;
 pub mod bus;
 pub mod cli;
 pub mod config;
+pub mod embed;
 pub mod episodic;
 pub mod error;
 pub mod eval;

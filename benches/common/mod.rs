@@ -5,7 +5,7 @@
 use chrono::{Duration, Utc};
 use std::sync::Arc;
 use std::time::{Duration as StdDuration, Instant};
-use strata::llm::onnx::{OnnxEmbedder, OnnxFiles};
+use strata::embed::onnx::{OnnxEmbedder, OnnxFiles};
 use strata::model::{Episode, EpisodeId, EventId, NewMessage, SummaryKind};
 use strata::store::{KeywordDoc, VectorPoint};
 use strata::{Config, Memory, Scope, SessionId};

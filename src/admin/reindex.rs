@@ -43,7 +43,7 @@ pub async fn reindex(config: Config, mut components: Components) -> Result<Reind
     let started = std::time::Instant::now();
     let embedder = match components.embedder.take() {
         Some(e) => e,
-        None => crate::llm::load::embedder(&config).await?,
+        None => crate::embed::load::embedder(&config).await?,
     };
     let embedder_id = embedder_id(embedder.as_ref());
     let dir = config.data_dir.clone();

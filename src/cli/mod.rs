@@ -792,7 +792,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             action: ModelCommand::Fetch { dir, json },
         } => {
             let dir = dir.unwrap_or_else(|| config.embedding.models_home());
-            let r = crate::llm::fetch::fetch(&dir, !json).await?;
+            let r = crate::embed::fetch::fetch(&dir, !json).await?;
             if json {
                 print_json(&r)?;
             } else {

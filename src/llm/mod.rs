@@ -1,141 +1,27 @@
-//! Model roles: [`Embedder`] (sentence embeddings) and [`ChatModel`]
-//! (summarisation), each behind a trait so an OpenAI-compatible backend can
-//! replace the local default.
+//! The chat model: [`ChatModel`] (summarisation, graph extraction, merge
+//! questions) behind one trait so an OpenAI-compatible backend can replace
+//! the offline default. Embeddings are [`crate::embed`]'s.
 //!
-//! - [`local::LocalEmbedder`]: all-MiniLM-L6-v2 through candle (384 dims).
-//! - [`CachedEmbedder`]: wraps any embedder with an LRU cache keyed by the
-//!   BLAKE3 hash of (model id, text).
 //! - [`offline::OfflineChat`]: extractive summariser, used when no LLM endpoint is configured.
-//! - [`openai::OpenAiChat`] / [`openai::OpenAiEmbedder`]: any OpenAI-compatible endpoint.
+//! - [`openai::OpenAiChat`]: any OpenAI-compatible endpoint (its retries and
+//!   client are shared with [`crate::embed::remote`]).
 //! - [`prompts`]: the versioned prompt files and their JSON schemas.
 //! - [`CallLog`]: per-call cost records (tokens, latency, errors) that the
 //!   workers persist in the `llm_calls` table.
 
-pub mod batch;
-pub mod e5;
-pub mod e5_onnx;
-pub mod fetch;
 pub mod load;
-pub mod local;
 pub mod offline;
-pub mod onnx;
-pub mod onnx_graph;
 pub mod openai;
 pub mod prompts;
 pub mod repair;
 
 use async_trait::async_trait;
-use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 pub use crate::model::{CallRecord, TranscriptTurn};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::SummaryKind;
-
-/// Turns texts into unit-length vectors.
-#[async_trait]
-pub trait Embedder: Send + Sync + 'static {
-    /// Vector dimension.
-    fn dim(&self) -> usize;
-    /// A stable id of the model (cache key, index compatibility check).
-    fn model_id(&self) -> &str;
-    /// Embeds a batch; output `i` belongs to input `i`. Long inputs are
-    /// truncated safely by the implementation (never an error).
-    ///
-    /// # Errors
-    /// [`Error::Embedder`] when the model fails.
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>>;
-    /// Embeds search queries. Models trained with instructions embed a query
-    /// apart from the passages it should find (e5: `query: ` against
-    /// `passage: `); for the others it is [`Embedder::embed`] (the default).
-    ///
-    /// # Errors
-    /// As [`Embedder::embed`].
-    async fn embed_query(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        self.embed(texts).await
-    }
-}
-
-/// LRU cache in front of an [`Embedder`], keyed by BLAKE3(model id, text).
-pub struct CachedEmbedder {
-    inner: Arc<dyn Embedder>,
-    cache: Mutex<lru::LruCache<[u8; 32], Arc<Vec<f32>>>>,
-}
-
-impl CachedEmbedder {
-    /// Wraps `inner` with room for `capacity` vectors (at least 1).
-    pub fn new(inner: Arc<dyn Embedder>, capacity: usize) -> Self {
-        let cap = NonZeroUsize::new(capacity.max(1)).expect("non-zero");
-        Self {
-            inner,
-            cache: Mutex::new(lru::LruCache::new(cap)),
-        }
-    }
-
-    fn key(&self, text: &str, query: bool) -> [u8; 32] {
-        let mut h = blake3::Hasher::new();
-        h.update(self.inner.model_id().as_bytes());
-        // a query and a passage of the same text may embed differently
-        h.update(if query { &[1] } else { &[0] });
-        h.update(text.as_bytes());
-        *h.finalize().as_bytes()
-    }
-
-    async fn embed_cached(&self, texts: &[String], query: bool) -> Result<Vec<Vec<f32>>> {
-        let keys: Vec<[u8; 32]> = texts.iter().map(|t| self.key(t, query)).collect();
-        let mut out: Vec<Option<Vec<f32>>> = Vec::with_capacity(texts.len());
-        let mut missing = Vec::new();
-        {
-            let mut c = self
-                .cache
-                .lock()
-                .map_err(|_| Error::Task("embedding cache poisoned".into()))?;
-            for (i, k) in keys.iter().enumerate() {
-                match c.get(k) {
-                    Some(v) => out.push(Some(v.as_ref().clone())),
-                    None => {
-                        out.push(None);
-                        missing.push(i);
-                    }
-                }
-            }
-        }
-        if !missing.is_empty() {
-            let batch: Vec<String> = missing.iter().map(|&i| texts[i].clone()).collect();
-            let vecs = if query {
-                self.inner.embed_query(&batch).await?
-            } else {
-                self.inner.embed(&batch).await?
-            };
-            let mut c = self
-                .cache
-                .lock()
-                .map_err(|_| Error::Task("embedding cache poisoned".into()))?;
-            for (&i, v) in missing.iter().zip(vecs) {
-                c.put(keys[i], Arc::new(v.clone()));
-                out[i] = Some(v);
-            }
-        }
-        Ok(out.into_iter().map(|v| v.unwrap_or_default()).collect())
-    }
-}
-
-#[async_trait]
-impl Embedder for CachedEmbedder {
-    fn dim(&self) -> usize {
-        self.inner.dim()
-    }
-    fn model_id(&self) -> &str {
-        self.inner.model_id()
-    }
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        self.embed_cached(texts, false).await
-    }
-    async fn embed_query(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        self.embed_cached(texts, true).await
-    }
-}
 
 /// A summary produced by a [`ChatModel`].
 #[derive(Debug, Clone)]
@@ -229,71 +115,5 @@ pub trait ChatModel: Send + Sync + 'static {
         _log: &CallLog,
     ) -> Result<Option<Vec<bool>>> {
         Ok(None)
-    }
-}
-
-/// Splits `texts` into `parts` interleaved parts (text `i` in part `i %
-/// parts`), so every part of a large embedding gets a like mix of short
-/// and long texts and the parts finish together.
-pub(crate) fn split_interleaved(texts: &[String], parts: usize) -> Vec<Vec<String>> {
-    let parts = parts.max(1);
-    let mut out: Vec<Vec<String>> = vec![Vec::new(); parts];
-    for (i, t) in texts.iter().enumerate() {
-        out[i % parts].push(t.clone());
-    }
-    out
-}
-
-/// The inverse of [`split_interleaved`]: `n` vectors back in input order.
-///
-/// # Errors
-/// [`Error::Embedder`] when a part returned too few vectors.
-pub(crate) fn merge_interleaved(parts: Vec<Vec<Vec<f32>>>, n: usize) -> Result<Vec<Vec<f32>>> {
-    let k = parts.len().max(1);
-    let mut its: Vec<std::vec::IntoIter<Vec<f32>>> = parts.into_iter().map(Vec::into_iter).collect();
-    (0..n)
-        .map(|i| {
-            its.get_mut(i % k)
-                .and_then(Iterator::next)
-                .ok_or_else(|| Error::Embedder("a part of a split embedding returned too few vectors".into()))
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Embeds a text as (length, 1 for a query / 0 for a passage), counting calls.
-    struct Prefixed(Mutex<usize>);
-
-    #[async_trait]
-    impl Embedder for Prefixed {
-        fn dim(&self) -> usize {
-            2
-        }
-        fn model_id(&self) -> &str {
-            "prefixed"
-        }
-        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-            *self.0.lock().unwrap() += texts.len();
-            Ok(texts.iter().map(|t| vec![t.len() as f32, 0.0]).collect())
-        }
-        async fn embed_query(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-            *self.0.lock().unwrap() += texts.len();
-            Ok(texts.iter().map(|t| vec![t.len() as f32, 1.0]).collect())
-        }
-    }
-
-    #[tokio::test]
-    async fn the_cache_keeps_a_query_and_a_passage_of_the_same_text_apart() {
-        let inner = Arc::new(Prefixed(Mutex::new(0)));
-        let cached = CachedEmbedder::new(inner.clone(), 8);
-        let t = vec!["same text".to_string()];
-        assert_eq!(cached.embed(&t).await.unwrap(), vec![vec![9.0, 0.0]]);
-        assert_eq!(cached.embed_query(&t).await.unwrap(), vec![vec![9.0, 1.0]], "not the passage's vector");
-        assert_eq!(cached.embed_query(&t).await.unwrap(), vec![vec![9.0, 1.0]]);
-        assert_eq!(cached.embed(&t).await.unwrap(), vec![vec![9.0, 0.0]]);
-        assert_eq!(*inner.0.lock().unwrap(), 2, "one model call per kind, then the cache");
     }
 }

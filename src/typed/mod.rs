@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::graph::{GraphStore, TypedGraphWrite};
-use crate::llm::Embedder;
+use crate::embed::Embedder;
 use crate::model::filter::{Direction, Field, Filter};
 use crate::model::typed::*;
 use crate::model::{DeleteCounts, Scope};

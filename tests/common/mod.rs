@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use strata::llm::local::LocalEmbedder;
-use strata::llm::Embedder;
+use strata::embed::local::LocalEmbedder;
+use strata::embed::Embedder;
 use strata::memory::Components;
 use strata::{Config, Memory};
 
@@ -20,12 +20,12 @@ pub fn model_dir() -> PathBuf {
 }
 
 /// Files of the int8 ONNX embedder (fetched by `scripts/fetch-model.sh` beside the f32 model).
-pub fn onnx_files() -> strata::llm::onnx::OnnxFiles {
+pub fn onnx_files() -> strata::embed::onnx::OnnxFiles {
     let models = model_dir()
         .parent()
         .map(|p| p.to_path_buf())
         .unwrap_or_default();
-    strata::llm::onnx::OnnxFiles {
+    strata::embed::onnx::OnnxFiles {
         model: models.join("all-MiniLM-L6-v2-int8/model.onnx"),
         tokenizer: model_dir().join("tokenizer.json"),
         runtime: models.join("onnxruntime/libonnxruntime.so"),

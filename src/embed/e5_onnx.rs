@@ -734,7 +734,7 @@ mod tests {
         assert_eq!(scales[..4], (-0.5f32).to_le_bytes());
         assert_eq!(scales[4..], 1.0f32.to_le_bytes());
         let mut want = vec![0f32; 64];
-        crate::llm::e5::dequant_row(&src, &mut want);
+        crate::embed::e5::dequant_row(&src, &mut want);
         for (blk, (bytes, sc)) in packed.chunks(16).zip(scales.chunks(4)).enumerate() {
             let d = f32::from_le_bytes([sc[0], sc[1], sc[2], sc[3]]);
             for (i, &b) in bytes.iter().enumerate() {
@@ -762,7 +762,7 @@ mod tests {
     /// repacked weight as an initializer, the opsets last.
     #[test]
     fn the_graph_of_a_tiny_model_has_every_layer() {
-        let bytes = crate::llm::e5::tests::tiny_model_bytes();
+        let bytes = crate::embed::e5::tests::tiny_model_bytes();
         let model = parse(&bytes).unwrap();
         let onnx = build_model(&model, &bytes, PASSAGE_ACCURACY).unwrap();
         assert_eq!(onnx[..2], [0x08, 0x08], "ModelProto.ir_version = 8");
