@@ -1,10 +1,9 @@
-//! The query embedding alone, for each local embedder a deployment can
-//! choose (issue 29: the default is chosen by recall and by this cost):
-//! all-MiniLM-L6-v2 int8 on ONNX Runtime (`embedding.provider = "onnx"`, the
-//! default), multilingual-e5-small on ONNX Runtime (`"e5"`, the graph of
-//! `embed::e5_onnx`, its int8 query session and, as the baseline, queries on
-//! the f32 passage session) and on candle (`e5_runtime = "candle"`). One thread per run
-//! for the ONNX paths (`embedding.onnx_threads = 1`), one query per call, a
+//! The query embedding alone, for each local model a deployment can choose
+//! (the default is chosen by recall and by this cost): all-MiniLM-L6-v2 int8
+//! (`embedding.model = "minilm"`) and multilingual-e5-small (`"e5"`, the
+//! default: the graph of `embed::e5_onnx`, its int8 query session and, as the
+//! baseline, queries on the f32 passage session), both on ONNX Runtime. One
+//! thread per run (`embedding.onnx_threads = 1`), one query per call, a
 //! text no earlier call used (English, Korean, Japanese, Spanish in turn,
 //! ~10–20 word pieces), so no cache answers. Prints p50/p99 beside
 //! criterion's mean; compare the rows of one run, not across runs.
@@ -12,7 +11,6 @@
 //! `cargo bench --profile dev --bench embed`
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use strata::embed::e5::E5Embedder;
 use strata::embed::e5_onnx::E5OnnxEmbedder;
 use strata::Config;
 
@@ -33,8 +31,7 @@ fn benches(c: &mut Criterion) {
         .expect("run scripts/fetch-model.sh first");
     let e5_onnx_f32 = E5OnnxEmbedder::load_with(&e.e5_model_path(), &e.onnx_runtime_path(), 32, 256, 1, false)
         .expect("run scripts/fetch-model.sh first");
-    let e5_candle = E5Embedder::load(&e.e5_model_path(), 32, 256).expect("run scripts/fetch-model.sh first");
-    let embedders: [(&str, &dyn Fn(&[String])); 4] = [
+    let embedders: [(&str, &dyn Fn(&[String])); 3] = [
         ("embed_query/minilm_onnx", &|q| {
             std::hint::black_box(minilm.embed_blocking(q).unwrap());
         }),
@@ -43,9 +40,6 @@ fn benches(c: &mut Criterion) {
         }),
         ("embed_query/e5_onnx_f32_queries", &|q| {
             std::hint::black_box(e5_onnx_f32.embed_blocking(q, true).unwrap());
-        }),
-        ("embed_query/e5_candle", &|q| {
-            std::hint::black_box(e5_candle.embed_blocking(q, true).unwrap());
         }),
     ];
     bench_embedders(c, &embedders, |k| format!("{} ({k})", QUERIES[k % QUERIES.len()]));

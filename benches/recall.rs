@@ -1,9 +1,9 @@
 //! Criterion benches of the turn path, at 1k, 10k and 100k episodes in one
 //! scope (`STRATA_BENCH_SIZES=1000,10000` to choose): `embed_query` (MiniLM
-//! int8 on ONNX Runtime) and `embed_query_candle` (the f32 model on candle)
-//! alone; `inject` with a fresh query (the query embedding of the embedder the
-//! config names included: `STRATA__EMBEDDING__PROVIDER=e5` for
-//! multilingual-e5-small), `inject_cached` (the same
+//! int8 on ONNX Runtime; e5's: benches/embed.rs) alone; `inject` with a fresh
+//! query (the query embedding of the embedder the config names included:
+//! multilingual-e5-small by default, `STRATA__EMBEDDING__MODEL=minilm` for
+//! MiniLM), `inject_cached` (the same
 //! queries again: the embedding cache hit, embedder excluded),
 //! `inject_keyword` (BM25 only, the baseline of `scripts/bench-report.sh`),
 //! `memory_search`; then `promotion/offline` of one 12-turn session and
@@ -24,7 +24,6 @@
 use chrono::Utc;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::sync::Arc;
-use strata::embed::local::LocalEmbedder;
 use strata::embed::Embedder;
 use strata::memory::{Components, SearchOptions};
 use strata::recall::fusion::Retrievers;
@@ -134,15 +133,9 @@ fn fresh_query(queries: &[&str], n: usize) -> String {
     format!("{} #{n}", queries[n % queries.len()])
 }
 
-/// The f32 model on candle (`embedding.provider = "local"`), for the embedding comparison.
-fn candle_model() -> LocalEmbedder {
-    let dir = Config::default().embedding.model_path();
-    LocalEmbedder::load(&dir, 32, 256).expect("run scripts/fetch-model.sh first")
-}
-
 /// The embedder the config names, as `strata serve` builds it (for MiniLM
-/// the ONNX pool behind the micro-batcher; `STRATA__EMBEDDING__PROVIDER=e5`
-/// for multilingual-e5-small), and 1,000 synthetic sentences embedded with it.
+/// the ONNX pool behind the micro-batcher; multilingual-e5-small by
+/// default), and 1,000 synthetic sentences embedded with it.
 fn configured_model(rt: &tokio::runtime::Runtime) -> (Arc<dyn Embedder>, Vec<(String, Vec<f32>)>) {
     let e = rt.block_on(Memory::load_embedder(&Config::default())).expect("run scripts/fetch-model.sh first");
     eprintln!("recall bench: embedder {} ({} dims)", e.model_id(), e.dim());
@@ -162,20 +155,12 @@ fn benches(c: &mut Criterion) {
         "any news on the cat adoption?",
     ];
 
-    // the query embedding alone (the dominant part of inject): the default
-    // ONNX int8 embedder, then the f32 model on candle (`embedding.provider = "local"`);
-    // multilingual-e5-small: benches/embed.rs
-    let candle = candle_model();
-    let embedders: [(&str, &dyn Fn(&[String])); 2] = [
-        ("embed_query", &|q| {
-            std::hint::black_box(model.embed_blocking(q).unwrap());
-        }),
-        ("embed_query_candle", &|q| {
-            std::hint::black_box(candle.embed_blocking(q).unwrap());
-        }),
-    ];
+    // the query embedding alone (the dominant part of inject): MiniLM's ONNX
+    // int8 embedder; multilingual-e5-small: benches/embed.rs
+    let embedders: [(&str, &dyn Fn(&[String])); 1] = [("embed_query", &|q| {
+        std::hint::black_box(model.embed_blocking(q).unwrap());
+    })];
     common::bench_embedders(c, &embedders, |k| fresh_query(&queries, k));
-    drop(candle);
 
     let mut group = c.benchmark_group("inject");
     group.sample_size(30);

@@ -228,7 +228,7 @@ fn main() {
     let scope = Scope::new("load", "bot").unwrap();
     // the compiled-in defaults with the STRATA__* environment applied, as the
     // server started below applies them (e.g. STRATA__EMBEDDING__ONNX_QUANTIZATION,
-    // or STRATA__EMBEDDING__PROVIDER=e5 for the other model)
+    // or STRATA__EMBEDDING__MODEL=minilm for the other model)
     let mut cfg = Config::load(None, &[]).expect("config with environment overrides");
     cfg.data_dir = dir.path().to_path_buf();
     cfg.pruner.enabled = false;

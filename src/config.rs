@@ -392,30 +392,52 @@ pub enum LlmProvider {
     Openai,
 }
 
-/// Which embedding model vectors come from.
+/// What runs the embedding model (`embedding.runtime`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum EmbeddingProvider {
-    /// all-MiniLM-L6-v2 on candle, from `embedding.model_dir` (the default).
-    Local,
-    /// Any server speaking the OpenAI `/v1/embeddings` API, through async-openai.
-    Openai,
-    /// all-MiniLM-L6-v2 exported to ONNX with int8 weights, on ONNX Runtime
-    /// (`embedding.onnx_model`, `embedding.onnx_runtime`; tokenizer from `model_dir`).
+pub enum EmbeddingRuntime {
+    /// ONNX Runtime in this process (`embedding.onnx_runtime`), on a graph
+    /// Strata builds or rewrites at load; `embedding.model` is `e5` or `minilm`.
     Onnx,
-    /// multilingual-e5-small in 4 bits (`embedding.e5_model`), on candle with
-    /// our own loader ([`crate::embed::e5`]): about 100 languages.
-    E5,
+    /// An OpenAI-compatible `/v1/embeddings` endpoint at `embedding.base_url`,
+    /// through async-openai; `embedding.model` is the endpoint's model name.
+    Remote,
 }
 
-/// What runs the `e5` provider's model (both give the same vectors, cosine ≥ 0.9999).
+/// The models the `onnx` runtime runs (`embedding.model`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalModel {
+    /// multilingual-e5-small in 4 bits (`embedding.e5_model`, read by
+    /// [`crate::embed::e5`]): about 100 languages; the default.
+    E5,
+    /// all-MiniLM-L6-v2's int8 ONNX export (`embedding.onnx_model`, tokenizer
+    /// from `model_dir`): English, about half of e5's CPU per query.
+    MiniLm,
+}
+
+impl LocalModel {
+    /// The `embedding.model` value naming it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LocalModel::E5 => "e5",
+            LocalModel::MiniLm => "minilm",
+        }
+    }
+}
+
+/// `embedding.provider`, the key `model` and `runtime` replaced: read at
+/// load only to map it ([`EmbeddingConfig::migrate_legacy`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum E5Runtime {
-    /// ONNX Runtime ([`crate::embed::e5_onnx`]).
+#[serde(rename_all = "lowercase")]
+pub enum LegacyProvider {
+    /// MiniLM in f32 on candle: removed (refused with the keys to use).
+    Local,
+    /// `runtime = "remote"`.
+    Openai,
+    /// `model = "minilm"`, `runtime = "onnx"`.
     Onnx,
-    /// candle ([`crate::embed::e5`]).
-    Candle,
+    /// `model = "e5"`, `runtime = "onnx"`.
+    E5,
 }
 
 /// How the `onnx` provider multiplies by its int8 weights.
@@ -429,7 +451,7 @@ pub enum OnnxQuantization {
     Dynamic,
     /// The int8 weights are turned into f32 once at load and every product
     /// runs in f32, as the export is written (vectors within 0.999 of the
-    /// f32 candle model).
+    /// f32 model's).
     WeightsOnly,
 }
 
@@ -777,7 +799,7 @@ pub struct ModelFit {
     pub cross_lingual_calibration: Calibration,
 }
 
-/// all-MiniLM-L6-v2's fit (candle f32 and the int8 ONNX export alike).
+/// all-MiniLM-L6-v2's fit (the f32 model and its int8 ONNX export alike).
 /// Vector calibrations from `strata eval calibrate --features` (episodes)
 /// and `--knowledge` (facts) on LoCoMo dev conv-26, conv-41, conv-42 and
 /// LongMemEval_S dev, the two sources weighing the same (docs/evaluation.md,
@@ -906,12 +928,21 @@ pub struct PrunerConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmbeddingConfig {
-    /// `local` or `openai`. Switching provider or model needs `strata reindex`.
-    pub provider: EmbeddingProvider,
-    /// OpenAI-compatible base URL, including `/v1` (provider `openai`).
-    pub base_url: String,
-    /// Remote embedding model name (provider `openai`).
+    /// The model: `e5` (the default) or `minilm` on the `onnx` runtime; on
+    /// `remote`, the endpoint's model name. Switching needs `strata reindex`.
     pub model: String,
+    /// What runs it: `onnx` (the default) or `remote`.
+    pub runtime: EmbeddingRuntime,
+    /// The key `model` and `runtime` replaced; mapped once at load
+    /// ([`EmbeddingConfig::migrate_legacy`]) and then `None`.
+    #[serde(default, skip_serializing)]
+    pub provider: Option<LegacyProvider>,
+    /// The old choice of e5's runtime: `onnx` is the only one left (mapped
+    /// away at load); `candle` is refused.
+    #[serde(default, skip_serializing)]
+    pub e5_runtime: Option<String>,
+    /// OpenAI-compatible base URL, including `/v1` (runtime `remote`).
+    pub base_url: String,
     /// Name of the environment variable holding the API key; empty = no key.
     pub api_key_env: String,
     /// Expected vector dimension of the remote model; 0 = ask the server at start-up.
@@ -932,33 +963,29 @@ pub struct EmbeddingConfig {
     /// Linux), so an installed binary finds its model from any working
     /// directory. `strata model fetch` and `scripts/fetch-model.sh` fill it.
     pub models_home: PathBuf,
-    /// Folder with `model.safetensors`, `tokenizer.json`, `config.json`
-    /// (relative: under `models_home`).
+    /// Folder of all-MiniLM-L6-v2 holding the `tokenizer.json` its ONNX
+    /// export needs (relative: under `models_home`).
     pub model_dir: PathBuf,
     /// Inputs per forward pass.
     pub batch_size: usize,
     /// Word pieces per input (at most 256 for all-MiniLM-L6-v2).
     pub max_tokens: usize,
-    /// `onnx` provider: the int8 `model.onnx`.
+    /// Model `minilm`: the int8 `model.onnx`.
     pub onnx_model: PathBuf,
-    /// `e5` provider: the 4-bit `e5-small-q4.bin` (relative: under `models_home`).
+    /// Model `e5`: the 4-bit `e5-small-q4.bin` (relative: under `models_home`).
     pub e5_model: PathBuf,
-    /// `e5` provider: `onnx` (default: a graph built at load, 4-bit weights
-    /// used as stored, on the ONNX Runtime of `onnx_runtime` with
-    /// `onnx_threads`) or `candle` (pure Rust, f32 weights, slower).
-    pub e5_runtime: E5Runtime,
-    /// `onnx` provider: `libonnxruntime.so` (ONNX Runtime ≥ 1.31), loaded at run time.
+    /// Runtime `onnx`: `libonnxruntime.so` (ONNX Runtime ≥ 1.31), loaded at run time.
     pub onnx_runtime: PathBuf,
-    /// `onnx` provider: threads of one run (1 = a query uses one core, leaving the other to BM25 and SQLite).
+    /// Runtime `onnx`: threads of one run (1 = a query uses one core, leaving the other to BM25 and SQLite).
     pub onnx_threads: usize,
-    /// `onnx` and `e5` (ONNX) providers: sessions in the pool, i.e. query
+    /// Runtime `onnx`: sessions in the pool, i.e. query
     /// embeddings that can run at once (default 2, this machine's cores; each
     /// holds its own weights: 22 MB for MiniLM, ~55 MB for e5).
     pub onnx_sessions: usize,
-    /// `onnx` and `e5` (ONNX) providers: most queued texts combined into one
+    /// Runtime `onnx`: most queued texts combined into one
     /// ONNX run when requests arrive together (micro-batching; 1 = off).
     pub onnx_max_batch: usize,
-    /// `onnx` provider: dynamic (int8 activations, the default) or
+    /// Model `minilm`: dynamic (int8 activations, the default) or
     /// weights-only quantization; both keep the same vector space, so
     /// switching needs no reindex.
     pub onnx_quantization: OnnxQuantization,
@@ -976,6 +1003,72 @@ pub fn default_models_home() -> PathBuf {
 }
 
 impl EmbeddingConfig {
+    /// Maps the keys `model` and `runtime` replaced, once, at load:
+    /// `provider = "e5"` → `model = "e5"`, `provider = "onnx"` → `model =
+    /// "minilm"` (both `runtime = "onnx"`), `provider = "openai"` → `runtime
+    /// = "remote"` (keeping `model`, or `text-embedding-3-small`, the old
+    /// default, when `model` names a local one); `e5_runtime = "onnx"` is
+    /// dropped. Each mapping is logged as a warning. Returns the mappings
+    /// made, as "old → new" strings.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for `provider = "local"` and `e5_runtime = "candle"`
+    /// (the candle runtime is gone), naming the keys to use instead.
+    pub fn migrate_legacy(&mut self) -> Result<Vec<String>> {
+        let mut done = Vec::new();
+        if let Some(r) = self.e5_runtime.take() {
+            if r != "onnx" {
+                return Err(Error::Config(format!(
+                    "embedding.e5_runtime = \"{r}\" is no longer supported (the candle runtime was removed): \
+                     delete the key; e5 runs on ONNX Runtime (embedding.runtime = \"onnx\"), with the same vectors"
+                )));
+            }
+            done.push("embedding.e5_runtime = \"onnx\" → (dropped: the only e5 runtime)".to_string());
+        }
+        if let Some(p) = self.provider.take() {
+            let (model, runtime) = match p {
+                LegacyProvider::Local => {
+                    return Err(Error::Config(
+                        "embedding.provider = \"local\" (all-MiniLM-L6-v2 in f32 on candle) is no longer supported: \
+                         use embedding.model = \"minilm\" with embedding.runtime = \"onnx\" (the same model's int8 \
+                         export on ONNX Runtime; then run `strata reindex`), or the default embedding.model = \"e5\""
+                            .into(),
+                    ))
+                }
+                LegacyProvider::E5 => (LocalModel::E5.name().to_string(), EmbeddingRuntime::Onnx),
+                LegacyProvider::Onnx => (LocalModel::MiniLm.name().to_string(), EmbeddingRuntime::Onnx),
+                LegacyProvider::Openai => {
+                    let model = if self.local_model().is_some() {
+                        "text-embedding-3-small".to_string()
+                    } else {
+                        self.model.clone()
+                    };
+                    (model, EmbeddingRuntime::Remote)
+                }
+            };
+            let name = serde_json::to_value(p).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            done.push(format!(
+                "embedding.provider = \"{name}\" → embedding.model = \"{model}\", embedding.runtime = \"{}\"",
+                if runtime == EmbeddingRuntime::Onnx { "onnx" } else { "remote" }
+            ));
+            self.model = model;
+            self.runtime = runtime;
+        }
+        for d in &done {
+            tracing::warn!(mapping = %d, "deprecated embedding key mapped; write the new keys in the config");
+        }
+        Ok(done)
+    }
+
+    /// The local model `model` names (`e5` or `minilm`), if it names one.
+    pub fn local_model(&self) -> Option<LocalModel> {
+        match self.model.as_str() {
+            "e5" => Some(LocalModel::E5),
+            "minilm" => Some(LocalModel::MiniLm),
+            _ => None,
+        }
+    }
+
     /// `models_home`, or [`default_models_home`] when empty.
     pub fn models_home(&self) -> PathBuf {
         if self.models_home.as_os_str().is_empty() {
@@ -1081,7 +1174,8 @@ impl Config {
                 .unwrap_or_else(|_| toml::Value::String(value.clone()));
             fig = fig.merge(Serialized::global(key.as_str(), v).key(key));
         }
-        let cfg: Config = fig.extract().map_err(describe)?;
+        let mut cfg: Config = fig.extract().map_err(describe)?;
+        cfg.embedding.migrate_legacy()?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -1239,13 +1333,21 @@ impl Config {
             return bad("llm.retry_base_ms", "must not exceed llm.retry_max_ms");
         }
         let e = &self.embedding;
-        if e.provider == EmbeddingProvider::Openai
-            && (e.base_url.trim().is_empty() || e.model.trim().is_empty())
-        {
-            return bad(
-                "embedding.base_url/model",
-                "must be set when embedding.provider = \"openai\"",
-            );
+        match e.runtime {
+            EmbeddingRuntime::Remote if e.base_url.trim().is_empty() || e.model.trim().is_empty() => {
+                return bad("embedding.base_url/model", "must be set when embedding.runtime = \"remote\"");
+            }
+            EmbeddingRuntime::Onnx if e.local_model().is_none() => {
+                return Err(Error::Config(format!(
+                    "embedding.model: \"{}\" is not a model the onnx runtime has: use \"e5\" or \"minilm\" \
+                     (or embedding.runtime = \"remote\" for an endpoint's model)",
+                    e.model
+                )));
+            }
+            _ => {}
+        }
+        if e.provider.is_some() || e.e5_runtime.is_some() {
+            return bad("embedding.provider/e5_runtime", "replaced by embedding.model and embedding.runtime (EmbeddingConfig::migrate_legacy maps them at load)");
         }
         if e.max_input_chars == 0 || e.timeout_secs == 0 || e.query_timeout_ms == 0 {
             return bad("embedding.max_input_chars/timeout_secs", "must be positive");
@@ -1433,6 +1535,39 @@ mod tests {
         set.fit_to("multilingual-e5-small-q4");
         assert!(!set.cross_lingual());
         assert_eq!(set.cross_lingual_calibration(), E5_FIT.cross_lingual_calibration);
+    }
+
+    /// `embedding.model` + `embedding.runtime` replace `provider` and
+    /// `e5_runtime`: the old keys map once at load, the removed candle
+    /// runtime is refused naming the keys to use, and a model the onnx
+    /// runtime lacks is refused naming the ones it has.
+    #[test]
+    fn old_embedding_keys_map_to_model_and_runtime() {
+        let load = |kv: &[(&str, &str)]| {
+            Config::load(None, &kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>())
+        };
+        let d = Config::default().embedding;
+        assert_eq!((d.model.as_str(), d.runtime, d.local_model()), ("e5", EmbeddingRuntime::Onnx, Some(LocalModel::E5)));
+        let e = load(&[("embedding.provider", "onnx")]).unwrap().embedding;
+        assert_eq!((e.model.as_str(), e.runtime, e.provider), ("minilm", EmbeddingRuntime::Onnx, None));
+        let e = load(&[("embedding.provider", "e5"), ("embedding.e5_runtime", "onnx")]).unwrap().embedding;
+        assert_eq!((e.model.as_str(), e.runtime, e.e5_runtime), ("e5", EmbeddingRuntime::Onnx, None));
+        // the old default remote model when `model` names a local one; else the one set
+        let e = load(&[("embedding.provider", "openai")]).unwrap().embedding;
+        assert_eq!((e.model.as_str(), e.runtime), ("text-embedding-3-small", EmbeddingRuntime::Remote));
+        let e = load(&[("embedding.provider", "openai"), ("embedding.model", "bge-m3")]).unwrap().embedding;
+        assert_eq!((e.model.as_str(), e.runtime), ("bge-m3", EmbeddingRuntime::Remote));
+        let err = load(&[("embedding.provider", "local")]).unwrap_err().to_string();
+        assert!(err.contains("embedding.model = \"minilm\"") && err.contains("strata reindex"), "{err}");
+        let err = load(&[("embedding.e5_runtime", "candle")]).unwrap_err().to_string();
+        assert!(err.contains("candle") && err.contains("embedding.runtime"), "{err}");
+        let err = load(&[("embedding.model", "bge-m3")]).unwrap_err().to_string();
+        assert!(err.contains("\"e5\" or \"minilm\""), "{err}");
+        let e = load(&[("embedding.model", "bge-m3"), ("embedding.runtime", "remote")]).unwrap().embedding;
+        assert_eq!(e.local_model(), None);
+        // nothing of the old keys is written back
+        let toml = toml::to_string(&Config::default()).unwrap();
+        assert!(!toml.contains("provider = \"e5\"") && !toml.contains("e5_runtime"), "{toml}");
     }
 
     #[test]

@@ -44,7 +44,9 @@
 //! - [`config`]: layered, validated configuration.
 //! - [`store`]: the store traits, one folder or file per backend, and
 //!   [`store::factory`], the only module that names a backend.
-//! - [`llm`]: embedder and chat-model traits, the ONNX/candle/OpenAI
+//! - [`embed`]: the embedder trait, its models on ONNX Runtime and the
+//!   OpenAI-compatible endpoint.
+//! - [`llm`]: the chat-model trait, the offline/OpenAI
 //!   embedders, the offline summariser, and [`llm::load`] (config → models).
 //! - [`graph`]: the graph trait, extraction, dedup rules and L2 search.
 //! - [`recall`]: trivial filter, recall query, calibrated fusion, abstracts (pure).

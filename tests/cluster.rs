@@ -698,11 +698,11 @@ async fn migrate_two_locomo_conversations_killed_midway_then_resumed() {
     let mut toml = format!(
         "data_dir = {:?}\n[stores]\nrecords = \"postgres\"\ngraph = \"neo4j\"\n[postgres]\nurl = \"{url}\"\nschema = \"{schema}\"\npool_size = 4\n\
          [neo4j]\nuri = \"{bolt}\"\nuser = \"{}\"\npassword_env = \"STRATA_TEST_BOLT_PASSWORD\"\ndatabase = \"{}\"\n\
-         [embedding]\nprovider = \"local\"\nmodel_dir = {:?}\n[teams]\nfamily = {:?}\n",
+         [embedding]\nmodels_home = {:?}\n[teams]\nfamily = {:?}\n",
         target_dir.path().display().to_string(),
         var("STRATA_TEST_BOLT_USER").unwrap_or_else(|| "neo4j".into()),
         graph_db,
-        common::model_dir().display().to_string(),
+        common::models_home().display().to_string(),
         users,
     );
     let collection = format!("strata_it_{}", uuid::Uuid::new_v4().simple());
@@ -718,7 +718,7 @@ async fn migrate_two_locomo_conversations_killed_midway_then_resumed() {
     let migrate = |batch: &str| {
         let mut c = common::bin();
         c.arg("--data-dir").arg(dir.path());
-        c.args(["--set", &format!("embedding.model_dir={:?}", common::model_dir().display().to_string())]);
+        c.args(["--set", &format!("embedding.models_home={:?}", common::models_home().display().to_string())]);
         c.args(["migrate", "--to", target_file.to_str().unwrap(), "--batch", batch, "--json"]);
         c
     };

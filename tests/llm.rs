@@ -15,7 +15,7 @@ use std::time::Duration;
 use wiremock::matchers::{body_string_contains, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use strata::config::{EmbeddingProvider, LlmProvider};
+use strata::config::{EmbeddingRuntime, LlmProvider};
 use strata::llm::openai::OpenAiChat;
 use strata::llm::prompts::Prompts;
 use strata::llm::{CallLog, ChatModel, Summary, TranscriptTurn};
@@ -598,7 +598,7 @@ fn remote_embedding_config(server: &MockServer, dir: &std::path::Path) -> Config
     c.data_dir = dir.to_path_buf();
     c.pruner.enabled = false;
     c.embedding.model_dir = common::model_dir();
-    c.embedding.provider = EmbeddingProvider::Openai;
+    c.embedding.runtime = EmbeddingRuntime::Remote;
     c.embedding.base_url = format!("{}/v1", server.uri());
     c.embedding.model = "test-embed".into();
     c.embedding.api_key_env = String::new();
@@ -651,7 +651,8 @@ async fn remote_embeddings_check_dimensions_and_switching_models_needs_reindex()
 
     // switching back to the local 384-dim model without a reindex: clear error, nothing mixed
     let mut local = cfg.clone();
-    local.embedding.provider = EmbeddingProvider::Local;
+    local.embedding.runtime = EmbeddingRuntime::Onnx;
+    local.embedding.model = "e5".into();
     let e = Memory::open_with(
         local.clone(),
         Components {

@@ -1109,12 +1109,10 @@ async fn mcp_over_stdio_with_a_real_client() {
     )
     .to_string();
     let mut cmd = tokio::process::Command::from(common::bin());
-    // the index was built with the tests' model (f32 on candle): the binary must use the same
+    // the index was built with the tests' model, the binary's default (e5 on ONNX Runtime)
     cmd.args([
         "--data-dir",
         dir.path().to_str().unwrap(),
-        "--set",
-        "embedding.provider=local",
         "mcp",
         "--user",
         "alice",

@@ -136,8 +136,7 @@ pub fn sentence(i: usize) -> String {
     )
 }
 
-/// The default local embedder (`embedding.provider = "onnx"`: MiniLM int8
-/// on ONNX Runtime, one thread), with the `STRATA__EMBEDDING__*`
+/// MiniLM int8 on ONNX Runtime (`embedding.model = "minilm"`), one thread,, with the `STRATA__EMBEDDING__*`
 /// environment overrides applied as `strata` applies them (e.g.
 /// `STRATA__EMBEDDING__ONNX_THREADS=2`).
 pub fn model() -> Arc<OnnxEmbedder> {

@@ -223,7 +223,7 @@ pub enum Command {
         json: bool,
     },
     /// Rebuild the BM25 and vector indexes from the system of record with the
-    /// embedder now configured (needed after changing embedding.provider or model).
+    /// embedder now configured (needed after changing embedding.model or runtime).
     Reindex {
         /// Machine-readable output.
         #[arg(long)]

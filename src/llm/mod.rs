@@ -77,7 +77,7 @@ pub trait ChatModel: Send + Sync + 'static {
     /// request made, failed or not, is appended to `log`.
     ///
     /// # Errors
-    /// [`Error::Chat`] when the model fails after its retries; the caller
+    /// [`crate::Error::Chat`] when the model fails after its retries; the caller
     /// retries the job and finally parks it in the dead-letter table.
     async fn summarize(
         &self,
@@ -92,7 +92,7 @@ pub trait ChatModel: Send + Sync + 'static {
     /// offline extractor runs on the session's turns instead.
     ///
     /// # Errors
-    /// [`Error::Chat`] after the model's retries.
+    /// [`crate::Error::Chat`] after the model's retries.
     async fn extract(
         &self,
         _summary: &str,
@@ -108,7 +108,7 @@ pub trait ChatModel: Send + Sync + 'static {
     /// (`prompts/dedup_entities`). `None` = this model cannot judge; the pairs stay apart.
     ///
     /// # Errors
-    /// [`Error::Chat`] after the model's retries.
+    /// [`crate::Error::Chat`] after the model's retries.
     async fn confirm_same(
         &self,
         _pairs: &[(crate::model::graph::Entity, crate::model::graph::Entity)],

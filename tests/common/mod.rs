@@ -1,22 +1,28 @@
-//! Test helpers: one real embedding model loaded once per test binary, and
-//! `Memory` instances on fresh temporary directories.
+//! Test helpers: one real embedding model (the default: multilingual-e5-small
+//! on ONNX Runtime) loaded once per test binary, and `Memory` instances on
+//! fresh temporary directories.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use strata::embed::local::LocalEmbedder;
+use strata::embed::e5_onnx::E5OnnxEmbedder;
 use strata::embed::Embedder;
 use strata::memory::Components;
 use strata::{Config, Memory};
 
-/// The model folder: `STRATA_TEST_MODEL`, else where the binary looks by
-/// default (`embedding.models_home`, the per-user data directory, where
-/// `scripts/fetch-model.sh` puts it).
+/// MiniLM's folder (its tokenizer): `STRATA_TEST_MODEL`, else where the
+/// binary looks by default (`embedding.models_home`, the per-user data
+/// directory, where `scripts/fetch-model.sh` puts it).
 pub fn model_dir() -> PathBuf {
     std::env::var_os("STRATA_TEST_MODEL")
         .map(PathBuf::from)
         .unwrap_or_else(|| Config::default().embedding.model_path())
+}
+
+/// The models folder `model_dir` sits in (every other model file is under it).
+pub fn models_home() -> PathBuf {
+    model_dir().parent().map(|p| p.to_path_buf()).unwrap_or_default()
 }
 
 /// Files of the int8 ONNX embedder (fetched by `scripts/fetch-model.sh` beside the f32 model).
@@ -32,13 +38,22 @@ pub fn onnx_files() -> strata::embed::onnx::OnnxFiles {
     }
 }
 
-/// The real all-MiniLM-L6-v2, loaded once. Panics (never skips) when missing.
+/// The default model on the default runtime (multilingual-e5-small on ONNX
+/// Runtime, one query session), loaded once. Panics (never skips) when missing.
 pub fn embedder() -> Arc<dyn Embedder> {
-    static E: OnceLock<Arc<LocalEmbedder>> = OnceLock::new();
+    static E: OnceLock<Arc<E5OnnxEmbedder>> = OnceLock::new();
     E.get_or_init(|| {
+        let home = models_home();
+        let e = Config::default().embedding;
         Arc::new(
-            LocalEmbedder::load(&model_dir(), 32, 256)
-                .unwrap_or_else(|e| panic!("{e} (tests need the real model)")),
+            E5OnnxEmbedder::load(
+                &home.join("multilingual-e5-small/e5-small-q4.bin"),
+                &home.join("onnxruntime/libonnxruntime.so"),
+                e.batch_size,
+                e.max_tokens,
+                e.onnx_threads,
+            )
+            .unwrap_or_else(|e| panic!("{e} (tests need the real model)")),
         )
     })
     .clone()
@@ -50,6 +65,7 @@ pub fn config() -> (Config, tempfile::TempDir) {
     let mut c = Config::default();
     c.data_dir = dir.path().to_path_buf();
     c.embedding.model_dir = model_dir();
+    c.embedding.models_home = models_home();
     c.pruner.enabled = false;
     (c, dir)
 }
