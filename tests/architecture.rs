@@ -24,7 +24,7 @@
 //!    table as [`layers_table`] prints it (tested).
 //!
 //! Each failure prints the offending edge (and, for a cycle, the cycle).
-//! `cargo test --test architecture -- --nocapture` prints the module graph.
+//! `cargo test --test it architecture:: -- --nocapture` prints the module graph.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

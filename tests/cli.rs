@@ -1,7 +1,7 @@
 //! The `strata` binary, run as a user would: import (with a malformed line),
 //! search, expand, inject, prune, and config errors.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

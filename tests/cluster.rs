@@ -8,7 +8,7 @@
 //! starts throwaway servers); each test works in a fresh schema and drops
 //! it, and its graph users are unique to the run.
 
-mod common;
+use crate::common;
 
 use serde_json::json;
 use strata::config::{GraphBackend, RecordsBackend};

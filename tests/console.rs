@@ -10,7 +10,7 @@
 //! - The other tests speak HTTP with reqwest: the cookie's flags, CSRF,
 //!   refused keys, the security headers, escaping.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

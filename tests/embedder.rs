@@ -5,7 +5,7 @@
 
 use strata::config::OnnxQuantization::{Dynamic, WeightsOnly};
 
-mod common;
+use crate::common;
 
 fn cos(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()

@@ -2,7 +2,7 @@
 //! keys, extraction through the workers, dedup guards and merges, temporal
 //! validity, scope isolation, erasure and crash recovery.
 
-mod common;
+use crate::common;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use proptest::prelude::*;

@@ -6,7 +6,7 @@
 //! embedding dimensions, dead-letter parking and retry, and a crash between
 //! the LLM's answer and the commit.
 
-mod common;
+use crate::common;
 
 use chrono::{TimeZone, Utc};
 use serde_json::{json, Value};

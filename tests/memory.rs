@@ -1,7 +1,7 @@
 //! End-to-end tests of the turn path and promotion, on the real embedded
 //! stores (SQLite file, tantivy on disk, qdrant-edge on disk) and the real model.
 
-mod common;
+use crate::common;
 
 use chrono::{Duration, TimeZone, Utc};
 use strata::{Error, Memory, NewMessage, Scope, SessionId};

@@ -5,7 +5,7 @@
 //! the test sees what the proxy forwarded). The official SDKs are driven
 //! against the same setup by `clients/proxy-tests` (Python and node).
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

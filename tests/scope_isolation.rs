@@ -2,7 +2,7 @@
 //! interleavings of record / end_session / search / expand / inject across
 //! three scopes (two of which share a user or an agent id).
 
-mod common;
+use crate::common;
 
 use chrono::{Duration, TimeZone, Utc};
 use proptest::prelude::*;

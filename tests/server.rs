@@ -2,7 +2,7 @@
 //! stores and the real embedding model; real MCP clients (rmcp) over HTTP
 //! and stdio; the binary under SIGTERM; the Python example client.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

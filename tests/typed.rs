@@ -4,7 +4,7 @@
 //! forget, sharing tiers and federation, and a property test that no read
 //! ever crosses a user or team boundary.
 
-mod common;
+use crate::common;
 
 use serde_json::{json, Value};
 use strata::model::typed::{MemoryId, MemoryInput, NewMemory, Visibility};

@@ -6,7 +6,7 @@
 //! back gets the delivery; one that keeps failing has it parked, visible in
 //! `GET /v1/jobs` and re-queued by `POST /v1/jobs/{id}/retry`.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
