@@ -214,11 +214,14 @@ class _ClientRoutes:
         """The configuration in force."""
         return self._call(_Call("GET", "/v1/admin/config"))
 
-    def healthz(self) -> Any:
-        return self._call(_Call("GET", "/healthz"))
+    def healthz(self) -> str:
+        """The process is up: ``"ok"`` (the server answers plain text)."""
+        return self._call(_Call("GET", "/healthz", text=True))
 
-    def readyz(self) -> Any:
-        return self._call(_Call("GET", "/readyz"))
+    def readyz(self) -> str:
+        """Stores open and workers running: ``"ready"``; while the server shuts
+        down it answers 503, raised as the client's error for that status."""
+        return self._call(_Call("GET", "/readyz", text=True))
 
     def metrics(self) -> str:
         """Prometheus text."""

@@ -116,6 +116,9 @@ def test_admin_routes(server):
     assert admin.config()["recall"]["min_score"] > 0
     assert "applied" in admin.reload()
     assert "strata_" in admin.metrics()
+    # plain-text answers, not JSON (both once failed to parse them)
+    assert admin.healthz() == "ok"
+    assert admin.readyz() == "ready"
     assert "/v1/users/{user_id}/agents/{agent_id}/search" in admin.openapi()["paths"]
     # an admin key acts on any scope; erasing a user removes it
     carol = admin.scope("carol", "bot")

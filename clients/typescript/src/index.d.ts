@@ -56,8 +56,10 @@ export class Strata {
   usage(): Promise<S<"UsageTotals">>;
   reload(): Promise<S<"ReloadReport">>;
   config(): Promise<Record<string, any>>;
-  healthz(): Promise<unknown>;
-  readyz(): Promise<unknown>;
+  /** The process is up: "ok". */
+  healthz(): Promise<string>;
+  /** Stores open and workers running: "ready" (a 503 while shutting down rejects). */
+  readyz(): Promise<string>;
   metrics(): Promise<string>;
   openapi(): Promise<Record<string, any>>;
 }

@@ -141,8 +141,10 @@ export class Strata {
   usage() { return this.request("GET", "/v1/usage"); }
   reload() { return this.request("POST", "/v1/admin/reload", { idempotent: true }); }
   config() { return this.request("GET", "/v1/admin/config"); }
-  healthz() { return this.request("GET", "/healthz"); }
-  readyz() { return this.request("GET", "/readyz"); }
+  /** The process is up: "ok" (plain text). */
+  healthz() { return this.request("GET", "/healthz", { text: true }); }
+  /** Stores open and workers running: "ready"; a 503 while shutting down rejects with the client's error. */
+  readyz() { return this.request("GET", "/readyz", { text: true }); }
   metrics() { return this.request("GET", "/metrics", { text: true }); }
   openapi() { return this.request("GET", "/openapi.json"); }
 }

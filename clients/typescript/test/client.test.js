@@ -89,6 +89,9 @@ test("admin routes", async () => {
   assert.ok((await admin.config()).recall.min_score > 0);
   assert.ok("applied" in (await admin.reload()));
   assert.ok((await admin.metrics()).includes("strata_"));
+  // plain-text answers, not JSON (both once failed to parse them)
+  assert.equal(await admin.healthz(), "ok");
+  assert.equal(await admin.readyz(), "ready");
   const carol = admin.scope("carol", "bot");
   await carol.record(sid("c"), "user", "Carol's secret plan.");
   await admin.forgetUser("carol");
