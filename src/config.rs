@@ -1069,6 +1069,21 @@ impl EmbeddingConfig {
         }
     }
 
+    /// The local model `model` names, for the `onnx` runtime.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the models the `onnx` runtime has when
+    /// `model` names none of them.
+    pub fn onnx_model(&self) -> Result<LocalModel> {
+        self.local_model().ok_or_else(|| {
+            Error::Config(format!(
+                "embedding.model: \"{}\" is not a model the onnx runtime has: use \"e5\" or \"minilm\" \
+                 (or embedding.runtime = \"remote\" for an endpoint's model)",
+                self.model
+            ))
+        })
+    }
+
     /// `models_home`, or [`default_models_home`] when empty.
     pub fn models_home(&self) -> PathBuf {
         if self.models_home.as_os_str().is_empty() {
@@ -1337,14 +1352,10 @@ impl Config {
             EmbeddingRuntime::Remote if e.base_url.trim().is_empty() || e.model.trim().is_empty() => {
                 return bad("embedding.base_url/model", "must be set when embedding.runtime = \"remote\"");
             }
-            EmbeddingRuntime::Onnx if e.local_model().is_none() => {
-                return Err(Error::Config(format!(
-                    "embedding.model: \"{}\" is not a model the onnx runtime has: use \"e5\" or \"minilm\" \
-                     (or embedding.runtime = \"remote\" for an endpoint's model)",
-                    e.model
-                )));
+            EmbeddingRuntime::Onnx => {
+                e.onnx_model()?;
             }
-            _ => {}
+            EmbeddingRuntime::Remote => {}
         }
         if e.provider.is_some() || e.e5_runtime.is_some() {
             return bad("embedding.provider/e5_runtime", "replaced by embedding.model and embedding.runtime (EmbeddingConfig::migrate_legacy maps them at load)");

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::remote::OpenAiEmbedder;
 use super::Embedder;
 use crate::config::{Config, EmbeddingRuntime, LocalModel};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Loads the embedder `[embedding]` names: `model` on the `onnx` runtime
 /// (loaded on the blocking pool, behind the batching layer
@@ -21,9 +21,7 @@ pub async fn embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
     let e = config.embedding.clone();
     let model = match e.runtime {
         EmbeddingRuntime::Remote => return Ok(Arc::new(OpenAiEmbedder::connect(&e).await?)),
-        EmbeddingRuntime::Onnx => e.local_model().ok_or_else(|| {
-            Error::Config(format!("embedding.model: \"{}\" is not a model the onnx runtime has: use \"e5\" or \"minilm\"", e.model))
-        })?,
+        EmbeddingRuntime::Onnx => e.onnx_model()?,
     };
     let (workers, max_batch) = (e.onnx_sessions, e.onnx_max_batch);
     match model {

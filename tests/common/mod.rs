@@ -43,12 +43,12 @@ pub fn onnx_files() -> strata::embed::onnx::OnnxFiles {
 pub fn embedder() -> Arc<dyn Embedder> {
     static E: OnceLock<Arc<E5OnnxEmbedder>> = OnceLock::new();
     E.get_or_init(|| {
-        let home = models_home();
-        let e = Config::default().embedding;
+        let mut e = Config::default().embedding;
+        e.models_home = models_home();
         Arc::new(
             E5OnnxEmbedder::load(
-                &home.join("multilingual-e5-small/e5-small-q4.bin"),
-                &home.join("onnxruntime/libonnxruntime.so"),
+                &e.e5_model_path(),
+                &e.onnx_runtime_path(),
                 e.batch_size,
                 e.max_tokens,
                 e.onnx_threads,
