@@ -374,7 +374,7 @@ pub struct GraphConfig {
     /// Most entities returned by `knowledge_graph_search`.
     pub max_results: usize,
     /// When the chat model extracts, run the offline extractor over the same
-    /// turns too and combine them (`graph::combine`): the offline
+    /// turns too and combine them (`graph::extract::combine`): the offline
     /// names and relations stay, the model adds names and typed relations.
     /// `false` = the model's extraction alone.
     pub combine_offline: bool,

@@ -42,14 +42,16 @@
 //! - [`model`]: scopes, ids, messages, sessions, episodes, typed memories
 //!   (imports nothing internal but [`error`] and [`text`]).
 //! - [`config`]: layered, validated configuration.
+//! - [`llm`]: how to talk to a chat model (client, retries, JSON repair,
+//!   prompt files); [`embed`]: the embedder trait, its models on ONNX
+//!   Runtime and the OpenAI-compatible endpoint.
 //! - [`store`]: the store traits, one folder or file per backend, and
 //!   [`store::factory`], the only module that names a backend.
-//! - [`embed`]: the embedder trait, its models on ONNX Runtime and the
-//!   OpenAI-compatible endpoint.
-//! - [`llm`]: the chat-model trait, the offline/OpenAI
-//!   embedders, the offline summariser, and [`llm::load`] (config → models).
-//! - [`graph`]: the graph trait, extraction, dedup rules and L2 search.
-//! - [`recall`]: trivial filter, recall query, calibrated fusion, abstracts (pure).
+//! - [`graph`]: the graph trait, extraction ([`graph::extract::GraphExtractor`]:
+//!   offline patterns or a chat model), dedup rules and L2 search.
+//! - [`recall`]: trivial filter, recall query, calibrated fusion, abstracts
+//!   (pure); [`summary`]: the session summariser ([`summary::Summarizer`]:
+//!   extractive or a chat model).
 //! - [`bus`]: flume wake-ups over the durable outbox.
 //! - [`runtime`]: what the capabilities and the workers share.
 //! - Capabilities: [`episodic`] (record, inject, search, expand, the Memory
@@ -80,6 +82,7 @@ pub mod recall;
 pub mod runtime;
 pub mod server;
 pub mod store;
+pub mod summary;
 pub mod text;
 pub mod typed;
 pub mod webhook;

@@ -22,9 +22,7 @@ use crate::config::Config;
 use crate::episodic::Episodic;
 use crate::error::{Error, Result};
 use crate::graph::{GraphCounts, MergeRecord};
-use crate::llm::prompts::Prompts;
 use crate::embed::Embedder;
-use crate::llm::ChatModel;
 use crate::model::typed::{MemoryId, NewMemory, StoredMemory, Visibility};
 use crate::model::*;
 use crate::store::{EventKind, ParkedJob, StoreSizes, UsageTotals};
@@ -116,14 +114,6 @@ impl Memory {
     /// As [`crate::embed::load::embedder`].
     pub async fn load_embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
         crate::embed::load::embedder(config).await
-    }
-
-    /// The chat model `[llm]` names ([`crate::llm::load::chat`]).
-    ///
-    /// # Errors
-    /// As [`crate::llm::load::chat`].
-    pub fn load_chat(config: &Config, prompts: Arc<Prompts>) -> Result<Arc<dyn ChatModel>> {
-        crate::llm::load::chat(config, prompts)
     }
 
     /// Rebuilds every index from the system of record with the embedder now

@@ -1,6 +1,6 @@
 //! [`Runtime`]: the context the capabilities and the workers share — the
 //! validated config, the stores and indexes of the episodic tier, the
-//! graph, the embedder, the chat model, the prompts, the recall tunables and
+//! graph, the embedder, the summariser and the graph extractor, the prompts, the recall tunables and
 //! the bus — and how it is opened.
 //!
 //! Architecture Invariant: this module imports no capability (episodic
@@ -14,13 +14,14 @@ use std::sync::{Arc, RwLock};
 use crate::bus::Bus;
 use crate::config::{Config, RecallConfig};
 use crate::error::{Error, Result};
+use crate::graph::extract::GraphExtractor;
 use crate::graph::GraphStore;
 use crate::llm::prompts::Prompts;
 use crate::embed::{CachedEmbedder, Embedder};
-use crate::llm::ChatModel;
 use crate::model::typed::MemoryId;
 use crate::recall::trivial::TrivialFilter;
 use crate::store::factory::{self, IndexPlaces};
+use crate::summary::Summarizer;
 use crate::store::shared::SharedStores;
 use crate::store::{KeywordIndex, RecordStore, TypedStore, VectorIndex};
 
@@ -40,8 +41,10 @@ pub struct Runtime {
     pub graph: Arc<dyn GraphStore>,
     /// Embedding model (behind the content-hash cache).
     pub embedder: Arc<dyn Embedder>,
-    /// Summariser and extractor.
-    pub chat: Arc<dyn ChatModel>,
+    /// The episodic worker's session summariser.
+    pub summarizer: Arc<dyn Summarizer>,
+    /// The semantic and dedup workers' graph extractor.
+    pub extractor: Arc<dyn GraphExtractor>,
     /// Prompt files (compiled-in or from `llm.prompts_dir`).
     pub prompts: Arc<Prompts>,
     /// Wake-ups for workers.
@@ -73,8 +76,10 @@ impl Tunables {
 pub struct Components {
     /// Embedding model (wrapped in the content-hash cache by `open`).
     pub embedder: Option<Arc<dyn Embedder>>,
-    /// Chat model; default is the offline extractive summariser.
-    pub chat: Option<Arc<dyn ChatModel>>,
+    /// Session summariser; default as `[llm]` says ([`crate::summary::load`]).
+    pub summarizer: Option<Arc<dyn Summarizer>>,
+    /// Graph extractor; default as `[llm]` says ([`crate::graph::extract::load`]).
+    pub extractor: Option<Arc<dyn GraphExtractor>>,
     /// Keep the SQLite database in memory and the keyword index in RAM
     /// (the vector index still lives under `data_dir`).
     pub ephemeral: bool,
@@ -128,9 +133,15 @@ impl Runtime {
         let mut config = config;
         config.recall.fit_to(embedder.model_id());
         let prompts = crate::llm::load::prompts(&config)?;
-        let chat: Arc<dyn ChatModel> = match components.chat {
-            Some(c) => c,
-            None => crate::llm::load::chat(&config, prompts.clone())?,
+        let (summarizer, extractor) = match (components.summarizer, components.extractor) {
+            (Some(s), Some(x)) => (s, x),
+            (s, x) => {
+                let chat = crate::llm::load::chat(&config, prompts.clone())?;
+                (
+                    s.unwrap_or_else(|| crate::summary::load(&config, chat.clone())),
+                    x.unwrap_or_else(|| crate::graph::extract::load(&config, chat)),
+                )
+            }
         };
         let embedder_id = embedder_id(embedder.as_ref());
         let dir = config.data_dir.clone();
@@ -161,7 +172,8 @@ impl Runtime {
             vectors,
             graph: stores.graph,
             embedder,
-            chat,
+            summarizer,
+            extractor,
             prompts,
             bus: Bus::new(),
             tunables,

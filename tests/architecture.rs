@@ -448,8 +448,9 @@ fn folder_graph(g: &Graph) -> Graph {
 pub const LAYERS: &[(&str, &[&str])] = &[
     ("foundation", &["error", "model", "text"]),
     ("configuration", &["config"]),
+    ("model clients", &["llm", "embed"]),
     ("graph and stores", &["graph", "store"]),
-    ("recall, models, keys, bus", &["recall", "llm", "embed", "keys", "bus"]),
+    ("recall, summaries, keys, bus", &["recall", "summary", "keys", "bus"]),
     ("runtime", &["runtime", "webhook"]),
     ("capabilities and workers", &["episodic", "typed", "admin", "worker"]),
     ("facade", &["memory"]),

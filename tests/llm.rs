@@ -17,8 +17,10 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use strata::config::{EmbeddingRuntime, LlmProvider};
 use strata::llm::openai::OpenAiChat;
+use strata::summary::model::ModelSummarizer;
+use strata::summary::{Summarizer, Summary};
 use strata::llm::prompts::Prompts;
-use strata::llm::{CallLog, ChatModel, Summary, TranscriptTurn};
+use strata::llm::{CallLog, TranscriptTurn};
 use strata::memory::Components;
 use strata::model::{PromotionStatus, SessionJobKind, SummaryKind};
 use strata::{Config, Memory, NewMessage, Scope, SessionId};
@@ -736,12 +738,12 @@ async fn embeddings_that_change_dimension_at_run_time_park_the_job() {
 /// Answers through the real client, then never returns: the process "dies"
 /// after the LLM answered and before anything was committed.
 struct DiesAfterAnswer {
-    inner: OpenAiChat,
+    inner: ModelSummarizer,
     answered: tokio::sync::mpsc::UnboundedSender<Summary>,
 }
 
 #[async_trait::async_trait]
-impl ChatModel for DiesAfterAnswer {
+impl Summarizer for DiesAfterAnswer {
     fn id(&self) -> String {
         self.inner.id()
     }
@@ -776,14 +778,14 @@ async fn a_crash_between_the_answer_and_the_commit_reruns_the_job_once() {
         rt.block_on(async {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
             let chat = DiesAfterAnswer {
-                inner: OpenAiChat::new(&first.llm, Prompts::builtin()).unwrap(),
+                inner: ModelSummarizer::new(Arc::new(OpenAiChat::new(&first.llm, Prompts::builtin()).unwrap())),
                 answered: tx,
             };
             let mem = Memory::open_with(
                 first,
                 Components {
                     embedder: Some(common::embedder()),
-                    chat: Some(Arc::new(chat)),
+                    summarizer: Some(Arc::new(chat)),
                     ..Default::default()
                 },
             )

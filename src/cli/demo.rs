@@ -227,7 +227,7 @@ pub async fn run(mut config: Config, file: &Path, json: bool, keep: bool) -> Res
     if !json {
         println!(
             "\n=== cost ===\nsummariser {}: {} LLM calls ({} failed), {} input + {} output tokens for {} sessions; {} parked jobs",
-            mem.runtime().chat.id(),
+            mem.runtime().summarizer.id(),
             usage.calls,
             usage.failed_calls,
             usage.input_tokens,

@@ -554,7 +554,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     let p99 = percentile(&latencies, 99.0).unwrap_or(f64::NAN);
     println!("\ninject latency over {} turns: p50 {p50:.2} ms, p99 {p99:.2} ms (debug/release as built; benches are authoritative)", latencies.len());
     let usage = mem.llm_usage(None).await?;
-    let usage_model = mem.runtime().chat.id().to_string();
+    let usage_model = mem.runtime().summarizer.id().to_string();
     let sessions: usize = convs.iter().map(|c| c.sessions.len()).sum();
     let per = |x: u64| {
         if sessions == 0 {
@@ -565,7 +565,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     };
     println!(
         "LLM ({}): {} calls ({} failed) for {sessions} sessions = {:.2} calls/session; tokens/session {:.0} in + {:.0} out",
-        mem.runtime().chat.id(),
+        mem.runtime().summarizer.id(),
         usage.calls,
         usage.failed_calls,
         per(usage.calls),
@@ -574,7 +574,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     );
     let mut graph_total = super::graph::GraphScores::default();
     if !graph_scores.is_empty() {
-        println!("\ngraph against the gold labels ({}): entity P/R/F1, typed accuracy, junk rate; relation P (typed)/R/F1", mem.runtime().chat.id());
+        println!("\ngraph against the gold labels ({}): entity P/R/F1, typed accuracy, junk rate; relation P (typed)/R/F1", mem.runtime().summarizer.id());
         for (id, s) in &graph_scores {
             super::graph::print_scores(id, s, "");
             graph_total.add(s);
@@ -721,7 +721,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         root.insert("turn_level".into(), serde_json::Value::Object(turns));
         root.insert(
             "llm".into(),
-            json!({"model": mem.runtime().chat.id(), "sessions": sessions, "calls": usage.calls, "failed_calls": usage.failed_calls,
+            json!({"model": mem.runtime().summarizer.id(), "sessions": sessions, "calls": usage.calls, "failed_calls": usage.failed_calls,
                    "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
                    "calls_per_session": per(usage.calls), "input_tokens_per_session": per(usage.input_tokens),
                    "output_tokens_per_session": per(usage.output_tokens), "parked_sessions": parked.len()}),

@@ -5,12 +5,12 @@
 //! - [`identity_key`]: the normal form two names must share to be one entity.
 //! - [`GraphStore`]: the storage trait (SQLite today, a Cypher server later);
 //!   it speaks in entities, relations and walks, never in SQL.
-//! - [`extract`]: the offline extractor (no LLM).
-//! - [`combine`]: a chat model's extraction added to the offline one.
+//! - [`extract`]: entities and relations from a session's turns, behind
+//!   [`extract::GraphExtractor`]: offline patterns, or a chat model combined
+//!   with them; and the chat model's verdict on ambiguous duplicates.
 //! - [`dedup`]: candidate scoring and the merge guards.
 //! - [`search`]: L2 `knowledge_graph_search` (resolve the start entities, walk).
 
-pub mod combine;
 pub mod dedup;
 pub mod extract;
 pub mod lexicon;

@@ -1,29 +1,24 @@
-//! Builds the chat model of `[llm]` and the prompt files of `llm.prompts_dir`
-//! (the embedder: [`crate::embed::load`]).
+//! Builds the chat client of `[llm]` and the prompt files of
+//! `llm.prompts_dir` (the embedder: [`crate::embed::load`]; the tasks built
+//! on the client: [`crate::summary::load`], [`crate::graph::extract::load`]).
 
 use std::sync::Arc;
 
-use super::offline::{ExtractiveOptions, OfflineChat};
 use super::openai::OpenAiChat;
 use super::prompts::Prompts;
-use super::ChatModel;
 use crate::config::{Config, LlmProvider};
 use crate::error::Result;
 
-/// Builds the chat model named in `[llm]`: the offline extractive
-/// summariser or an OpenAI-compatible endpoint (no request is made).
+/// The chat client `[llm]` names: `None` for `provider = "offline"` (no
+/// model; the tasks use their offline forms), else an OpenAI-compatible
+/// endpoint (no request is made).
 ///
 /// # Errors
 /// [`crate::Error::Config`] when the API key's environment variable is named but unset.
-pub fn chat(config: &Config, prompts: Arc<Prompts>) -> Result<Arc<dyn ChatModel>> {
+pub fn chat(config: &Config, prompts: Arc<Prompts>) -> Result<Option<Arc<OpenAiChat>>> {
     Ok(match config.llm.provider {
-        LlmProvider::Offline => Arc::new(OfflineChat {
-            options: ExtractiveOptions {
-                max_sentences: config.episodes.summary_max_sentences,
-                max_chars: config.episodes.summary_max_chars,
-            },
-        }),
-        LlmProvider::Openai => Arc::new(OpenAiChat::new(&config.llm, prompts)?),
+        LlmProvider::Offline => None,
+        LlmProvider::Openai => Some(Arc::new(OpenAiChat::new(&config.llm, prompts)?)),
     })
 }
 

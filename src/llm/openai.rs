@@ -1,6 +1,10 @@
 //! OpenAI-compatible chat models through `async-openai` (OpenAI, vLLM,
 //! Ollama, llama.cpp, LM Studio: anything serving `/v1/chat/completions` at
 //! `base_url`); the client and retries serve [`crate::embed::remote`] too.
+//! [`OpenAiChat::complete_json`] runs one prompt file's task and returns its
+//! schema-valid answer; what the answer means is the task's own (the
+//! summariser's in [`crate::summary::model`], the extractor's in
+//! [`crate::graph::extract::model`]).
 //!
 //! Requests are built as JSON and sent with async-openai's "bring your own
 //! types" calls, so one client covers every `response_format` dialect
@@ -18,25 +22,23 @@
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
 use async_openai::Client;
-use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::prompts::{Prompts, Task};
-use super::{CallLog, CallRecord, ChatModel, Summary, TranscriptTurn};
+use super::{CallLog, CallRecord, TranscriptTurn};
 use crate::config::{LlmConfig, StructuredOutput};
 use crate::error::{Error, Result};
-use crate::model::SummaryKind;
-use crate::text::{clip_head, grapheme_len, split_sentences};
+use crate::text::{clip_head, split_sentences};
 
 /// Temperature added per retry of one call (a model at temperature 0 would
 /// otherwise repeat the same malformed answer on every retry).
 pub const RETRY_TEMPERATURE_STEP: f32 = 0.25;
 
 /// Tokens reserved for the rendered prompt around the transcript (instructions, headers).
-const PROMPT_OVERHEAD_TOKENS: u32 = 700;
+pub const PROMPT_OVERHEAD_TOKENS: u32 = 700;
 
 /// A conservative token estimate: one token per 3 UTF-8 bytes. English runs
 /// about 4-5 bytes per token and Korean about 3, so this over-counts, which
@@ -186,30 +188,6 @@ pub fn parse_json_tolerant(text: &str) -> Option<Value> {
     None
 }
 
-/// Clips `text` to at most `max` graphemes, preferring to end on a sentence.
-pub fn clip_summary(text: &str, max: usize) -> String {
-    if grapheme_len(text) <= max {
-        return text.to_string();
-    }
-    let mut out = String::new();
-    let mut n = 0;
-    for s in split_sentences(text) {
-        let len = grapheme_len(s) + 1;
-        if n + len > max {
-            break;
-        }
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(s);
-        n += len;
-    }
-    if out.is_empty() {
-        out = clip_head(text, max).to_string();
-    }
-    out
-}
-
 #[derive(Deserialize, Default)]
 struct ChatResponse {
     #[serde(default)]
@@ -295,6 +273,16 @@ impl OpenAiChat {
             cfg: cfg.clone(),
             prompts,
         })
+    }
+
+    /// `openai:<model>`: the id the summariser and the extractor report.
+    pub fn id(&self) -> String {
+        format!("openai:{}", self.cfg.model)
+    }
+
+    /// The `[llm]` section this client was built from.
+    pub fn config(&self) -> &LlmConfig {
+        &self.cfg
     }
 
     /// Runs `task` with the template variables `vars`, retrying as described
@@ -388,23 +376,10 @@ impl OpenAiChat {
         .await
     }
 
-    /// Summarises one piece (or a whole short session).
-    async fn summarize_piece(
-        &self,
-        transcript: &str,
-        language: &str,
-        started_at: &str,
-        part: usize,
-        parts: usize,
-        log: &CallLog,
-    ) -> Result<String> {
-        let vars = json!({"transcript": transcript, "language": language, "started_at": started_at, "part": part, "parts": parts});
-        let v = self.complete_json(Task::Summarize, &vars, log).await?;
-        Ok(v["summary"].as_str().unwrap_or_default().trim().to_string())
-    }
-
-    /// Tokens available for the variable part of a request.
-    fn input_budget(&self) -> u32 {
+    /// Tokens available for the variable part of a request: the context
+    /// (`llm.context_tokens`) less the answer (`llm.max_tokens`) and the
+    /// prompt's own text ([`PROMPT_OVERHEAD_TOKENS`]), at least 256.
+    pub fn input_budget(&self) -> u32 {
         self.cfg
             .context_tokens
             .saturating_sub(self.cfg.max_tokens + PROMPT_OVERHEAD_TOKENS)
@@ -530,240 +505,9 @@ pub fn split_transcript(turns: &[TranscriptTurn], budget: u32) -> Vec<String> {
     pieces
 }
 
-/// English name of the dominant language of `text` when the detector is
-/// reliable (whatlang, trigram + script based), else "".
-pub fn detect_language(text: &str) -> String {
-    let sample = clip_head(text, 4000);
-    match whatlang::detect(sample) {
-        Some(info) if info.is_reliable() || info.confidence() > 0.5 => {
-            info.lang().eng_name().to_string()
-        }
-        Some(info) => match info.script() {
-            // a script that belongs to one language is enough
-            whatlang::Script::Hangul => "Korean".into(),
-            whatlang::Script::Hiragana | whatlang::Script::Katakana => "Japanese".into(),
-            _ => String::new(),
-        },
-        None => String::new(),
-    }
-}
-
-#[async_trait]
-impl ChatModel for OpenAiChat {
-    fn id(&self) -> String {
-        format!("openai:{}", self.cfg.model)
-    }
-
-    async fn summarize(
-        &self,
-        transcript: &[TranscriptTurn],
-        started_at: &str,
-        log: &CallLog,
-    ) -> Result<Summary> {
-        let all: String = transcript
-            .iter()
-            .map(|t| t.text.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
-        let language = detect_language(&all);
-        let pieces = split_transcript(transcript, self.input_budget());
-        let mut summaries = Vec::with_capacity(pieces.len());
-        for (i, piece) in pieces.iter().enumerate() {
-            summaries.push(
-                self.summarize_piece(piece, &language, started_at, i + 1, pieces.len(), log)
-                    .await?,
-            );
-        }
-        // merge, in groups that fit the context, until one summary remains
-        while summaries.len() > 1 {
-            let budget = self.input_budget();
-            let mut groups: Vec<Vec<String>> = vec![Vec::new()];
-            let mut used = 0;
-            for s in summaries.drain(..) {
-                let t = estimate_tokens(&s) + 8;
-                if used + t > budget && !groups.last().expect("non-empty").is_empty() {
-                    groups.push(Vec::new());
-                    used = 0;
-                }
-                used += t;
-                groups.last_mut().expect("non-empty").push(s);
-            }
-            if groups.len() > 1 && groups.iter().all(|g| g.len() == 1) {
-                // summaries too long to pair up: clip them so that merging progresses
-                let cap = (budget as usize * 3 / 2).max(200);
-                groups = groups
-                    .chunks(2)
-                    .map(|c| c.iter().map(|g| clip_summary(&g[0], cap)).collect())
-                    .collect();
-            }
-            for g in groups {
-                if g.len() == 1 {
-                    summaries.push(g.into_iter().next().expect("one"));
-                    continue;
-                }
-                let vars = json!({"summaries": g, "language": language, "started_at": started_at});
-                let v = self.complete_json(Task::MergeSummaries, &vars, log).await?;
-                summaries.push(v["summary"].as_str().unwrap_or_default().trim().to_string());
-            }
-        }
-        let text = summaries.pop().unwrap_or_default();
-        let clipped = clip_summary(&text, self.cfg.max_summary_chars);
-        if clipped.len() < text.len() {
-            tracing::warn!(
-                graphemes = grapheme_len(&text),
-                kept = grapheme_len(&clipped),
-                "LLM summary clipped to llm.max_summary_chars"
-            );
-        }
-        Ok(Summary {
-            text: clipped,
-            kind: SummaryKind::Llm,
-            abstract_: None,
-        })
-    }
-
-    async fn extract(
-        &self,
-        summary: &str,
-        turns: &[TranscriptTurn],
-        speakers: &[String],
-        started_at: &str,
-        log: &CallLog,
-    ) -> Result<Option<crate::model::graph::Extraction>> {
-        // the session itself, in pieces that fit the context (a small model finds little in a
-        // short summary); the summary only when the turns are gone
-        let pieces = if turns.is_empty() {
-            vec![summary.to_string()]
-        } else {
-            split_transcript(turns, self.input_budget().saturating_sub(EXTRACT_EXAMPLE_TOKENS).max(256))
-        };
-        let mut ex = crate::model::graph::Extraction::default();
-        for piece in &pieces {
-            let vars = json!({"summary": summary, "transcript": piece, "speakers": speakers, "started_at": started_at});
-            let v = self.complete_json(Task::ExtractEntitiesRelations, &vars, log).await?;
-            read_extraction(&v, piece, &mut ex);
-        }
-        Ok(Some(ex))
-    }
-
-
-    async fn confirm_same(
-        &self,
-        pairs: &[(crate::model::graph::Entity, crate::model::graph::Entity)],
-        log: &CallLog,
-    ) -> Result<Option<Vec<bool>>> {
-        let side = |e: &crate::model::graph::Entity| json!({"name": e.name, "type": e.kind, "aliases": e.aliases, "context": ""});
-        let items: Vec<Value> = pairs
-            .iter()
-            .enumerate()
-            .map(|(i, (a, b))| json!({"id": i.to_string(), "a": side(a), "b": side(b)}))
-            .collect();
-        let v = self
-            .complete_json(Task::DedupEntities, &json!({"pairs": items}), log)
-            .await?;
-        let mut out = vec![false; pairs.len()];
-        for d in v["decisions"].as_array().into_iter().flatten() {
-            if let Some(i) = d["id"]
-                .as_str()
-                .and_then(|s| s.parse::<usize>().ok())
-                .filter(|&i| i < out.len())
-            {
-                out[i] = d["same"].as_bool().unwrap_or(false);
-            }
-        }
-        Ok(Some(out))
-    }
-}
-
-/// Tokens the extraction prompt's instructions and example take (measured on
-/// `prompts/extract_entities_relations.toml` v2 at 3 bytes per token, rounded up).
-const EXTRACT_EXAMPLE_TOKENS: u32 = 700;
-
-/// True when `name` is said in `text`: its identity key occurs in the
-/// text's lowercase form, or, for a phrase, every word of 3 letters or more
-/// does. A small model copies the prompt's example ("Lisbon", "Acme") or
-/// invents; what the session never says is no fact of it.
-fn grounded(name: &str, text_lower: &str) -> bool {
-    let key = crate::graph::identity_key(name);
-    if key.is_empty() {
-        return false;
-    }
-    text_lower.contains(&key)
-        || key
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| w.chars().count() >= 3)
-            .fold(None, |all, w| Some(all.unwrap_or(true) && text_lower.contains(w)))
-            .unwrap_or(false)
-}
-
-/// Appends a schema-valid extraction answer's entities and relations to `ex`,
-/// keeping only those whose names the input `text` says ([`grounded`]).
-fn read_extraction(v: &Value, text: &str, ex: &mut crate::model::graph::Extraction) {
-    let lower = text.to_lowercase();
-    let (mut dropped_entities, mut dropped_relations) = (0usize, 0usize);
-    for e in v["entities"].as_array().into_iter().flatten() {
-        if !grounded(e["name"].as_str().unwrap_or_default(), &lower) {
-            dropped_entities += 1;
-            continue;
-        }
-        ex.entities.push(crate::model::graph::EntityMention {
-            name: e["name"].as_str().unwrap_or_default().to_string(),
-            kind: e["type"]
-                .as_str()
-                .unwrap_or(crate::model::graph::UNKNOWN_TYPE)
-                .to_string(),
-            aliases: e["aliases"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|a| a.as_str().map(str::to_string))
-                .collect(),
-        });
-    }
-    for r in v["relations"].as_array().into_iter().flatten() {
-        let ends = [r["source"].as_str().unwrap_or_default(), r["target"].as_str().unwrap_or_default()];
-        if !ends.iter().all(|n| grounded(n, &lower)) {
-            dropped_relations += 1;
-            continue;
-        }
-        let valid_from = r["valid_from"]
-            .as_str()
-            .and_then(|d| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
-            .and_then(|d| d.and_hms_opt(0, 0, 0))
-            .map(|d| d.and_utc());
-        ex.relations.push(crate::model::graph::RelationMention {
-            source: r["source"].as_str().unwrap_or_default().to_string(),
-            predicate: r["predicate"].as_str().unwrap_or_default().to_string(),
-            target: r["target"].as_str().unwrap_or_default().to_string(),
-            valid_from,
-        });
-    }
-    if dropped_entities + dropped_relations > 0 {
-        metrics::counter!("strata_llm_ungrounded_total").increment((dropped_entities + dropped_relations) as u64);
-        tracing::info!(dropped_entities, dropped_relations, "extracted names the session never says were dropped");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn extracted_names_the_text_never_says_are_dropped() {
-        let v = serde_json::json!({
-            "entities": [{"name": "Caroline", "type": "person", "aliases": []}, {"name": "Lisbon", "type": "place", "aliases": []}],
-            "relations": [
-                {"source": "Caroline", "predicate": "likes", "target": "pottery classes", "valid_from": null},
-                {"source": "Caroline", "predicate": "works_at", "target": "Acme", "valid_from": null}
-            ]
-        });
-        let mut ex = crate::model::graph::Extraction::default();
-        read_extraction(&v, "Caroline: I signed up for a pottery class, and my classes start soon.", &mut ex);
-        let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(names, vec!["Caroline"]);
-        let targets: Vec<&str> = ex.relations.iter().map(|r| r.target.as_str()).collect();
-        assert_eq!(targets, vec!["pottery classes"], "a phrase counts when its words are said");
-    }
 
     #[test]
     fn tolerant_json_parsing() {
@@ -870,28 +614,5 @@ mod tests {
             "no Korean syllable lost or split"
         );
         assert!(joined.contains("short hello"));
-    }
-
-    #[test]
-    fn summaries_are_clipped_on_sentence_boundaries() {
-        let s = "First fact. Second fact. Third fact.";
-        assert_eq!(clip_summary(s, 100), s);
-        assert_eq!(clip_summary(s, 26), "First fact. Second fact.");
-        let k = "가".repeat(500);
-        assert_eq!(grapheme_len(&clip_summary(&k, 100)), 100);
-    }
-
-    #[test]
-    fn language_detection_names_korean_and_english() {
-        assert_eq!(
-            detect_language(
-                "안녕하세요, 저는 다음 주에 부산으로 여행을 가요. 강아지도 입양했어요."
-            ),
-            "Korean"
-        );
-        let english = "I am planning a trip to Busan next week with my sister Dana, and yesterday I adopted a beagle called Pickle. \
-                       We still need to find someone who can look after the dog while we are away, and book the train from Seoul.";
-        assert_eq!(detect_language(english), "English");
-        assert_eq!(detect_language("ok"), "", "too little text to tell");
     }
 }

@@ -122,7 +122,7 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
             .map(|(c, _)| (entity.clone(), c.clone()))
             .collect();
         let log = CallLog::default();
-        let answer = shared.chat.confirm_same(&pairs, &log).await;
+        let answer = shared.extractor.confirm_same(&pairs, &log).await;
         let _ = shared
             .records
             .record_llm_calls(scope, None, Some(ev.id), log.take())

@@ -182,7 +182,7 @@ async fn prepare(shared: &Runtime, ev: &OutboxEvent) -> Result<Option<Prepared>>
         .unwrap_or(first.message.timestamp);
     let log = CallLog::default();
     let summary = shared
-        .chat
+        .summarizer
         .summarize(&turns, &started.format("%Y-%m-%d").to_string(), &log)
         .await;
     // cost records are written whatever the outcome: failed attempts cost too

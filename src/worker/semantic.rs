@@ -1,10 +1,8 @@
 //! Semantic worker: `EpisodeCreated` → entities and relations in the graph.
 //!
-//! Per event: load the episode and its session; extract with the chat model
-//! (`prompts/extract_entities_relations` over the session's turns, combined
-//! with the offline extractor's by [`crate::graph::combine`] unless
-//! `graph.combine_offline` is off) or, when the model does not extract
-//! (offline mode), with [`crate::graph::extract`] over the turns; apply to the [`crate::graph::GraphStore`] (idempotent
+//! Per event: load the episode and its session; extract with the runtime's
+//! [`crate::graph::extract::GraphExtractor`] (the offline patterns, or a chat
+//! model combined with them); apply to the [`crate::graph::GraphStore`] (idempotent
 //! upserts, temporal invalidation); then mark the event done and write one
 //! `EntityUpserted` per touched entity in one transaction. A crash between
 //! the extraction and the upsert replays the event: deterministic ids make
@@ -14,7 +12,6 @@ use chrono::Utc;
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::graph::extract::extract;
 use crate::llm::{CallLog, TranscriptTurn};
 use crate::runtime::Runtime;
 use crate::store::{Event, EventKind, OutboxEvent};
@@ -70,7 +67,7 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
     }
     let log = CallLog::default();
     let llm = shared
-        .chat
+        .extractor
         .extract(
             &episode.summary,
             &turns,
@@ -86,11 +83,7 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
     {
         tracing::warn!(event_id = %ev.id, error = %e, "could not record LLM usage");
     }
-    let extraction = match llm? {
-        Some(x) if shared.config.graph.combine_offline => crate::graph::combine::combine(extract(&turns), x, &turns),
-        Some(x) => x,
-        None => extract(&turns),
-    };
+    let extraction = llm?;
     let report = shared
         .graph
         .apply_extraction(

@@ -502,7 +502,7 @@ pub(crate) async fn ops(State(st): State<AppState>, Extension(v): Extension<View
         Ok(c) => serde_json::to_string_pretty(&c).unwrap_or_default(),
         Err(e) => return error_page(e),
     };
-    let chat_model = st.memory.runtime().chat.id();
+    let chat_model = st.memory.runtime().summarizer.id();
     render(
         "ops.html",
         page(&v, None, minijinja::context! { parked, queues, usage, sizes, graph, config, chat_model }),

@@ -1310,26 +1310,27 @@ mod tests {
     }
 }
 
-/// The offline [`super::ChatModel`]: [`extractive_summary`] behind the
-/// chat-model trait. Selected when no LLM endpoint is configured; its
-/// summaries are marked [`crate::model::SummaryKind::Extractive`].
+/// The offline [`super::Summarizer`]: [`extract_session`] behind the
+/// summariser trait. Selected when no LLM endpoint is configured; its
+/// summaries are marked [`crate::model::SummaryKind::Extractive`] and carry
+/// the abstract [`extract_session`] chose.
 #[derive(Debug, Clone, Default)]
-pub struct OfflineChat {
+pub struct ExtractiveSummarizer {
     /// Summary budget.
     pub options: ExtractiveOptions,
 }
 
 #[async_trait::async_trait]
-impl super::ChatModel for OfflineChat {
+impl super::Summarizer for ExtractiveSummarizer {
     fn id(&self) -> String {
         "offline:extractive".into()
     }
 
     async fn summarize(
         &self,
-        transcript: &[super::TranscriptTurn],
+        transcript: &[crate::model::TranscriptTurn],
         _started_at: &str,
-        _log: &super::CallLog,
+        _log: &crate::llm::CallLog,
     ) -> crate::error::Result<super::Summary> {
         let turns: Vec<Turn<'_>> = transcript
             .iter()

@@ -21,8 +21,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::extract::{lowercase_words, weak_name_ok};
-use super::{identity_key, lexicon, EntityMention, Extraction, RelationMention, UNKNOWN_TYPE};
+use super::offline::{lowercase_words, type_cue, MAX_NAME_WORDS, weak_name_ok};
+use crate::graph::{identity_key, lexicon, EntityMention, Extraction, RelationMention, UNKNOWN_TYPE};
 use crate::model::TranscriptTurn;
 
 /// The predicates `prompts/extract_entities_relations` lists; a model relation
@@ -119,7 +119,7 @@ pub fn combine(offline: Extraction, llm: Extraction, turns: &[TranscriptTurn]) -
                 }
             }
         } else if reads_as_name(&e.name, &text, &lower) {
-            let kind = if kind == UNKNOWN_TYPE { super::extract::type_cue(&e.name).unwrap_or(kind) } else { kind };
+            let kind = if kind == UNKNOWN_TYPE { type_cue(&e.name).unwrap_or(kind) } else { kind };
             index.insert(key, out.entities.len());
             out.entities.push(EntityMention { name: e.name.trim().to_string(), kind: kind.to_string(), aliases: vec![] });
         } else {
@@ -147,14 +147,14 @@ pub fn combine(offline: Extraction, llm: Extraction, turns: &[TranscriptTurn]) -
             Some(&oi) => out.entities[oi].name.clone(),
             None if reads_as_name(&r.target, &text, &lower) && !values.contains(&ko) => {
                 let name = r.target.trim().to_string();
-                let kind = super::extract::type_cue(&name).unwrap_or(UNKNOWN_TYPE);
+                let kind = type_cue(&name).unwrap_or(UNKNOWN_TYPE);
                 index.insert(ko.clone(), out.entities.len());
                 out.entities.push(EntityMention { name: name.clone(), kind: kind.to_string(), aliases: vec![] });
                 name
             }
             None => {
                 // a value object: a phrase the session says, at most six words
-                if r.target.split_whitespace().count() > super::extract::MAX_NAME_WORDS || !text_lower.contains(&ko) {
+                if r.target.split_whitespace().count() > MAX_NAME_WORDS || !text_lower.contains(&ko) {
                     continue;
                 }
                 let name = r.target.trim().to_string();
@@ -195,7 +195,7 @@ mod tests {
             turn("Caroline", "I went to the LGBT support group yesterday. Dance is my thing, I dance every week."),
             turn("Melanie", "Nice! I took the kids to Pinewood Lake. Sounds like fun."),
         ];
-        let offline = super::super::extract::extract(&turns);
+        let offline = super::super::offline::extract(&turns);
         let offline_names: Vec<String> = offline.entities.iter().map(|e| e.name.clone()).collect();
         let llm = Extraction {
             entities: vec![

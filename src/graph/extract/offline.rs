@@ -22,7 +22,7 @@ use regex::Regex;
 use std::sync::OnceLock;
 use unicode_normalization::UnicodeNormalization;
 
-use super::{lexicon, EntityMention, Extraction, RelationMention, UNKNOWN_TYPE};
+use crate::graph::{lexicon, EntityMention, Extraction, RelationMention, UNKNOWN_TYPE};
 use crate::model::TranscriptTurn;
 use crate::text::split_sentences;
 
@@ -621,7 +621,7 @@ fn clean_name(raw: &str) -> Option<String> {
 /// organization or event suffix ("Grand Canyon", "Acme Inc", "Pride
 /// Parade"), an honorific ("Dr. Lee"); `None` when they say nothing.
 pub fn type_cue(name: &str) -> Option<&'static str> {
-    let key = super::identity_key(name);
+    let key = crate::graph::identity_key(name);
     // a whole name in a gazetteer is the strongest cue ("Manchester City" the club, not a city)
     if lexicon::contains(lexicon::ORGANIZATIONS, &key) {
         return Some("organization");
@@ -685,7 +685,7 @@ pub(crate) fn weak_name_ok(name: &str, lower: &std::collections::HashSet<String>
 
 /// Adds (or types) an entity mention.
 fn mention(out: &mut Extraction, name: &str, kind: &str) {
-    let key = super::identity_key(name);
+    let key = crate::graph::identity_key(name);
     if key.is_empty() {
         return;
     }
@@ -693,7 +693,7 @@ fn mention(out: &mut Extraction, name: &str, kind: &str) {
     if let Some(m) = out
         .entities
         .iter_mut()
-        .find(|m| super::identity_key(&m.name) == key)
+        .find(|m| crate::graph::identity_key(&m.name) == key)
     {
         if m.kind == UNKNOWN_TYPE && kind != UNKNOWN_TYPE {
             m.kind = kind.to_string();
@@ -717,26 +717,26 @@ fn relate(
     o: &str,
     at: Option<chrono::DateTime<chrono::Utc>>,
 ) {
-    let (ks, ko) = (super::identity_key(s), super::identity_key(o));
+    let (ks, ko) = (crate::graph::identity_key(s), crate::graph::identity_key(o));
     if ks == ko {
         return;
     }
     let same = |r: &RelationMention| {
-        super::identity_key(&r.source) == ks
+        crate::graph::identity_key(&r.source) == ks
             && r.predicate == p
-            && super::identity_key(&r.target) == ko
+            && crate::graph::identity_key(&r.target) == ko
     };
     if CHANGING.contains(&p) {
         // "Seattle, then Portland, then Seattle again" keeps all three; a plain repeat does not
         let last = out.relations.iter().rev().find(|r| {
-            super::identity_key(&r.source) == ks
+            crate::graph::identity_key(&r.source) == ks
                 && CHANGING.contains(&r.predicate.as_str())
                 && (r.predicate == p
                     || (p == "moved_to" || p == "lives_in")
                         && (r.predicate == "moved_to" || r.predicate == "lives_in"))
         });
         if last
-            .map(|r| super::identity_key(&r.target) == ko)
+            .map(|r| crate::graph::identity_key(&r.target) == ko)
             .unwrap_or(false)
         {
             return;
@@ -797,7 +797,7 @@ fn cued(
                 let kind = out
                     .entities
                     .iter()
-                    .find(|e| super::identity_key(&e.name) == super::identity_key(&y))
+                    .find(|e| crate::graph::identity_key(&e.name) == crate::graph::identity_key(&y))
                     .map(|e| e.kind.clone());
                 if matches!(kind.as_deref(), Some("person") | Some("pet")) {
                     continue;
@@ -919,7 +919,7 @@ fn speaker_cues(
                 (_, Some(n)) => clean_name(n.as_str()),
                 _ => None,
             };
-            if let Some(y) = y.filter(|y| !lexicon::contains(lexicon::GIVEN_NAMES, &super::identity_key(y))) {
+            if let Some(y) = y.filter(|y| !lexicon::contains(lexicon::GIVEN_NAMES, &crate::graph::identity_key(y))) {
                 link(out, "plays", &y, "work");
             }
         }
@@ -1121,7 +1121,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                 let sentence_initial = start == 0
                     && !n.contains(' ')
                     && first_word.trim_end_matches("'s").trim_end_matches("’s") == n;
-                let known = out.entities.iter().any(|e| super::identity_key(&e.name) == super::identity_key(&n));
+                let known = out.entities.iter().any(|e| crate::graph::identity_key(&e.name) == crate::graph::identity_key(&n));
                 if sentence_initial && !known {
                     // not an entity, but maybe a person: a later "she" stays ambiguous
                     if weak_name_ok(&n, &lower) {
@@ -1133,7 +1133,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                     continue;
                 }
                 mention(&mut out, &n, UNKNOWN_TYPE);
-                seen_in.push((super::identity_key(&n), sentence.to_lowercase(), ctx.pet_turn));
+                seen_in.push((crate::graph::identity_key(&n), sentence.to_lowercase(), ctx.pet_turn));
                 if !names.contains(&n) {
                     names.push(n);
                 }
@@ -1145,7 +1145,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                 let kind_of = |n: &str| {
                     out.entities
                         .iter()
-                        .find(|e| super::identity_key(&e.name) == super::identity_key(n))
+                        .find(|e| crate::graph::identity_key(&e.name) == crate::graph::identity_key(n))
                         .map(|e| e.kind.clone())
                 };
                 let persons: Vec<&String> = names
@@ -1169,7 +1169,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
             // who talks about whom: a named speaker `mentions` every other name said
             if named(speaker) {
                 for n in &names {
-                    if super::identity_key(n) != super::identity_key(speaker) {
+                    if crate::graph::identity_key(n) != crate::graph::identity_key(speaker) {
                         relate(&mut out, speaker, "mentions", n, t.at);
                     }
                 }
@@ -1180,8 +1180,8 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                 for j in i + 1..names.len() {
                     let (a, b) = (&names[i], &names[j]);
                     let linked = related_pairs.iter().any(|(x, y)| {
-                        let (x, y) = (super::identity_key(x), super::identity_key(y));
-                        let (ka, kb) = (super::identity_key(a), super::identity_key(b));
+                        let (x, y) = (crate::graph::identity_key(x), crate::graph::identity_key(y));
+                        let (ka, kb) = (crate::graph::identity_key(a), crate::graph::identity_key(b));
                         (x == ka && y == kb) || (x == kb && y == ka)
                     });
                     if !linked {
@@ -1206,11 +1206,11 @@ fn fold_short_forms(out: &mut Extraction) {
         .iter()
         .enumerate()
         .filter(|(_, e)| e.kind == "person")
-        .map(|(i, e)| (i, super::identity_key(&e.name)))
+        .map(|(i, e)| (i, crate::graph::identity_key(&e.name)))
         .collect();
     let mut folded: Vec<(String, String)> = Vec::new();
     for e in &out.entities {
-        let k = super::identity_key(&e.name);
+        let k = crate::graph::identity_key(&e.name);
         if e.kind != UNKNOWN_TYPE || k.contains(' ') || k.chars().count() < 3 {
             continue;
         }
@@ -1237,7 +1237,7 @@ fn fold_short_forms(out: &mut Extraction) {
                 }
             }
         }
-        out.relations.retain(|r| super::identity_key(&r.source) != super::identity_key(&r.target));
+        out.relations.retain(|r| crate::graph::identity_key(&r.source) != crate::graph::identity_key(&r.target));
     }
 }
 
@@ -1251,7 +1251,7 @@ fn fold_short_forms(out: &mut Extraction) {
 /// or ending in a sequel number ("FIFA 23", "Civilization VI"): `work`.
 fn type_by_context(out: &mut Extraction, seen_in: &[(String, String, bool)]) {
     for e in out.entities.iter_mut().filter(|e| e.kind == UNKNOWN_TYPE) {
-        let key = super::identity_key(&e.name);
+        let key = crate::graph::identity_key(&e.name);
         let seen: Vec<&(String, String, bool)> = seen_in.iter().filter(|(k, _, _)| *k == key).collect();
         let first = key.split(' ').next().unwrap_or(&key);
         let given = lexicon::contains(lexicon::GIVEN_NAMES, first);
