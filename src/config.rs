@@ -760,7 +760,10 @@ pub struct RecallConfig {
     /// ([`ModelFit::knowledge_vector_calibration`]).
     #[serde(default)]
     pub knowledge_vector_calibration: Option<Calibration>,
-    /// Messages that never trigger recall.
+    /// Messages that never trigger recall ([`crate::recall::trivial`]).
+    /// Unset: every language's greetings, acknowledgements and declines
+    /// ([`crate::text::lexicon::trivial_phrases`]); a list set here replaces them.
+    #[serde(default = "crate::text::lexicon::trivial_phrases")]
     pub trivial_messages: Vec<String>,
     /// Add to each injected episode the sentence of its session that best
     /// matches the message ([`crate::recall::snippet`]; default true).

@@ -12,28 +12,19 @@
 //! The idf is the non-negative "+1" form (as in Lucene), so no epsilon floor
 //! is needed. Query tokens are summed with repetition, as rank_bm25's
 //! `get_scores` does. Tokens: lowercase `[a-z0-9]+` runs, minus a small
-//! English stop-word list ([`STOP_WORDS`]), no stemming ([`tokenize`]).
+//! English stop words (`src/text/lexicon/en.toml`, the keyword analyzer's), no stemming ([`tokenize`]).
 
 use std::collections::HashMap;
 
-/// Stop words removed by [`tokenize`]: a small, fixed English list of
-/// articles, conjunctions, prepositions, forms of "be", personal pronouns and
-/// the question words that open benchmark questions ("what", "when", "did",
-/// ...), which otherwise match nearly every turn.
-pub const STOP_WORDS: &[&str] = &[
-    "a", "an", "the", "and", "or", "of", "to", "in", "on", "at", "for", "is", "are", "was", "were",
-    "be", "been", "i", "you", "he", "she", "it", "we", "they", "my", "your", "me", "what", "when",
-    "where", "who", "how", "did", "do", "does",
-];
-
-/// Lowercases `text` and returns its `[a-z0-9]+` runs, minus [`STOP_WORDS`].
+/// Lowercases `text` and returns its `[a-z0-9]+` runs, minus the English
+/// stop words ([`crate::store::analyzer::stop_words`]).
 /// Characters outside ASCII letters and digits (after lowercasing) separate
 /// tokens.
 pub fn tokenize(text: &str) -> Vec<String> {
     let lower = text.to_lowercase();
     lower
         .split(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit()))
-        .filter(|t| !t.is_empty() && !STOP_WORDS.contains(t))
+        .filter(|t| !t.is_empty() && !crate::store::analyzer::stop_words().contains(t))
         .map(str::to_string)
         .collect()
 }
@@ -149,7 +140,7 @@ mod tests {
     fn tokenizes_lowercase_alnum_without_stop_words() {
         assert_eq!(
             tokenize("When did the cat's 2 BIG dogs -- and I, café-owner!"),
-            vec!["cat", "s", "2", "big", "dogs", "caf", "owner"]
+            vec!["cat", "2", "big", "dogs", "caf", "owner"]
         );
         assert!(tokenize("  ... the a an  ").is_empty());
     }

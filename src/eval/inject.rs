@@ -30,12 +30,12 @@ use crate::Memory;
 /// Characters per token of the tokens-per-turn estimate.
 pub const CHARS_PER_TOKEN: usize = 4;
 
-/// Words that carry no answer ("the", "of"...): left out of answer words.
-const STOPWORDS: &[&str] = &[
-    "a", "an", "the", "of", "and", "or", "in", "on", "at", "to", "for", "with", "is", "was", "are", "were",
-    "be", "been", "by", "from", "that", "this", "it", "as", "his", "her", "their", "my", "your", "our", "its",
-    "he", "she", "they", "we", "i", "you", "me", "him", "them", "us", "not", "no", "s",
-];
+/// Words that carry no answer ("the", "of"...): every language's
+/// `stop_words` ([`crate::text::lexicon`]), left out of answer words.
+fn stop_words() -> &'static std::collections::HashSet<&'static str> {
+    static S: std::sync::OnceLock<std::collections::HashSet<&'static str>> = std::sync::OnceLock::new();
+    S.get_or_init(|| crate::text::lexicon::union(|l| &l.stop_words))
+}
 
 /// The content words of `text` (after NFC): lower-cased alphanumeric runs
 /// that are not stopwords. In scripts written without spaces (those of
@@ -47,7 +47,7 @@ pub fn content_words(text: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut word = String::new();
     let flush = |w: &mut String, out: &mut BTreeSet<String>| {
-        if !w.is_empty() && !STOPWORDS.contains(&w.as_str()) {
+        if !w.is_empty() && !stop_words().contains(w.as_str()) {
             out.insert(w.clone());
         }
         w.clear();

@@ -188,33 +188,10 @@ fn session_key_re() -> &'static Regex {
     RE.get_or_init(|| Regex::new(r"^session_(\d+)$").expect("valid regex"))
 }
 
+/// The month a LoCoMo date names (full or abbreviated, any case;
+/// [`crate::text::lexicon::month_number`]).
 fn month_number(name: &str) -> Option<u32> {
-    const MONTHS: [&str; 12] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
-    let name = name.to_ascii_lowercase();
-    if name.len() < 3 {
-        return None;
-    }
-    MONTHS
-        .iter()
-        .position(|m| {
-            *m == name
-                || (name.len() == 3 && m.starts_with(&name))
-                || (name == "sept" && *m == "september")
-        })
-        .map(|i| i as u32 + 1)
+    crate::text::lexicon::month_number(&name.to_lowercase())
 }
 
 /// Parses a LoCoMo session date such as `"1:56 pm on 8 May, 2023"` (12-hour

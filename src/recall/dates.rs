@@ -344,17 +344,10 @@ fn count_before(words: &[String], unit: usize) -> Option<u32> {
     (1..=1000).contains(&n).then_some(n)
 }
 
+/// The weekday an English weekday's full name names (`src/text/lexicon/en.toml`).
 fn weekday(w: &str) -> Option<Weekday> {
-    Some(match w {
-        "monday" => Weekday::Mon,
-        "tuesday" => Weekday::Tue,
-        "wednesday" => Weekday::Wed,
-        "thursday" => Weekday::Thu,
-        "friday" => Weekday::Fri,
-        "saturday" => Weekday::Sat,
-        "sunday" => Weekday::Sun,
-        _ => return None,
-    })
+    let i = crate::text::lexicon::english().weekdays.iter().position(|d| d == w)?;
+    Weekday::try_from(i as u8).ok()
 }
 
 #[cfg(test)]

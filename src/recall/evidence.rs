@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 
 use crate::config::AcceptorModel;
 use crate::model::Role;
-use crate::store::analyzer::{analyze, is_unspaced_script, STOP_WORDS};
+use crate::store::analyzer::{analyze, is_unspaced_script, stop_words};
 use crate::text::split_sentences;
 
 /// One turn of a recalled session, as the evidence check and the snippet
@@ -192,7 +192,7 @@ fn names(text: &str) -> Vec<String> {
                 continue;
             }
             let lower = w.to_lowercase();
-            if STOP_WORDS.contains(&lower.as_str()) || out.contains(&lower) {
+            if stop_words().contains(lower.as_str()) || out.contains(&lower) {
                 continue;
             }
             out.push(lower);

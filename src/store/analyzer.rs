@@ -31,16 +31,13 @@ use unicode_segmentation::UnicodeSegmentation;
 /// - 2: also grapheme bigrams for Thai, Lao, Khmer and Myanmar.
 pub const VERSION: &str = "2";
 
-/// English stop words dropped before indexing (function words only).
-pub const STOP_WORDS: &[&str] = &[
-    "a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by",
-    "from", "as", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did",
-    "have", "has", "had", "it", "its", "this", "that", "these", "those", "i", "me", "my", "you",
-    "your", "he", "him", "his", "she", "her", "we", "us", "our", "they", "them", "their", "so",
-    "if", "then", "than", "too", "very", "just", "not", "no", "can", "will", "would", "could",
-    "should", "what", "which", "who", "whom", "when", "where", "why", "how", "there", "here",
-    "about", "into", "up", "out", "s", "t", "ll", "ve", "re", "d", "m", "oh", "yeah", "wow", "hey",
-];
+/// English stop words dropped before indexing: the `stop_words` of
+/// `src/text/lexicon/en.toml` (part of [`VERSION`]: changing them changes
+/// the index terms).
+pub fn stop_words() -> &'static std::collections::HashSet<&'static str> {
+    static S: OnceLock<std::collections::HashSet<&'static str>> = OnceLock::new();
+    S.get_or_init(|| crate::text::lexicon::english().stop_words.iter().map(String::as_str).collect())
+}
 
 fn is_cjk(c: char) -> bool {
     matches!(c as u32,
@@ -80,7 +77,7 @@ pub fn analyze(text: &str) -> Vec<String> {
     let mut unspaced = String::new();
     let flush_word = |w: &mut String, out: &mut Vec<String>| {
         if !w.is_empty() {
-            if !STOP_WORDS.contains(&w.as_str()) {
+            if !stop_words().contains(w.as_str()) {
                 if w.is_ascii() {
                     out.push(stemmer().stem(w).into_owned());
                 } else {

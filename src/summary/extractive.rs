@@ -92,401 +92,23 @@ const REDUNDANCY_JACCARD: f64 = 0.6;
 /// Sentences with fewer (effective) words than this are "short".
 const SHORT_WORDS: usize = 4;
 
-/// Common English function words, ignored for centrality and similarity.
-const STOP_WORDS: &[&str] = &[
-    "a",
-    "about",
-    "after",
-    "again",
-    "all",
-    "also",
-    "am",
-    "an",
-    "and",
-    "any",
-    "are",
-    "as",
-    "at",
-    "be",
-    "because",
-    "been",
-    "being",
-    "but",
-    "by",
-    "can",
-    "can't",
-    "could",
-    "did",
-    "didn't",
-    "do",
-    "does",
-    "doesn't",
-    "don't",
-    "for",
-    "from",
-    "had",
-    "has",
-    "have",
-    "having",
-    "he",
-    "her",
-    "here",
-    "him",
-    "his",
-    "how",
-    "i",
-    "i'd",
-    "i'll",
-    "i'm",
-    "i've",
-    "if",
-    "in",
-    "into",
-    "is",
-    "isn't",
-    "it",
-    "it's",
-    "its",
-    "just",
-    "let's",
-    "may",
-    "me",
-    "might",
-    "more",
-    "most",
-    "much",
-    "must",
-    "my",
-    "no",
-    "not",
-    "of",
-    "on",
-    "or",
-    "our",
-    "out",
-    "over",
-    "really",
-    "she",
-    "should",
-    "so",
-    "some",
-    "such",
-    "than",
-    "that",
-    "that's",
-    "the",
-    "their",
-    "them",
-    "then",
-    "there",
-    "these",
-    "they",
-    "this",
-    "those",
-    "to",
-    "too",
-    "up",
-    "us",
-    "very",
-    "was",
-    "we",
-    "were",
-    "what",
-    "what's",
-    "when",
-    "where",
-    "which",
-    "who",
-    "why",
-    "will",
-    "with",
-    "would",
-    "you",
-    "you're",
-    "your",
-    // Korean connectives and intensifiers.
-    "그리고",
-    "그런데",
-    "근데",
-    "하지만",
-    "그래서",
-    "그냥",
-    "너무",
-    "정말",
-    "진짜",
-    "아주",
-    "좀",
-    "더",
-    "또",
-    "잘",
-    "것",
-    "수",
-    "거",
-];
-
-/// Greetings, acknowledgements and reactions: chit-chat that carries no facts.
-const ACK_WORDS: &[&str] = &[
-    "absolutely",
-    "agreed",
-    "ah",
-    "amazing",
-    "aw",
-    "aww",
-    "awesome",
-    "bye",
-    "congrats",
-    "congratulations",
-    "cool",
-    "definitely",
-    "exactly",
-    "fantastic",
-    "glad",
-    "good",
-    "great",
-    "haha",
-    "hahaha",
-    "hehe",
-    "hello",
-    "hey",
-    "heya",
-    "hi",
-    "hmm",
-    "indeed",
-    "lmao",
-    "lol",
-    "nice",
-    "oh",
-    "ok",
-    "okay",
-    "omg",
-    "right",
-    "sounds",
-    "sure",
-    "sweet",
-    "thank",
-    "thanks",
-    "thx",
-    "totally",
-    "true",
-    "ty",
-    "welcome",
-    "wonderful",
-    "wow",
-    "yay",
-    "yeah",
-    "yep",
-    "yes",
-    "yo",
-    "yup",
-    // Korean.
-    "안녕",
-    "안녕하세요",
-    "감사합니다",
-    "감사해요",
-    "고마워",
-    "고마워요",
-    "고맙습니다",
-    "네",
-    "넵",
-    "응",
-    "와",
-    "우와",
-    "대박",
-    "좋아",
-    "좋아요",
-    "그래",
-    "그래요",
-    "오",
-    "헐",
-    "맞아",
-    "맞아요",
-];
-
-/// Month names that are unambiguous in any case.
-const MONTHS: &[&str] = &[
-    "january",
-    "february",
-    "march",
-    "april",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
-
-/// Month names/abbreviations that are also ordinary words ("may", "mar"):
-/// counted only when capitalised mid-sentence or next to a number.
-const AMBIGUOUS_MONTHS: &[&str] = &[
-    "may", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-];
-
-/// Time expressions that are date cues on their own.
-const TEMPORAL_WORDS: &[&str] = &[
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-    "weekend",
-    "yesterday",
-    "today",
-    "tomorrow",
-    "tonight",
-    "ago",
-    "recently",
-    "birthday",
-    "anniversary",
-    "summer",
-    "winter",
-    "spring",
-    "autumn",
-];
-
-/// First words of relative time phrases ("last week", "next month").
-const RELATIVE_TIME: &[&str] = &["last", "next", "this", "past", "coming", "previous"];
-
-/// Second words of relative time phrases.
-const TIME_UNITS: &[&str] = &[
-    "week", "weekend", "month", "year", "night", "morning", "evening", "summer", "winter",
-    "spring", "fall", "autumn", "semester", "weeks", "months", "years", "days",
-];
-
-/// Korean time-expression prefixes (tokens carry attached particles).
-const KO_TEMPORAL: &[&str] = &[
-    "어제",
-    "오늘",
-    "내일",
-    "그저께",
-    "모레",
-    "작년",
-    "올해",
-    "내년",
-    "지난주",
-    "지난달",
-    "다음주",
-    "다음달",
-    "이번주",
-    "주말",
-    "월요일",
-    "화요일",
-    "수요일",
-    "목요일",
-    "금요일",
-    "토요일",
-    "일요일",
-];
-
-/// Spelled-out numbers ("one" is left out: it is mostly a pronoun).
-const NUMBER_WORDS: &[&str] = &[
-    "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
-    "twenty", "thirty", "fifty", "hundred", "thousand", "million", "billion", "dozen",
-];
-
-/// Tokens that by themselves mark a first-person fact.
-const FIRST_PERSON: &[&str] = &[
-    "my",
-    "mine",
-    "our",
-    "i'm",
-    "im",
-    "i've",
-    "저는",
-    "나는",
-    "제가",
-    "내가",
-    "저의",
-    "나의",
-    "제",
-    "내",
-    "저희",
-    "저희는",
-    "우리",
-    "우리는",
-];
-
-/// Verbs that turn "I ..." / "we ..." into a fact about the speaker.
-const FACT_VERBS: &[&str] = &[
-    "adopted",
-    "am",
-    "became",
-    "began",
-    "bought",
-    "built",
-    "changed",
-    "decided",
-    "enjoy",
-    "enjoyed",
-    "finished",
-    "got",
-    "graduated",
-    "grew",
-    "had",
-    "hate",
-    "have",
-    "joined",
-    "learned",
-    "learnt",
-    "left",
-    "like",
-    "liked",
-    "live",
-    "lived",
-    "lost",
-    "love",
-    "loved",
-    "made",
-    "married",
-    "met",
-    "moved",
-    "need",
-    "own",
-    "plan",
-    "planned",
-    "play",
-    "played",
-    "prefer",
-    "quit",
-    "ran",
-    "run",
-    "signed",
-    "start",
-    "started",
-    "studied",
-    "study",
-    "taught",
-    "teach",
-    "traveled",
-    "travelled",
-    "visited",
-    "volunteer",
-    "volunteered",
-    "want",
-    "was",
-    "went",
-    "won",
-    "work",
-    "worked",
-    "working",
-];
-
-/// Adverbs allowed between "I" and a fact verb ("I just moved").
-const FACT_ADVERBS: &[&str] = &[
-    "just", "recently", "also", "really", "finally", "actually", "always", "never", "still",
-    "have", "had", "used", "once", "already",
-];
-
-/// Word lists as hash sets, built once per summary.
+/// The word lists of every language ([`crate::text::lexicon`]) as sets,
+/// built once.
 struct Lexicon {
+    /// `stop_words` and `weak_words`: no content.
     stop: HashSet<&'static str>,
+    /// Single-word greetings and acknowledgements.
     ack: HashSet<&'static str>,
+    /// Month names that are no ordinary word (`months` less the abbreviations: not "may").
     months: HashSet<&'static str>,
+    /// Month abbreviations ("may", "mar"): a date only when capitalised
+    /// mid-sentence or next to a number.
     ambiguous_months: HashSet<&'static str>,
+    /// Weekdays and `time_words` of languages whose words stand alone.
     temporal: HashSet<&'static str>,
+    /// Weekdays and `time_words` of languages whose words take suffixes
+    /// (matched as a word's beginning: "어제는").
+    temporal_prefixes: Vec<&'static str>,
     relative: HashSet<&'static str>,
     units: HashSet<&'static str>,
     numbers: HashSet<&'static str>,
@@ -496,20 +118,46 @@ struct Lexicon {
 }
 
 impl Lexicon {
+    fn get() -> &'static Self {
+        static L: std::sync::OnceLock<Lexicon> = std::sync::OnceLock::new();
+        L.get_or_init(Self::new)
+    }
+
     fn new() -> Self {
-        let set = |words: &[&'static str]| words.iter().copied().collect::<HashSet<_>>();
+        use crate::text::lexicon::{all, union};
+        let mut stop = union(|l| &l.stop_words);
+        stop.extend(union(|l| &l.weak_words));
+        let mut ack = union(|l| &l.greetings);
+        ack.extend(union(|l| &l.acknowledgements));
+        ack.retain(|w| !w.contains(' '));
+        let mut ambiguous_months = HashSet::new();
+        for l in all() {
+            ambiguous_months.extend(l.month_abbreviations.keys().map(String::as_str));
+        }
+        let mut months = union(|l| &l.months);
+        months.retain(|m| !ambiguous_months.contains(m));
+        let (mut temporal, mut temporal_prefixes) = (HashSet::new(), Vec::new());
+        for l in all() {
+            let words = l.weekdays.iter().chain(&l.time_words).map(String::as_str);
+            if l.words_take_suffixes {
+                temporal_prefixes.extend(words);
+            } else {
+                temporal.extend(words);
+            }
+        }
         Self {
-            stop: set(STOP_WORDS),
-            ack: set(ACK_WORDS),
-            months: set(MONTHS),
-            ambiguous_months: set(AMBIGUOUS_MONTHS),
-            temporal: set(TEMPORAL_WORDS),
-            relative: set(RELATIVE_TIME),
-            units: set(TIME_UNITS),
-            numbers: set(NUMBER_WORDS),
-            first_person: set(FIRST_PERSON),
-            fact_verbs: set(FACT_VERBS),
-            fact_adverbs: set(FACT_ADVERBS),
+            stop,
+            ack,
+            months,
+            ambiguous_months,
+            temporal,
+            temporal_prefixes,
+            relative: union(|l| &l.relative_time),
+            units: union(|l| &l.time_units),
+            numbers: union(|l| &l.number_words),
+            first_person: union(|l| &l.first_person),
+            fact_verbs: union(|l| &l.fact_verbs),
+            fact_adverbs: union(|l| &l.fact_adverbs),
         }
     }
 
@@ -700,7 +348,7 @@ fn features(
                 && lower
                     .get(k + 1)
                     .is_some_and(|n| lex.units.contains(n.as_str())))
-            || KO_TEMPORAL.iter().any(|p| low.starts_with(p))
+            || lex.temporal_prefixes.iter().any(|p| low.starts_with(p))
         {
             temporal += 1;
         }
@@ -849,7 +497,7 @@ pub fn extract_session(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Extracti
     if opts.max_sentences == 0 || opts.max_chars == 0 {
         return Extractive::default();
     }
-    let lex = Lexicon::new();
+    let lex = Lexicon::get();
     // content words seen capitalised after a sentence's first word (names)
     let mut named: HashSet<u32> = HashSet::new();
 

@@ -205,48 +205,22 @@ const STOP: &[&str] = &[
     "night",
     "morning",
 ];
-const MONTHS_DAYS: &[&str] = &[
-    "january",
-    "february",
-    "march",
-    "april",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-    "jan",
-    "feb",
-    "mar",
-    "apr",
-    "jun",
-    "jul",
-    "aug",
-    "sep",
-    "sept",
-    "oct",
-    "nov",
-    "dec",
-    "mon",
-    "tue",
-    "tues",
-    "wed",
-    "thu",
-    "thur",
-    "thurs",
-    "fri",
-    "sat",
-    "sun",
-];
+/// Month and weekday names and abbreviations of every language
+/// ([`crate::text::lexicon`]), which are no names, except "may": May is a
+/// given name too, and its month reads as a date by the digits beside it.
+fn months_days() -> &'static std::collections::HashSet<&'static str> {
+    static M: OnceLock<std::collections::HashSet<&'static str>> = OnceLock::new();
+    M.get_or_init(|| {
+        let mut m = crate::text::lexicon::union(|l| &l.months);
+        m.extend(crate::text::lexicon::union(|l| &l.weekdays));
+        for l in crate::text::lexicon::all() {
+            m.extend(l.month_abbreviations.keys().map(String::as_str));
+            m.extend(l.weekday_abbreviations.keys().map(String::as_str));
+        }
+        m.remove("may");
+        m
+    })
+}
 const KIN: &str = "sister|brother|mother|mom|mum|father|dad|wife|husband|partner|friend|best friend|colleague|coworker|co-worker|manager|boss|son|daughter|cousin|roommate|mentor|neighbor|neighbour|girlfriend|boyfriend|fiancée|fiancee|fiancé|fiance|aunt|uncle|grandmother|grandma|grandfather|grandpa";
 const PRONOUNS: &[&str] = &["he", "she", "they"];
 const VERBS: &str = "moving to|moving from \\p{Lu}[\\w'’\\-]*(?: \\p{Lu}[\\w'’\\-]*)* to|moved from \\p{Lu}[\\w'’\\-]*(?: \\p{Lu}[\\w'’\\-]*)* to|work at|work for|live in|am living in|am moving to|works at|works for|worked at|worked for|is working at|started at|joined|moved to|is moving to|relocated to|lives in|lived in|is living in|mentors|mentored|manages|managed|married|visited|founded|leads|led|studies at|studied at|teaches at|owns|adopted";
@@ -581,16 +555,16 @@ fn clean_name(raw: &str) -> Option<String> {
     let lower = joined.to_lowercase();
     if words.len() == 1
         && (STOP.contains(&lower.as_str())
-            || MONTHS_DAYS.contains(&lower.as_str())
+            || months_days().contains(lower.as_str())
             || lower.chars().count() < 2)
     {
         return None;
     }
-    if MONTHS_DAYS.contains(&lower.as_str()) {
+    if months_days().contains(lower.as_str()) {
         return None;
     }
     // a number, or a date ("July 20"), is no name
-    if !joined.chars().any(char::is_alphabetic) || MONTHS_DAYS.contains(&words[0].to_lowercase().as_str()) {
+    if !joined.chars().any(char::is_alphabetic) || months_days().contains(words[0].to_lowercase().as_str()) {
         return None;
     }
     // an acronym alone ("VR", "PC", "RPGs") is a common noun more often than a name
@@ -605,7 +579,7 @@ fn clean_name(raw: &str) -> Option<String> {
         .map(|w| w.to_lowercase().trim_end_matches("'s").trim_end_matches("’s").trim_matches(|c: char| c.is_ascii_punctuation()).to_string())
         .collect();
     // "LGBTQ", "Pride Month", "New Year": identities, holidays and the like name no entity
-    if lw.iter().all(|w| lexicon::contains(lexicon::IDENTITIES, w) || MONTHS_DAYS.contains(&w.as_str())) {
+    if lw.iter().all(|w| lexicon::contains(lexicon::IDENTITIES, w) || months_days().contains(w.as_str())) {
         return None;
     }
     // "Financial Analyst": a role (a works_as value), not an entity

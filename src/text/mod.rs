@@ -3,7 +3,18 @@
 //! bytes, so Korean syllables, emoji ZWJ sequences and combining marks are
 //! never split.
 
+pub mod lexicon;
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
 use unicode_segmentation::UnicodeSegmentation;
+
+/// Every language's `abbreviations` ([`lexicon`]).
+fn abbreviations() -> &'static HashSet<&'static str> {
+    static A: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    A.get_or_init(|| lexicon::union(|l| &l.abbreviations))
+}
 
 /// Number of extended grapheme clusters in `s` (what a user sees as characters).
 pub fn grapheme_len(s: &str) -> usize {
@@ -45,14 +56,9 @@ pub fn clip_with_ellipsis(s: &str, max: usize) -> String {
     format!("{head}...")
 }
 
-/// Abbreviations whose full stop ends no sentence ("Dr. Dre", "e.g. this"),
-/// lowercase, without the final stop. Titles before a name and Latin
-/// abbreviations only: "etc." and "No." often do end a sentence.
-pub const ABBREVIATIONS: &[&str] = &["mr", "mrs", "ms", "dr", "prof", "st", "mt", "jr", "sr", "e.g", "i.e", "vs"];
-
 /// Splits text into sentences on `.`, `!`, `?`, `。`, `！`, `？` and line
 /// breaks (a simple, language-agnostic rule), except after one of
-/// [`ABBREVIATIONS`]. Sentences are trimmed; empty ones are dropped.
+/// the abbreviations of [`lexicon`] (`abbreviations`: "Dr.", "e.g."). Sentences are trimmed; empty ones are dropped.
 pub fn split_sentences(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
@@ -60,7 +66,7 @@ pub fn split_sentences(text: &str) -> Vec<&str> {
     while let Some((i, c)) = chars.next() {
         let abbreviation = || {
             let word = text[start..i].rsplit(|c: char| c.is_whitespace() || c == '(').next().unwrap_or("");
-            ABBREVIATIONS.contains(&word.to_lowercase().as_str())
+            abbreviations().contains(word.to_lowercase().as_str())
         };
         let end_here = match c {
             '\n' => true,
