@@ -40,7 +40,7 @@
 //! ## Layout
 //! Layers from the bottom (`tests/architecture.rs` checks the imports):
 //! - [`model`]: scopes, ids, messages, sessions, episodes, typed memories
-//!   (imports nothing internal but [`error`] and [`text`]).
+//!   (imports nothing internal but the errors and [`text`]).
 //! - [`config`]: layered, validated configuration.
 //! - [`llm`]: how to talk to a chat model (client, retries, JSON repair,
 //!   prompt files); [`embed`]: the embedder trait, its models on ONNX
@@ -52,7 +52,7 @@
 //! - [`recall`]: trivial filter, recall query, calibrated fusion, abstracts
 //!   (pure); [`summary`]: the session summariser ([`summary::Summarizer`]:
 //!   extractive or a chat model).
-//! - [`bus`]: flume wake-ups over the durable outbox.
+//! - `bus`: flume wake-ups over the durable outbox.
 //! - [`runtime`]: what the capabilities and the workers share.
 //! - Capabilities: [`episodic`] (record, inject, search, expand, the Memory
 //!   Context), [`typed`] (typed memories and sharing tiers), [`admin`]
@@ -65,28 +65,51 @@
 //!   [`eval`] (LoCoMo and LongMemEval replay, BM25 baseline, metrics).
 #![warn(missing_docs)]
 
-pub mod admin;
-pub mod bus;
-pub mod cli;
+// The API: what a library user needs. `Memory` and its request and answer
+// types (`memory`), `Config`, the model types, and the traits to plug in
+// custom parts: the store traits (`store`, `graph::GraphStore`), the
+// embedder (`embed::Embedder`), the summariser (`summary::Summarizer`) and
+// the graph extractor (`graph::extract::GraphExtractor`).
 pub mod config;
 pub mod embed;
-pub mod episodic;
-pub mod error;
-pub mod eval;
 pub mod graph;
-pub mod keys;
-pub mod llm;
 pub mod memory;
 pub mod model;
-pub mod recall;
-pub mod runtime;
-pub mod server;
 pub mod store;
 pub mod summary;
+
+// Not API: public only for the `strata` binary, the integration tests and
+// the benches, hidden from the documentation, with no stability promise.
+#[doc(hidden)]
+pub mod admin;
+#[doc(hidden)]
+pub mod cli;
+#[doc(hidden)]
+pub mod episodic;
+#[doc(hidden)]
+pub mod eval;
+#[doc(hidden)]
+pub mod keys;
+#[doc(hidden)]
+pub mod llm;
+#[doc(hidden)]
+pub mod recall;
+#[doc(hidden)]
+pub mod runtime;
+#[doc(hidden)]
+pub mod server;
+#[doc(hidden)]
 pub mod text;
+#[doc(hidden)]
 pub mod typed;
+#[doc(hidden)]
 pub mod webhook;
+#[doc(hidden)]
 pub mod worker;
+
+// Internal.
+mod bus;
+mod error;
 
 pub use config::Config;
 pub use error::{Error, Result};

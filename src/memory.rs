@@ -40,7 +40,13 @@ pub use crate::episodic::{
 };
 pub use crate::graph::search::{GraphSearch, GraphSearchResult, MAX_GRAPH_SEEDS};
 pub use crate::model::MAX_QUERY_BYTES;
-pub use crate::runtime::{Components, Runtime, Tunables};
+pub use crate::admin::check::CheckReport;
+pub use crate::episodic::TimelineEntry;
+pub use crate::runtime::Components;
+#[doc(hidden)]
+pub use crate::runtime::{Runtime, Tunables};
+pub use crate::typed::{ForgottenMemory, Remembered, RetrieveRequest, RetrieveResult, Shared};
+pub use crate::worker::pruner::PruneReport;
 
 /// The Strata runtime. Cheap to clone; all clones share one set of stores and workers.
 ///
@@ -140,16 +146,19 @@ impl Memory {
         &self.rt.config
     }
 
+    #[doc(hidden)]
     /// The runtime the capabilities and workers share (tools such as `strata eval`, tests).
     pub fn runtime(&self) -> &Arc<Runtime> {
         &self.rt
     }
 
+    #[doc(hidden)]
     /// The typed-memory capability (tools and tests).
     pub fn typed(&self) -> &Arc<TypedMemories> {
         &self.typed
     }
 
+    #[doc(hidden)]
     /// The episodic-recall capability.
     pub fn episodic(&self) -> &Episodic {
         &self.episodic

@@ -686,3 +686,24 @@ fn no_issue_numbers_in_src() {
     }
     assert!(found.is_empty(), "issue numbers in src/:\n{}", found.join("\n"));
 }
+
+/// The modules `lib.rs` documents as the library's API; every other
+/// top-level module is `#[doc(hidden)]` (for the binary, the tests and the
+/// benches) or private.
+pub const API: &[&str] = &["config", "embed", "graph", "memory", "model", "store", "summary"];
+
+#[test]
+fn only_the_api_modules_are_public_and_documented() {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let lines: Vec<&str> = lib.lines().map(str::trim).collect();
+    let mut documented = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if let Some(m) = l.strip_prefix("pub mod ").and_then(|m| m.strip_suffix(';')) {
+            if i == 0 || lines[i - 1] != "#[doc(hidden)]" {
+                documented.push(m.to_string());
+            }
+        }
+    }
+    documented.sort();
+    assert_eq!(documented, API, "src/lib.rs: a module made public without #[doc(hidden)] is API; add it to API here and to ARCHITECTURE.md");
+}

@@ -14,13 +14,21 @@
 //! - [`load::embedder`]: builds the one `[embedding]` names; [`fetch`]
 //!   downloads the model files.
 
+#[doc(hidden)]
 pub mod batch;
+#[doc(hidden)]
 pub mod e5;
+#[doc(hidden)]
 pub mod e5_onnx;
+#[doc(hidden)]
 pub mod fetch;
+#[doc(hidden)]
 pub mod load;
+#[doc(hidden)]
 pub mod onnx;
+#[doc(hidden)]
 pub mod onnx_graph;
+#[doc(hidden)]
 pub mod passes;
 pub mod remote;
 

@@ -11,9 +11,12 @@
 //! - [`dedup`]: candidate scoring and the merge guards.
 //! - [`search`]: L2 `knowledge_graph_search` (resolve the start entities, walk).
 
+#[doc(hidden)]
 pub mod dedup;
 pub mod extract;
+#[doc(hidden)]
 pub mod lexicon;
+#[doc(hidden)]
 pub mod search;
 
 use async_trait::async_trait;

@@ -1,7 +1,7 @@
 //! Domain model: scopes, ids, messages, sessions and episodes.
 //!
 //! Architecture Invariant: this module imports nothing else from the crate
-//! except [`crate::error`] and [`crate::text`], so every other layer can depend on it.
+//! except the errors ([`crate::Error`]) and [`crate::text`], so every other layer can depend on it.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

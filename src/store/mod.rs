@@ -24,19 +24,28 @@
 //! Stores never call the LLM. All write operations are idempotent.
 
 // the traits beside this file's
+#[doc(hidden)]
 pub mod copy;
 pub mod shared;
 // the factory: the only place that names a backend
+#[doc(hidden)]
 pub mod factory;
 // helpers shared by backends
+#[doc(hidden)]
 pub mod analyzer;
 pub(crate) mod typed_sql;
 // the backends
+#[doc(hidden)]
 pub mod cypher;
+#[doc(hidden)]
 pub mod postgres;
+#[doc(hidden)]
 pub mod qdrant;
+#[doc(hidden)]
 pub mod qdrant_edge;
+#[doc(hidden)]
 pub mod sqlite;
+#[doc(hidden)]
 pub mod tantivy_index;
 
 use async_trait::async_trait;

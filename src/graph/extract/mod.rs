@@ -11,8 +11,10 @@
 //!   `graph.combine_offline = false`; it also judges ambiguous duplicate
 //!   pairs for [`crate::graph::dedup`] (`prompts/dedup_entities`).
 
+#[doc(hidden)]
 pub mod combine;
 pub mod model;
+#[doc(hidden)]
 pub mod offline;
 
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The chat model's graph extraction: the session in pieces that fit the
 //! context ([`crate::llm::openai::split_transcript`], less the prompt's
 //! example), each piece's answer kept only where the text says its names
-//! ([`grounded`]), then combined with the offline patterns
+//! (`grounded`), then combined with the offline patterns
 //! ([`super::combine`]) unless `graph.combine_offline = false`. Duplicate
 //! pairs are judged with `prompts/dedup_entities`.
 
