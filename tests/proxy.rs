@@ -147,7 +147,7 @@ impl Reply {
 
 impl Proxy {
     async fn chat(&self, headers: &[(&str, &str)], body: Value) -> Reply {
-        let mut rb = reqwest::Client::new().post(format!("{}/v1/chat/completions", self.base)).json(&body);
+        let mut rb = common::http().post(format!("{}/v1/chat/completions", self.base)).json(&body);
         for (k, v) in headers {
             rb = rb.header(*k, *v);
         }

@@ -73,7 +73,7 @@ async fn call_raw(
     body: Option<Vec<u8>>,
     content_type: Option<&str>,
 ) -> Resp {
-    let client = reqwest::Client::new();
+    let client = common::http();
     let mut rb = client.request(method.parse().unwrap(), url);
     if let Some(k) = key {
         rb = rb.header("authorization", format!("Bearer {k}"));
@@ -1727,12 +1727,15 @@ mod http_isolation {
         Unmerge { scope: usize, other: usize },
     }
 
-    fn scope_of(i: usize) -> (String, String) {
-        (format!("u{}", i / AGENTS), format!("a{}", i % AGENTS))
+    /// The user and agent ids of scope `i` of case `case`: every case has
+    /// its own users on the one server, so a case also proves that the data
+    /// of every case before it stays out of its reads.
+    fn scope_of(case: usize, i: usize) -> (String, String) {
+        (format!("c{case}u{}", i / AGENTS), format!("a{}", i % AGENTS))
     }
 
-    fn tag(i: usize) -> String {
-        let (u, a) = scope_of(i);
+    fn tag(case: usize, i: usize) -> String {
+        let (u, a) = scope_of(case, i);
         format!("owner {u}-{a} ")
     }
 
@@ -1751,9 +1754,10 @@ mod http_isolation {
         ]
     }
 
-    async fn run(ops: Vec<Op>) {
-        let s = Server::start().await;
+    async fn run(s: &Server, case: usize, ops: Vec<Op>) {
         let n = USERS * AGENTS;
+        let scope_of = |i: usize| scope_of(case, i);
+        let tag = |i: usize| tag(case, i);
         let mut keys = Vec::new();
         for i in 0..n {
             let (u, a) = scope_of(i);
@@ -1893,7 +1897,7 @@ mod http_isolation {
                 }
                 Op::Forget { user } => {
                     s.memory.wait_idle().await.unwrap();
-                    let r = call("DELETE", &s.url(&format!("/v1/users/u{user}")), Some(&admin), None).await;
+                    let r = call("DELETE", &s.url(&format!("/v1/users/c{case}u{user}")), Some(&admin), None).await;
                     assert_eq!(r.status, 200, "{:?}", r.body);
                     erased.insert(user);
                     entities.retain(|_, owner| *owner / AGENTS != user);
@@ -1922,8 +1926,7 @@ mod http_isolation {
                 }
             }
         }
-        eprintln!("isolation: final sweep found {found} episodes");
-        s.stop().await;
+        eprintln!("isolation: case {case}: final sweep found {found} episodes");
     }
 
     fn cases() -> u32 {
@@ -1934,7 +1937,37 @@ mod http_isolation {
         #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, max_shrink_iters: 20, ..ProptestConfig::default() })]
         #[test]
         fn no_http_read_crosses_a_scope(ops in proptest::collection::vec(op(), 5..40)) {
-            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap().block_on(run(ops));
+            let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+            let shared = shared.get_or_insert_with(|| {
+                let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+                let server = rt.block_on(Server::start());
+                Shared { rt, server: Some(server), case: 0 }
+            });
+            let case = shared.case;
+            shared.case += 1;
+            if shared.server.is_none() {
+                // a failing case's shrinking runs past the count: serve it afresh
+                shared.server = Some(shared.rt.block_on(Server::start()));
+            }
+            let server = shared.server.as_ref().expect("started above");
+            shared.rt.block_on(run(server, case, ops));
+            if shared.case == cases() as usize {
+                // the last case: serve shuts the memory down, and its stores
+                // drop before the directory (Server's field order)
+                let server = shared.server.take().expect("stopped once");
+                shared.rt.block_on(server.stop());
+            }
         }
     }
+
+    /// One server for every case (a fresh server per case cost ~1.2 s, most of
+    /// it opening and closing the stores), on one runtime that outlives the
+    /// cases; the last case stops it.
+    struct Shared {
+        rt: tokio::runtime::Runtime,
+        server: Option<Server>,
+        case: usize,
+    }
+
+    static SHARED: std::sync::Mutex<Option<Shared>> = std::sync::Mutex::new(None);
 }

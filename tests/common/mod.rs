@@ -141,3 +141,13 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// One HTTP client for the tests' calls. Building a `reqwest::Client` reads
+/// and parses the system's root certificates (most of the CPU of the HTTP
+/// isolation property test when each call built its own); no idle
+/// connection is kept, since each test has its own runtime and a pooled
+/// connection would outlive the runtime that drives it.
+pub fn http() -> &'static reqwest::Client {
+    static C: OnceLock<reqwest::Client> = OnceLock::new();
+    C.get_or_init(|| reqwest::Client::builder().pool_max_idle_per_host(0).build().expect("http client"))
+}
