@@ -78,12 +78,13 @@
 
 use async_trait::async_trait;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::e5::{
     f16_to_f32, load_file, mean_pool, parse, spawn_embed, Front, Header, Model, TensorKind, BLOCK_BYTES,
     MODEL_ID, QK,
 };
+use super::onnx::SessionPool;
 use super::Embedder;
 use crate::error::{Error, Result};
 
@@ -108,175 +109,17 @@ const PASSAGE_ACCURACY: i64 = 0;
 /// "Queries").
 const QUERY_ACCURACY: i64 = 4;
 
-/// ONNX Runtime's optimizer that fuses `Add` + `LayerNormalization` into the
-/// slower `SkipLayerNormalization` (module docs), disabled for the session.
-const SKIP_LAYER_NORM: &str = "SkipLayerNormFusion";
-
 // TensorProto.DataType
 const FLOAT: i64 = 1;
 const UINT8: i64 = 2;
 const INT32: i64 = 6;
-// AttributeProto.AttributeType
-const ATTR_FLOAT: i64 = 1;
-const ATTR_INT: i64 = 2;
+
 
 fn ee<E: std::fmt::Display>(e: E) -> Error {
     Error::Embedder(format!("e5 on ONNX Runtime: {e}"))
 }
 
-// ---------------------------------------------------------------- protobuf
-
-/// A minimal protobuf writer: one message's encoded fields, appended in call order.
-pub(crate) mod pb {
-    const VARINT: u8 = 0;
-    const LEN: u8 = 2;
-    const FIXED32: u8 = 5;
-
-    /// Base-128 varint, low groups first.
-    pub(crate) fn varint(mut v: u64, out: &mut Vec<u8>) {
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-    }
-
-    #[derive(Debug, Default, Clone)]
-    pub(crate) struct Msg {
-        buf: Vec<u8>,
-    }
-
-    impl Msg {
-        pub(crate) fn new() -> Self {
-            Self::default()
-        }
-
-        fn key(&mut self, field: u32, wire: u8) {
-            varint((u64::from(field) << 3) | u64::from(wire), &mut self.buf);
-        }
-
-        /// An int64/int32/enum field (negative values as 10-byte two's complement).
-        pub(crate) fn int(&mut self, field: u32, v: i64) -> &mut Self {
-            self.key(field, VARINT);
-            varint(v as u64, &mut self.buf);
-            self
-        }
-
-        /// A float field (fixed32, little-endian).
-        pub(crate) fn float(&mut self, field: u32, v: f32) -> &mut Self {
-            self.key(field, FIXED32);
-            self.buf.extend_from_slice(&v.to_le_bytes());
-            self
-        }
-
-        /// A bytes field (length-delimited).
-        pub(crate) fn bytes(&mut self, field: u32, b: &[u8]) -> &mut Self {
-            self.key(field, LEN);
-            varint(b.len() as u64, &mut self.buf);
-            self.buf.extend_from_slice(b);
-            self
-        }
-
-        pub(crate) fn string(&mut self, field: u32, s: &str) -> &mut Self {
-            self.bytes(field, s.as_bytes())
-        }
-
-        /// A sub-message field (length-delimited).
-        pub(crate) fn message(&mut self, field: u32, m: &Msg) -> &mut Self {
-            self.bytes(field, &m.buf)
-        }
-
-        /// A packed repeated int64 field: one length-delimited run of varints.
-        pub(crate) fn packed_ints(&mut self, field: u32, vals: &[i64]) -> &mut Self {
-            let mut inner = Vec::with_capacity(vals.len() * 2);
-            for &v in vals {
-                varint(v as u64, &mut inner);
-            }
-            self.bytes(field, &inner)
-        }
-
-        #[cfg(test)]
-        pub(crate) fn as_bytes(&self) -> &[u8] {
-            &self.buf
-        }
-
-        pub(crate) fn into_bytes(self) -> Vec<u8> {
-            self.buf
-        }
-    }
-}
-
-use pb::Msg;
-
-// ---------------------------------------------------------------- ONNX messages
-
-/// AttributeProto with an int.
-fn attr_int(name: &str, v: i64) -> Msg {
-    let mut a = Msg::new();
-    a.string(1, name).int(3, v).int(20, ATTR_INT);
-    a
-}
-
-/// AttributeProto with a float.
-fn attr_float(name: &str, v: f32) -> Msg {
-    let mut a = Msg::new();
-    a.string(1, name).float(2, v).int(20, ATTR_FLOAT);
-    a
-}
-
-/// A NodeProto into the graph (named after its output). An empty input
-/// name skips an optional input.
-fn node(g: &mut Msg, op: &str, domain: &str, inputs: &[&str], output: &str, attrs: &[Msg]) {
-    let mut n = Msg::new();
-    for i in inputs {
-        n.string(1, i);
-    }
-    n.string(2, output).string(3, output).string(4, op);
-    for a in attrs {
-        n.message(5, a);
-    }
-    if !domain.is_empty() {
-        n.string(7, domain);
-    }
-    g.message(1, &n);
-}
-
-/// A TensorProto initializer into the graph; `raw` is little-endian.
-fn initializer(g: &mut Msg, name: &str, data_type: i64, dims: &[usize], raw: &[u8]) {
-    let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
-    let mut t = Msg::new();
-    t.packed_ints(1, &dims)
-        .int(2, data_type)
-        .string(8, name)
-        .bytes(9, raw);
-    g.message(5, &t);
-}
-
-/// A tensor dimension: symbolic or fixed.
-enum Dim<'a> {
-    Param(&'a str),
-    Value(usize),
-}
-
-/// A ValueInfoProto for a graph input (field 11) or output (field 12).
-fn value_info(g: &mut Msg, field: u32, name: &str, elem_type: i64, dims: &[Dim<'_>]) {
-    let mut shape = Msg::new();
-    for d in dims {
-        let mut dim = Msg::new();
-        match d {
-            Dim::Value(v) => dim.int(1, *v as i64),
-            Dim::Param(p) => dim.string(2, p),
-        };
-        shape.message(1, &dim);
-    }
-    let mut tensor = Msg::new();
-    tensor.int(1, elem_type).message(2, &shape);
-    let mut ty = Msg::new();
-    ty.message(1, &tensor);
-    let mut vi = Msg::new();
-    vi.string(1, name).message(2, &ty);
-    g.message(field, &vi);
-}
+use super::onnx_proto::{attr_float, attr_int, initializer, node, value_info, Dim, Msg};
 
 // ---------------------------------------------------------------- the graph
 
@@ -442,13 +285,11 @@ fn build_model(model: &Model, bytes: &[u8], accuracy_level: i64) -> Result<Vec<u
 // ---------------------------------------------------------------- runtime
 
 struct Inner {
-    /// Passages. `Session::run` takes `&mut`: one run at a time.
-    session: Mutex<ort::session::Session>,
+    /// Passages, at [`PASSAGE_ACCURACY`]: one session.
+    passages: SessionPool,
     /// Queries, at [`QUERY_ACCURACY`]: a pool, so concurrent queries run on
-    /// every core; empty when they share `session`.
-    query_sessions: Vec<Mutex<ort::session::Session>>,
-    /// Round-robin start of the query pool's search for a free session.
-    next_query: std::sync::atomic::AtomicUsize,
+    /// every core; empty when they share the passages' session.
+    queries: SessionPool,
     front: Front,
     threads: usize,
 }
@@ -470,18 +311,7 @@ impl Inner {
         }
         let embeds = ort::value::Tensor::from_array(([b, l, h], emb)).map_err(ee)?;
         let mask = ort::value::Tensor::from_array(([b, l], mask)).map_err(ee)?;
-        let poisoned = |_| Error::Task("e5 onnx session mutex poisoned".into());
-        let mut session = if query && !self.query_sessions.is_empty() {
-            // a free session of the pool if there is one, else wait on the next in turn
-            let n = self.query_sessions.len();
-            let start = self.next_query.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            match (0..n).find_map(|i| self.query_sessions[(start + i) % n].try_lock().ok()) {
-                Some(s) => s,
-                None => self.query_sessions[start % n].lock().map_err(poisoned)?,
-            }
-        } else {
-            self.session.lock().map_err(poisoned)?
-        };
+        let mut session = if query && self.queries.len() > 0 { self.queries.get()? } else { self.passages.get()? };
         let out = session
             .run(ort::inputs![INPUT_EMBEDS => embeds, INPUT_MASK => mask])
             .map_err(ee)?;
@@ -590,26 +420,14 @@ impl E5OnnxEmbedder {
         let threads = threads.max(1);
         let session = |accuracy_level: i64| -> Result<ort::session::Session> {
             let graph = build_model(&model, bytes, accuracy_level)?;
-            ort::session::Session::builder(env)
-                .map_err(ee)?
-                .with_log_level(ort::logging::LogLevel::Error)
-                .map_err(ee)?
-                .with_intra_threads(threads)
-                .map_err(ee)?
-                .with_inter_threads(1)
-                .map_err(ee)?
-                .with_disabled_optimizers(SKIP_LAYER_NORM)
-                .map_err(ee)?
-                .commit_from_memory(&graph)
-                .map_err(|e| ee(format!("ONNX Runtime refused the graph: {e}")))
+            super::onnx::session(env, threads, &graph).map_err(|e| ee(format!("ONNX Runtime refused the graph: {e}")))
         };
-        let passages = session(PASSAGE_ACCURACY)?;
-        let queries = (0..query_sessions).map(|_| session(QUERY_ACCURACY).map(Mutex::new)).collect::<Result<Vec<_>>>()?;
+        let passages = SessionPool::new(vec![session(PASSAGE_ACCURACY)?]);
+        let queries = SessionPool::new((0..query_sessions).map(|_| session(QUERY_ACCURACY)).collect::<Result<Vec<_>>>()?);
         Ok(Self {
             inner: Arc::new(Inner {
-                session: Mutex::new(passages),
-                query_sessions: queries,
-                next_query: std::sync::atomic::AtomicUsize::new(0),
+                passages,
+                queries,
                 front: Front::new(model, bytes, batch_size, max_tokens)?,
                 threads,
             }),
@@ -655,69 +473,7 @@ impl Embedder for E5OnnxEmbedder {
 
 #[cfg(test)]
 mod tests {
-    use super::pb::{varint, Msg};
     use super::*;
-
-    fn enc(v: u64) -> Vec<u8> {
-        let mut out = Vec::new();
-        varint(v, &mut out);
-        out
-    }
-
-    /// Expected bytes as the `onnx` Python package's protobuf serializes
-    /// the same messages (checked there; packed dims parse back as [384, 12, 16]).
-    #[test]
-    fn the_protobuf_writer_encodes_varints_and_length_delimited_fields() {
-        assert_eq!(enc(0), [0x00]);
-        assert_eq!(enc(1), [0x01]);
-        assert_eq!(enc(127), [0x7f]);
-        assert_eq!(enc(128), [0x80, 0x01]);
-        assert_eq!(enc(300), [0xac, 0x02]);
-        assert_eq!(
-            enc(u64::MAX),
-            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
-        );
-        // int64 -1: ten bytes of two's complement (not zigzag)
-        let mut m = Msg::new();
-        m.int(3, -1);
-        assert_eq!(
-            m.as_bytes(),
-            [0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
-        );
-
-        // OperatorSetIdProto { domain: "com.microsoft", version: 1 }
-        let mut op = Msg::new();
-        op.string(1, "com.microsoft").int(2, 1);
-        let mut want = vec![0x0a, 13];
-        want.extend_from_slice(b"com.microsoft");
-        want.extend_from_slice(&[0x10, 0x01]);
-        assert_eq!(op.as_bytes(), &want[..]);
-        // ... as ModelProto.opset_import (field 8): key 0x42, length 17
-        let mut model = Msg::new();
-        model.message(8, &op);
-        let mut nested = vec![0x42, 17];
-        nested.extend_from_slice(&want);
-        assert_eq!(model.as_bytes(), &nested[..]);
-
-        // TensorProto.dims packed: field 1, length 4, 384 = 0x80 0x03, 12, 16
-        let mut t = Msg::new();
-        t.packed_ints(1, &[384, 12, 16]);
-        assert_eq!(t.as_bytes(), [0x0a, 0x04, 0x80, 0x03, 0x0c, 0x10]);
-
-        // AttributeProto { name: "epsilon", f: 1e-12, type: FLOAT }: fixed32
-        // float (key 0x15) and field 20 (key 0xa0 0x01)
-        let a = attr_float("epsilon", 1e-12);
-        let mut want = vec![0x0a, 7];
-        want.extend_from_slice(b"epsilon");
-        want.extend_from_slice(&[0x15, 0xcc, 0xbc, 0x8c, 0x2b, 0xa0, 0x01, 0x01]);
-        assert_eq!(a.as_bytes(), &want[..]);
-
-        // a length of 300 takes a two-byte varint
-        let mut big = Msg::new();
-        big.bytes(9, &[7u8; 300]);
-        assert_eq!(&big.as_bytes()[..3], [0x4a, 0xac, 0x02]);
-        assert_eq!(big.as_bytes().len(), 3 + 300);
-    }
 
     /// Repacked blocks hold the same 32 weights as the file's Q4_0 block,
     /// element 2i in the low nibble of byte i and 2i + 1 in the high one.

@@ -28,6 +28,7 @@ pub mod load;
 pub mod onnx;
 #[doc(hidden)]
 pub mod onnx_graph;
+pub(crate) mod onnx_proto;
 #[doc(hidden)]
 pub mod passes;
 pub mod remote;

@@ -36,7 +36,7 @@ pub const FETCH_HINT: &str =
 /// (`optimization.disable_specified_optimizers`), because the fused kernel ran
 /// slower than the two operators it replaces, for the same function
 /// (docs/measurements.md, "MiniLM's ONNX graph (figures once in code comments)").
-const SKIP_LAYER_NORM: &str = "SkipLayerNormFusion";
+pub(crate) const SKIP_LAYER_NORM: &str = "SkipLayerNormFusion";
 
 /// Dimension of all-MiniLM-L6-v2.
 const DIM: usize = 384;
@@ -66,11 +66,73 @@ pub(crate) fn environment(lib: &Path) -> Result<&'static ort::environment::Envir
     .map_err(|e| Error::Embedder(e.clone()))
 }
 
-struct Inner {
-    /// A pool: one run at a time per session (`Session::run` takes `&mut`),
-    /// so N sessions let N requests embed at once, one per core.
+/// A session on `graph` (an encoded ModelProto) in `env`, as both models
+/// run theirs: `threads` intra-op threads (≥ 1), one inter-op thread,
+/// ONNX Runtime's own warnings silenced (e.g. "Removing initializer ... not
+/// used by any node", three per load of the rewritten MiniLM graph: not the
+/// user's concern), and the fused `SkipLayerNormalization` kernel left out
+/// ([`SKIP_LAYER_NORM`]: slower here than the two operators it replaces).
+///
+/// # Errors
+/// ONNX Runtime's, for the caller to name its file in.
+pub(crate) fn session(
+    env: &'static ort::environment::Environment,
+    threads: usize,
+    graph: &[u8],
+) -> std::result::Result<ort::session::Session, ort::Error> {
+    ort::session::Session::builder(env)?
+        .with_log_level(ort::logging::LogLevel::Error)?
+        .with_intra_threads(threads.max(1))?
+        .with_inter_threads(1)?
+        .with_disabled_optimizers(SKIP_LAYER_NORM)?
+        .commit_from_memory(graph)
+}
+
+/// ONNX Runtime sessions serving one graph: one run at a time per session
+/// (`Session::run` takes `&mut`), so a pool of N lets N requests embed at
+/// once, one per core.
+pub(crate) struct SessionPool {
     sessions: Vec<Mutex<ort::session::Session>>,
     next: std::sync::atomic::AtomicUsize,
+}
+
+impl SessionPool {
+    /// A pool of `sessions` (may be empty: [`SessionPool::get`] then fails).
+    pub(crate) fn new(sessions: Vec<ort::session::Session>) -> Self {
+        Self {
+            sessions: sessions.into_iter().map(Mutex::new).collect(),
+            next: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// How many sessions the pool holds.
+    pub(crate) fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// A free session of the pool, else the next one in turn (waiting for it).
+    ///
+    /// # Errors
+    /// [`Error::Task`] for an empty pool or a poisoned session lock.
+    pub(crate) fn get(&self) -> Result<std::sync::MutexGuard<'_, ort::session::Session>> {
+        let n = self.sessions.len();
+        if n == 0 {
+            return Err(Error::Task("no onnx session in the pool".into()));
+        }
+        let start = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        for k in 0..n {
+            if let Ok(g) = self.sessions[(start + k) % n].try_lock() {
+                return Ok(g);
+            }
+        }
+        self.sessions[start % n]
+            .lock()
+            .map_err(|_| Error::Task("onnx session mutex poisoned".into()))
+    }
+}
+
+struct Inner {
+    sessions: SessionPool,
     tokenizer: Tokenizer,
     batch_size: usize,
     max_tokens: usize,
@@ -171,30 +233,14 @@ impl OnnxEmbedder {
         let bytes = r.model;
         let mut pool = Vec::with_capacity(sessions.max(1));
         for _ in 0..sessions.max(1) {
-            let session = ort::session::Session::builder(env)
-                .map_err(ee)?
-                // ONNX Runtime's own warnings (e.g. "Removing initializer ... not used by
-                // any node", three per load of the rewritten graph) are not the user's
-                // concern: a CLI run prints only real warnings and errors
-                .with_log_level(ort::logging::LogLevel::Error)
-                .map_err(ee)?
-                .with_intra_threads(intra_threads.max(1))
-                .map_err(ee)?
-                .with_inter_threads(1)
-                .map_err(ee)?
-                // the fused kernel is slower than the two operators (SKIP_LAYER_NORM)
-                .with_disabled_optimizers(SKIP_LAYER_NORM)
-                .map_err(ee)?
-                .commit_from_memory(&bytes)
-                .map_err(|e| {
-                    let hint = if quantization == OnnxQuantization::Dynamic {
-                        " (with embedding.onnx_quantization = \"weights_only\" the graph is loaded as written)"
-                    } else {
-                        ""
-                    };
-                    Error::Embedder(format!("loading {}: {e}{hint}", files.model.display()))
-                })?;
-            pool.push(Mutex::new(session));
+            pool.push(session(env, intra_threads, &bytes).map_err(|e| {
+                let hint = if quantization == OnnxQuantization::Dynamic {
+                    " (with embedding.onnx_quantization = \"weights_only\" the graph is loaded as written)"
+                } else {
+                    ""
+                };
+                Error::Embedder(format!("loading {}: {e}{hint}", files.model.display()))
+            })?);
         }
         let max_tokens = max_tokens.clamp(8, 256);
         let mut tokenizer = Tokenizer::from_file(&files.tokenizer).map_err(ee)?;
@@ -210,8 +256,7 @@ impl OnnxEmbedder {
         }));
         Ok(Self {
             inner: Arc::new(Inner {
-                sessions: pool,
-                next: std::sync::atomic::AtomicUsize::new(0),
+                sessions: SessionPool::new(pool),
                 tokenizer,
                 batch_size: batch_size.max(1),
                 max_tokens,
@@ -246,7 +291,7 @@ impl OnnxEmbedder {
                 .map_err(ee)?;
                 let types =
                     ort::value::Tensor::from_array(([n, len], vec![0i64; n * len])).map_err(ee)?;
-                let mut session = i.session()?;
+                let mut session = i.sessions.get()?;
                 let out = session
                 .run(ort::inputs!["input_ids" => ids, "attention_mask" => mask, "token_type_ids" => types])
                 .map_err(ee)?;
@@ -285,22 +330,6 @@ impl OnnxEmbedder {
                     .collect())
             },
         )
-    }
-}
-
-impl Inner {
-    /// A free session of the pool, else the next one in turn (waiting for it).
-    fn session(&self) -> Result<std::sync::MutexGuard<'_, ort::session::Session>> {
-        let n = self.sessions.len();
-        let start = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        for k in 0..n {
-            if let Ok(g) = self.sessions[(start + k) % n].try_lock() {
-                return Ok(g);
-            }
-        }
-        self.sessions[start % n]
-            .lock()
-            .map_err(|_| Error::Task("onnx session mutex poisoned".into()))
     }
 }
 

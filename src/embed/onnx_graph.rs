@@ -34,7 +34,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 const FLOAT: u64 = 1;
 const INT8: u64 = 3;
@@ -65,106 +65,7 @@ impl Rewrite {
     }
 }
 
-fn bad(what: &str) -> Error {
-    Error::Embedder(format!("reading the ONNX model: {what}"))
-}
-
-/// One protobuf field: its number, wire type and payload (for
-/// length-delimited fields the bytes inside, for varints the value), plus
-/// the whole encoded field for copying it unchanged.
-struct Field<'a> {
-    num: u32,
-    wire: u8,
-    varint: u64,
-    payload: &'a [u8],
-    raw: &'a [u8],
-}
-
-fn read_varint(buf: &[u8], at: &mut usize) -> Result<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *buf.get(*at).ok_or_else(|| bad("truncated varint"))?;
-        *at += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err(bad("varint longer than 10 bytes"))
-}
-
-fn write_varint(mut v: u64, out: &mut Vec<u8>) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// The fields of one message, in order.
-fn fields(buf: &[u8]) -> Result<Vec<Field<'_>>> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < buf.len() {
-        let start = at;
-        let key = read_varint(buf, &mut at)?;
-        let (num, wire) = ((key >> 3) as u32, (key & 7) as u8);
-        let (mut varint, mut payload) = (0, &buf[0..0]);
-        match wire {
-            0 => varint = read_varint(buf, &mut at)?,
-            1 | 5 => {
-                let n = if wire == 1 { 8 } else { 4 };
-                payload = buf
-                    .get(at..at + n)
-                    .ok_or_else(|| bad("truncated fixed field"))?;
-                at += n;
-            }
-            2 => {
-                let n = usize::try_from(read_varint(buf, &mut at)?)
-                    .map_err(|_| bad("field length overflows"))?;
-                let end = at
-                    .checked_add(n)
-                    .ok_or_else(|| bad("field length overflows"))?;
-                payload = buf.get(at..end).ok_or_else(|| bad("truncated field"))?;
-                at = end;
-            }
-            _ => return Err(bad(&format!("unsupported wire type {wire}"))),
-        }
-        out.push(Field {
-            num,
-            wire,
-            varint,
-            payload,
-            raw: &buf[start..at],
-        });
-    }
-    Ok(out)
-}
-
-fn put_bytes(num: u32, bytes: &[u8], out: &mut Vec<u8>) {
-    write_varint(u64::from(num) << 3 | 2, out);
-    write_varint(bytes.len() as u64, out);
-    out.extend_from_slice(bytes);
-}
-
-fn put_varint(num: u32, v: u64, out: &mut Vec<u8>) {
-    write_varint(u64::from(num) << 3, out);
-    write_varint(v, out);
-}
-
-fn text(f: &Field<'_>) -> Result<String> {
-    String::from_utf8(f.payload.to_vec()).map_err(|_| bad("a name is not UTF-8"))
-}
-
-/// Field 1 of a sub-message as text: the name of a ValueInfoProto (graph
-/// outputs, value_info), the domain of an OperatorSetIdProto.
-fn first_string(payload: &[u8]) -> Result<Option<String>> {
-    fields(payload)?
-        .iter()
-        .find(|x| x.num == 1 && x.wire == 2)
-        .map(text)
-        .transpose()
-}
+use super::onnx_proto::{bad, fields, node_proto, first_string, put_bytes, put_varint, read_varint, text, write_varint, Field};
 
 /// The parts of a NodeProto the pattern needs.
 struct Node {
@@ -411,15 +312,7 @@ struct Plan {
 
 /// An encoded contrib-domain NodeProto.
 fn contrib_node(inputs: &[&str], output: &str, name: &str, op: &str) -> Vec<u8> {
-    let mut body = Vec::new();
-    for x in inputs {
-        put_bytes(1, x.as_bytes(), &mut body);
-    }
-    put_bytes(2, output.as_bytes(), &mut body);
-    put_bytes(3, name.as_bytes(), &mut body);
-    put_bytes(4, op.as_bytes(), &mut body);
-    put_bytes(7, CONTRIB_DOMAIN.as_bytes(), &mut body);
-    body
+    node_proto(op, CONTRIB_DOMAIN, inputs, output, name, &[]).into_bytes()
 }
 
 /// One `MatMul` to rewrite: the node, the int8 weight, the scale, the
