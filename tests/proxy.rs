@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axum::response::IntoResponse;
 use serde_json::{json, Value};
-use strata::model::{KeyGrant, Scope, SessionId};
+use strata::model::{KeyGrant, PromotionStatus, Scope, SessionId, SessionStatus};
 use strata::{Config, Memory};
 
 /// What the upstream was sent.
@@ -427,6 +427,50 @@ async fn a_thread_without_a_session_header_keeps_one_derived_session() {
     let r = p.chat(&ALICE, json!({"model": "m", "messages": thread})).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-strata-session-id"), format!("{sid}.2"));
+}
+
+#[tokio::test]
+async fn the_end_session_header_ends_the_thread_after_its_reply() {
+    let p = start(|_| {}).await;
+    // a named session, not streamed: ended once the reply is recorded, and promoted
+    let body = json!({"model": "m", "messages": [user("We are painting the kitchen yellow this weekend.")]});
+    let r = p.chat(&with(&[("x-strata-session-id", "paint"), ("x-strata-end-session", "true")]), body).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let paint = SessionId::new("paint").unwrap();
+    let s = p.memory.session(&scope(), &paint).await.unwrap();
+    assert_eq!((s.message_count, s.status), (2, SessionStatus::Completed), "the reply is recorded before the end");
+    p.memory.wait_promoted().await.unwrap();
+    assert_eq!(p.memory.session_status(&scope(), &paint).await.unwrap().status, PromotionStatus::Promoted);
+    // the named session is ended for good: another turn in it is a 409
+    let again = json!({"model": "m", "messages": [user("And the hallway too.")]});
+    assert_eq!(p.chat(&with(&[("x-strata-session-id", "paint")]), again).await.status, 409);
+    // streamed, on a derived thread: ended after the stream, and the thread goes on in ….2
+    let mut thread = vec![user("I am planning a trip to Kyoto in April.")];
+    let r = p.chat(&with(&[("x-strata-end-session", "TRUE")]), json!({"model": "m", "stream": true, "messages": thread})).await;
+    assert_eq!(r.status, 200);
+    let sid = r.header("x-strata-session-id");
+    let derived = SessionId::new(&sid).unwrap();
+    let mut ended = false;
+    for _ in 0..100 {
+        let s = p.memory.session(&scope(), &derived).await.unwrap();
+        if s.status == SessionStatus::Completed {
+            assert_eq!(s.message_count, 2, "ended after the streamed reply was recorded");
+            ended = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ended, "the derived session was not ended");
+    thread.push(json!({"role": "assistant", "content": "Lovely."}));
+    thread.push(user("I want to see the temples."));
+    let r = p.chat(&with(&[("x-strata-end-session", "false")]), json!({"model": "m", "messages": thread})).await;
+    assert_eq!(r.header("x-strata-session-id"), format!("{sid}.2"));
+    assert_eq!(p.memory.session(&scope(), &SessionId::new(format!("{sid}.2")).unwrap()).await.unwrap().status, SessionStatus::Open);
+    // anything but true or false is refused before anything is recorded
+    let r = p.chat(&with(&[("x-strata-session-id", "odd"), ("x-strata-end-session", "soon")]), json!({"model": "m", "messages": [user("hello there, a new thread")]})).await;
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(r.text.contains("x-strata-end-session"), "{}", r.text);
+    assert!(p.memory.session(&scope(), &SessionId::new("odd").unwrap()).await.is_err());
 }
 
 /// The command of an SDK check, or `None` (with a SKIPPED line) when its

@@ -14,7 +14,8 @@
 //!    answered inside Strata for at most `max_tool_rounds` upstream calls;
 //! 6. records the assistant's reply (assembled from the stream) and answers
 //!    with the upstream's reply unchanged, plus [`INJECTED_HEADER`] and
-//!    [`SESSION_HEADER`].
+//!    [`SESSION_HEADER`];
+//! 7. with [`END_HEADER`]` = true`, ends the session after recording the reply.
 //!
 //! Errors come back in OpenAI's shape, `{"error": {"message", "type",
 //! "param", "code"}}`: the upstream's own body and status when it sent one,
@@ -47,6 +48,12 @@ use crate::model::{NewMessage, Role, Scope, SessionId, SessionStatus};
 pub const SESSION_HEADER: &str = "x-strata-session-id";
 /// Request header carrying the Strata key when `Authorization` carries the upstream's.
 pub const KEY_HEADER: &str = "x-strata-key";
+/// Request header: `true` ends the session once the reply is recorded, so
+/// its promotion starts now instead of after `sessions.idle_timeout_secs`
+/// (`false`, or no header: the session stays open). A derived thread's next
+/// request then continues in `….2`; a session named by [`SESSION_HEADER`]
+/// is ended for good (recording into it again is a 409).
+pub const END_HEADER: &str = "x-strata-end-session";
 /// Response header: comma-separated ids of the injected memories (episode
 /// ids, then typed-memory ids); empty when nothing was injected.
 pub const INJECTED_HEADER: &str = "x-strata-injected";
@@ -324,6 +331,8 @@ struct Ctx {
     ours: HashSet<String>,
     reply_key: String,
     injected: String,
+    /// [`END_HEADER`] was `true`.
+    end: bool,
 }
 
 impl Ctx {
@@ -356,12 +365,19 @@ impl Ctx {
         Ok(resp)
     }
 
+    /// Records the whole reply, then ends the session when [`END_HEADER`] asked.
     async fn record_reply(&self, content: &str) {
-        if content.trim().is_empty() {
-            return;
+        if !content.trim().is_empty() {
+            if let Err(e) = record(&self.st, &self.scope, &self.session, Role::Assistant, content.to_string(), None, self.reply_key.clone()).await {
+                tracing::warn!(error = %e, session = %self.session, "proxy: the reply was not recorded");
+            }
         }
-        if let Err(e) = record(&self.st, &self.scope, &self.session, Role::Assistant, content.to_string(), None, self.reply_key.clone()).await {
-            tracing::warn!(error = %e, session = %self.session, "proxy: the reply was not recorded");
+        if self.end {
+            match self.st.memory.end_session(&self.scope, &self.session).await {
+                Ok(()) => tracing::debug!(session = %self.session, "proxy: session ended on request"),
+                // a thread that recorded nothing (an empty turn) has no session to end
+                Err(e) => tracing::warn!(error = %e, session = %self.session, "proxy: the session was not ended"),
+            }
         }
     }
 
@@ -405,6 +421,12 @@ async fn run(st: AppState, headers: HeaderMap, body: Bytes) -> Result<Response, 
         Some(Value::Array(m)) if !m.is_empty() => m,
         _ => return Err(invalid("`messages` must be a non-empty array")),
     };
+    let end = match headers.get(END_HEADER).map(|v| v.to_str().map(|s| s.trim().to_ascii_lowercase())) {
+        None => false,
+        Some(Ok(v)) if v == "true" || v == "1" => true,
+        Some(Ok(v)) if v == "false" || v == "0" => false,
+        Some(_) => return Err(invalid(format!("{END_HEADER} must be true or false"))),
+    };
     let t = turn(&messages);
     let session = session(&st, &scope, &headers, &messages).await?;
     let (user_key, reply_key) = turn_keys(&headers, &t);
@@ -442,6 +464,7 @@ async fn run(st: AppState, headers: HeaderMap, body: Bytes) -> Result<Response, 
         ours,
         reply_key,
         injected,
+        end,
     };
     if stream {
         streamed(ctx, req).await

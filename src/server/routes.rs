@@ -280,13 +280,17 @@ async fn inject(
 struct Ended {
     /// The session.
     session_id: SessionId,
-    /// Always `completed`; promotion runs in the background.
-    status: &'static str,
+    /// Where its promotion stands after this call: `completed` when this
+    /// call ended it (promotion runs in the background) or an earlier end's
+    /// promotion is still queued; `promoted`, `failed` or `expired` when it
+    /// was ended before and got that far (as `GET …/sessions/{session_id}` says).
+    status: crate::model::PromotionStatus,
 }
 
 /// Ends a session: promotion into an episode runs in the background.
 /// Ending an ended session again is accepted (idempotent, so a retried
-/// request is safe); recording into it is a 409.
+/// request is safe) and says how far its promotion got; recording into it
+/// is a 409.
 #[utoipa::path(
     post, path = "/v1/users/{user_id}/agents/{agent_id}/sessions/{session_id}/end", tag = "turns",
     params(SessionPath),
@@ -298,11 +302,12 @@ async fn end_session(
 ) -> ApiResult<Response> {
     let (scope, session) = path(p)?.parts()?;
     st.memory.end_session(&scope, &session).await?;
+    let status = st.memory.session_status(&scope, &session).await?.status;
     Ok((
         StatusCode::ACCEPTED,
         Json(Ended {
             session_id: session,
-            status: "completed",
+            status,
         }),
     )
         .into_response())

@@ -125,6 +125,22 @@ class _ScopeRoutes:
         """Ends a session: promotion runs in the background (see ``wait_promoted``)."""
         return self._call(_Call("POST", f"{self._base}/sessions/{_q(session_id)}/end", idempotent=True))
 
+    def end_thread(self, response: Any) -> m.Ended:
+        """Ends the session of a reply that came through the memory proxy
+        (``POST /v1/chat/completions``): reads its ``X-Strata-Session-Id``
+        response header from ``response``, which may be the OpenAI SDK's raw
+        response (``client.chat.completions.with_raw_response.create(...)``),
+        an ``httpx.Response``, anything with ``.headers``, or a mapping of
+        headers. The same as sending ``X-Strata-End-Session: true`` with the
+        last request. Raises ``ValueError`` when the header is missing."""
+        headers = getattr(response, "headers", response)
+        session_id = None
+        if headers is not None:
+            session_id = headers.get("x-strata-session-id") or headers.get("X-Strata-Session-Id")
+        if not session_id:
+            raise ValueError("no X-Strata-Session-Id header: end_thread takes a response of Strata's memory proxy")
+        return self.end(session_id)
+
     def session(self, session_id: str) -> m.SessionState:
         """The session's promotion status (open, completed, promoted, failed, expired)."""
         return self._call(_Call("GET", f"{self._base}/sessions/{_q(session_id)}"))

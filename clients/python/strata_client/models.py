@@ -52,7 +52,7 @@ class DeleteCounts(TypedDict):
 class Ended(TypedDict):
     """Answer of an end."""
     session_id: "SessionId"
-    status: str
+    status: "PromotionStatus"
 
 
 class Entity(TypedDict):

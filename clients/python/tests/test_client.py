@@ -34,6 +34,7 @@ def test_a_chatbot_loop_records_promotes_and_injects(server):
     state = s.wait_promoted(first, timeout=60)
     assert state["status"] == "promoted" and state["episode_id"].startswith("ep_")
     assert state["message_count"] == 3
+    assert s.end(first)["status"] == "promoted", "ending it again says how far it got"
     # the next conversation gets the memory
     ctx = s.inject(sid("next"), QUESTION)
     assert "Miso" in ctx["section"] and ctx["injected"] >= 1
@@ -44,6 +45,20 @@ def test_a_chatbot_loop_records_promotes_and_injects(server):
     assert len(full["raw"]) == 3
     graph = s.graph("Miso")
     assert "entities" in graph
+
+
+def test_end_thread_reads_the_proxy_session_header(server):
+    s = Strata(server.url, server.alice_key).scope("alice", "bot")
+    t = sid("thread")
+    s.record(t, "user", "We are painting the kitchen yellow this weekend.")
+    # the headers of a proxy reply, as the OpenAI SDK's raw response or httpx carries them
+    class Raw:
+        headers = {"x-strata-session-id": t, "x-strata-injected": ""}
+    assert s.end_thread(Raw())["status"] == "completed"
+    assert s.session(t)["status"] in ("completed", "promoted")
+    assert s.end_thread({"x-strata-session-id": t})["session_id"] == t
+    with pytest.raises(ValueError):
+        s.end_thread({"content-type": "application/json"})
 
 
 def test_records_are_idempotent_and_batches_too(server):

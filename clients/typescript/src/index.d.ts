@@ -71,6 +71,8 @@ export class Scope {
   recordBatch(turns: Record<string, unknown>[], opts?: { idempotencyKey?: string }): Promise<S<"BatchReport">>;
   inject(sessionId: string, message: string, opts?: { explain?: boolean; visibility?: S<"ReadVisibility"> }): Promise<S<"InjectResult">>;
   end(sessionId: string): Promise<S<"Ended">>;
+  /** Ends the session of a memory-proxy reply, read from its `X-Strata-Session-Id` header (`{ response }` of `.withResponse()`, a `Response`, or headers). */
+  endThread(response: unknown): Promise<S<"Ended">>;
   session(sessionId: string): Promise<S<"SessionState">>;
   waitPromoted(sessionId: string, opts?: { timeoutMs?: number; vectors?: boolean; intervalMs?: number }): Promise<S<"SessionState">>;
   search(query: string, opts?: { topK?: number; explain?: boolean; visibility?: S<"ReadVisibility"> }): Promise<S<"SearchResult">>;

@@ -176,6 +176,22 @@ export class Scope {
   end(sessionId) {
     return this.#call("POST", `/sessions/${q(sessionId)}/end`, { idempotent: true });
   }
+  /**
+   * Ends the session of a reply that came through the memory proxy: reads its
+   * `X-Strata-Session-Id` response header from `response` (the OpenAI SDK's
+   * `.withResponse()` result `{ response }`, a fetch `Response`, anything with
+   * `headers`, or a plain object of headers). The same as sending
+   * `X-Strata-End-Session: true` with the last request.
+   */
+  endThread(response) {
+    const src = response && response.response && response.response.headers ? response.response : response;
+    const h = src && src.headers !== undefined ? src.headers : src;
+    let id = null;
+    if (h && typeof h.get === "function") id = h.get("x-strata-session-id");
+    else if (h) id = h["x-strata-session-id"] ?? h["X-Strata-Session-Id"] ?? null;
+    if (!id) return Promise.reject(new TypeError("no X-Strata-Session-Id header: endThread takes a response of Strata's memory proxy"));
+    return this.end(id);
+  }
   session(sessionId) {
     return this.#call("GET", `/sessions/${q(sessionId)}`);
   }

@@ -367,7 +367,8 @@ export interface paths {
         /**
          * Ends a session: promotion into an episode runs in the background.
          *     Ending an ended session again is accepted (idempotent, so a retried
-         *     request is safe); recording into it is a 409.
+         *     request is safe) and says how far its promotion got; recording into it
+         *     is a 409.
          */
         post: operations["end_session"];
         delete?: never;
@@ -583,8 +584,13 @@ export interface components {
         Ended: {
             /** @description The session. */
             session_id: components["schemas"]["SessionId"];
-            /** @description Always `completed`; promotion runs in the background. */
-            status: string;
+            /**
+             * @description Where its promotion stands after this call: `completed` when this
+             *     call ended it (promotion runs in the background) or an earlier end's
+             *     promotion is still queued; `promoted`, `failed` or `expired` when it
+             *     was ended before and got that far (as `GET …/sessions/{session_id}` says).
+             */
+            status: components["schemas"]["PromotionStatus"];
         };
         /** @description A node of the graph. */
         Entity: {

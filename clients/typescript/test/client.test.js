@@ -29,6 +29,7 @@ test("a chatbot loop records, promotes and injects", async () => {
   const state = await s.waitPromoted(first);
   assert.equal(state.status, "promoted");
   assert.match(state.episode_id, /^ep_/);
+  assert.equal((await s.end(first)).status, "promoted", "ending it again says how far it got");
   const ctx = await s.inject(sid("next"), QUESTION);
   assert.ok(ctx.section.includes("Miso") && ctx.injected >= 1, ctx.section);
   const hits = (await s.search("Miso radiator")).results;
@@ -36,6 +37,17 @@ test("a chatbot loop records, promotes and injects", async () => {
   const full = await s.expand(hits[0].id, { raw: true });
   assert.equal(full.raw.length, 3);
   assert.ok("entities" in (await s.graph("Miso")));
+});
+
+test("endThread reads the proxy's session header", async () => {
+  const s = new Strata({ baseUrl: server.url, apiKey: server.aliceKey }).scope("alice", "bot");
+  const t = sid("thread");
+  await s.record(t, "user", "We are painting the kitchen yellow this weekend.");
+  // as the OpenAI SDK's .withResponse() returns it: { data, response } with fetch Headers
+  const withResponse = { data: {}, response: new Response("{}", { headers: { "x-strata-session-id": t } }) };
+  assert.equal((await s.endThread(withResponse)).status, "completed");
+  assert.equal((await s.endThread({ "x-strata-session-id": t })).session_id, t);
+  await assert.rejects(s.endThread({ "content-type": "application/json" }), TypeError);
 });
 
 test("records and batches are idempotent", async () => {
