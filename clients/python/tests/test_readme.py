@@ -1,4 +1,5 @@
-"""Runs every block of README.md marked ``<!-- runnable -->`` as written,
+"""Runs every block of README.md and of the guides in ``DOCS`` marked
+``<!-- runnable -->`` as written,
 against a real ``strata serve`` (the ``server`` fixture) and, for the
 chatbot loop's model, a small OpenAI-compatible upstream served here that
 echoes the last user message."""
@@ -12,6 +13,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+# the guides whose runnable Python blocks use this client
+DOCS = [pathlib.Path(__file__).resolve().parents[3] / "docs" / "langgraph.md"]
 
 
 def runnable_blocks(text):
@@ -39,6 +42,7 @@ class Upstream(BaseHTTPRequestHandler):
 
 def test_the_readme_has_runnable_blocks():
     assert len(runnable_blocks(README.read_text())) >= 2
+    assert all(runnable_blocks(p.read_text()) for p in DOCS)
 
 
 def test_every_runnable_block_runs_as_written(server, tmp_path):
@@ -47,7 +51,8 @@ def test_every_runnable_block_runs_as_written(server, tmp_path):
     env = dict(os.environ, STRATA_URL=server.url, STRATA_API_KEY=server.admin_key,
                OPENAI_BASE_URL=f"http://127.0.0.1:{upstream.server_port}/v1", OPENAI_API_KEY="sk-test")
     try:
-        for n, block in enumerate(runnable_blocks(README.read_text())):
+        blocks = [b for p in [README, *DOCS] for b in runnable_blocks(p.read_text())]
+        for n, block in enumerate(blocks):
             script = tmp_path / f"block{n}.py"
             script.write_text(block)
             stdin = "I moved to Lisbon in May and adopted a cat called Miso.\nMiso sleeps on the radiator.\n/quit\n"
@@ -59,5 +64,8 @@ def test_every_runnable_block_runs_as_written(server, tmp_path):
                 assert "ep_" in r.stdout and "Miso" in r.stdout, r.stdout
             if "retrieve_pages" in block:
                 assert "Bought a grinder" in r.stdout, r.stdout
+            if "StrataStore" in block:
+                # the second thread found what the first one stored
+                assert "Miso sleeps on the radiator" in r.stdout, r.stdout
     finally:
         upstream.shutdown()
