@@ -294,6 +294,14 @@ impl Memory {
         self.episodic.session_status(scope, session).await
     }
 
+    /// A session's messages in recorded order ([`Episodic::messages`]).
+    ///
+    /// # Errors
+    /// As [`Episodic::messages`].
+    pub async fn session_messages(&self, scope: &Scope, session: &SessionId) -> Result<Vec<Message>> {
+        self.episodic.messages(scope, session).await
+    }
+
     // --- typed memories (crate::typed) ---
 
     /// Remembers a typed memory by its type's rules ([`TypedMemories::remember`]).

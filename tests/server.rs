@@ -132,6 +132,29 @@ async fn seed(s: &Server, key: Option<&str>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_messages_read_back_in_order_open_or_ended() {
+    let s = Server::start().await;
+    let url = |scope: &str, sid: &str| s.url(&format!("{scope}/sessions/{sid}/messages"));
+    for (role, text) in [("user", "Hi, I am planning a trip to Kyoto."), ("assistant", "Lovely! When?"), ("user", "In April.")] {
+        let r = call("POST", &url(SCOPE, "trip"), None, Some(json!({"role": role, "content": text}))).await;
+        assert_eq!(r.status, 201, "{:?}", r.body);
+    }
+    let r = call("GET", &url(SCOPE, "trip"), None, None).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["session_id"], "trip");
+    let got: Vec<(&str, &str)> = r.body["messages"].as_array().unwrap().iter().map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap())).collect();
+    assert_eq!(got, vec![("user", "Hi, I am planning a trip to Kyoto."), ("assistant", "Lovely! When?"), ("user", "In April.")]);
+    // ended: still there
+    assert_eq!(call("POST", &s.url(&format!("{SCOPE}/sessions/trip/end")), None, None).await.status, 202);
+    assert_eq!(call("GET", &url(SCOPE, "trip"), None, None).await.body["messages"].as_array().unwrap().len(), 3);
+    // unknown here, and in another scope: the same 404
+    assert_eq!(call("GET", &url(SCOPE, "nope"), None, None).await.status, 404);
+    let other = call("GET", &url("/v1/users/bob/agents/bot", "trip"), None, None).await;
+    assert_eq!((other.status, code(&other)), (404, "not_found"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_end_to_end() {
     let s = Server::start().await;
     seed(&s, None).await;
@@ -800,6 +823,7 @@ async fn openapi_document_and_router_agree() {
             "/v1/users/{user_id}/agents/{agent_id}/sessions/{session_id}/end",
         ),
         ("GET", "/v1/users/{user_id}/agents/{agent_id}/sessions/{session_id}"),
+        ("GET", "/v1/users/{user_id}/agents/{agent_id}/sessions/{session_id}/messages"),
         ("POST", "/v1/users/{user_id}/agents/{agent_id}/search"),
         (
             "GET",

@@ -371,6 +371,17 @@ impl Episodic {
         Ok(())
     }
 
+    /// The messages of a session (the working tier), in the order they were
+    /// recorded, whether the session is open or ended; kept until the user
+    /// is erased.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the session has no recorded message in this scope.
+    pub async fn messages(&self, scope: &Scope, session: &SessionId) -> Result<Vec<Message>> {
+        self.rt.records.session(scope, session).await?;
+        self.rt.records.messages(scope, session).await
+    }
+
     /// Session metadata (status, dates, count).
     ///
     /// # Errors

@@ -64,6 +64,7 @@ pub(super) fn api(state: AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(inject))
         .routes(routes!(end_session))
         .routes(routes!(session_status))
+        .routes(routes!(session_messages))
         .routes(routes!(search))
         .routes(routes!(expand))
         .routes(routes!(graph_search))
@@ -330,6 +331,32 @@ async fn session_status(
 ) -> ApiResult<Json<crate::model::SessionState>> {
     let (scope, session) = path(p)?.parts()?;
     Ok(Json(st.memory.session_status(&scope, &session).await?))
+}
+
+/// A session's messages.
+#[derive(Debug, Serialize, ToSchema)]
+struct SessionMessages {
+    /// The session.
+    session_id: SessionId,
+    /// Its messages in the order they were recorded (the working tier; an
+    /// ended session's too).
+    messages: Vec<crate::model::Message>,
+}
+
+/// The messages of a session, open or ended, in recorded order: what a chat
+/// history (LangChain's `BaseChatMessageHistory`) reads back.
+#[utoipa::path(
+    get, path = "/v1/users/{user_id}/agents/{agent_id}/sessions/{session_id}/messages", tag = "turns",
+    params(SessionPath),
+    responses((status = 200, body = SessionMessages), (status = 404, description = "no message was recorded in this session", body = ErrorBody))
+)]
+async fn session_messages(
+    State(st): State<AppState>,
+    p: Result<Path<SessionPath>, PathRejection>,
+) -> ApiResult<Json<SessionMessages>> {
+    let (scope, session) = path(p)?.parts()?;
+    let messages = st.memory.session_messages(&scope, &session).await?;
+    Ok(Json(SessionMessages { session_id: session, messages }))
 }
 
 /// Body of a search.

@@ -141,6 +141,10 @@ class _ScopeRoutes:
             raise ValueError("no X-Strata-Session-Id header: end_thread takes a response of Strata's memory proxy")
         return self.end(session_id)
 
+    def messages(self, session_id: str) -> m.SessionMessages:
+        """The session's messages in recorded order, open or ended (``GET …/sessions/{id}/messages``)."""
+        return self._call(_Call("GET", f"{self._base}/sessions/{_q(session_id)}/messages"))
+
     def session(self, session_id: str) -> m.SessionState:
         """The session's promotion status (open, completed, promoted, failed, expired)."""
         return self._call(_Call("GET", f"{self._base}/sessions/{_q(session_id)}"))

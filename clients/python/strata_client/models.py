@@ -285,6 +285,12 @@ class SessionJob(TypedDict):
     parked: bool
 
 
+class SessionMessages(TypedDict):
+    """A session's messages."""
+    messages: List["Message"]
+    session_id: "SessionId"
+
+
 class SessionState(TypedDict):
     """A session's promotion status: [`Session`]'s metadata, its episode once"""
     episode_id: NotRequired[Optional["EpisodeId"]]

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 # the guides whose runnable Python blocks use this client
-DOCS = [pathlib.Path(__file__).resolve().parents[3] / "docs" / "langgraph.md"]
+DOCS = [pathlib.Path(__file__).resolve().parents[3] / "docs" / name for name in ("langgraph.md", "langchain.md")]
 
 
 def runnable_blocks(text):
@@ -58,12 +58,14 @@ def test_every_runnable_block_runs_as_written(server, tmp_path):
             stdin = "I moved to Lisbon in May and adopted a cat called Miso.\nMiso sleeps on the radiator.\n/quit\n"
             r = subprocess.run([sys.executable, str(script)], input=stdin, capture_output=True, text=True, env=env, timeout=120)
             assert r.returncode == 0, f"README block {n} failed:\n{block}\n{r.stderr}"
-            if "wait_promoted" in block:
+            if "input(" in block:
                 # the loop answered, and the ended session was found again and expanded
                 assert "Noted: I moved to Lisbon" in r.stdout, r.stdout
                 assert "ep_" in r.stdout and "Miso" in r.stdout, r.stdout
             if "retrieve_pages" in block:
                 assert "Bought a grinder" in r.stdout, r.stdout
+            if "StrataRetriever" in block:
+                assert "You said Miso" in r.stdout and "ep_" in r.stdout, r.stdout
             if "StrataStore" in block:
                 # the second thread found what the first one stored
                 assert "Miso sleeps on the radiator" in r.stdout, r.stdout

@@ -73,6 +73,8 @@ export class Scope {
   end(sessionId: string): Promise<S<"Ended">>;
   /** Ends the session of a memory-proxy reply, read from its `X-Strata-Session-Id` header (`{ response }` of `.withResponse()`, a `Response`, or headers). */
   endThread(response: unknown): Promise<S<"Ended">>;
+  /** The session's messages in recorded order, open or ended. */
+  messages(sessionId: string): Promise<S<"SessionMessages">>;
   session(sessionId: string): Promise<S<"SessionState">>;
   waitPromoted(sessionId: string, opts?: { timeoutMs?: number; vectors?: boolean; intervalMs?: number }): Promise<S<"SessionState">>;
   search(query: string, opts?: { topK?: number; explain?: boolean; visibility?: S<"ReadVisibility"> }): Promise<S<"SearchResult">>;

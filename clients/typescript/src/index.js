@@ -192,6 +192,9 @@ export class Scope {
     if (!id) return Promise.reject(new TypeError("no X-Strata-Session-Id header: endThread takes a response of Strata's memory proxy"));
     return this.end(id);
   }
+  messages(sessionId) {
+    return this.#call("GET", `/sessions/${q(sessionId)}/messages`);
+  }
   session(sessionId) {
     return this.#call("GET", `/sessions/${q(sessionId)}`);
   }

@@ -401,7 +401,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * The messages of a session, open or ended, in recorded order: what a chat
+         *     history (LangChain's `BaseChatMessageHistory`) reads back.
+         */
+        get: operations["session_messages"];
         put?: never;
         /** Records one message (durable on return). `timestamp` defaults to now. */
         post: operations["record_message"];
@@ -1207,6 +1211,16 @@ export interface components {
          * @enum {string}
          */
         SessionJobKind: "promotion" | "vectors" | "graph";
+        /** @description A session's messages. */
+        SessionMessages: {
+            /**
+             * @description Its messages in the order they were recorded (the working tier; an
+             *     ended session's too).
+             */
+            messages: components["schemas"]["Message"][];
+            /** @description The session. */
+            session_id: components["schemas"]["SessionId"];
+        };
         /**
          * @description A session's promotion status: [`Session`]'s metadata, its episode once
          *     promoted, and what the background workers still have to do for it.
@@ -2248,6 +2262,41 @@ export interface operations {
                 };
             };
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    session_messages: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description End-user id. */
+                user_id: string;
+                /** @description Agent id. */
+                agent_id: string;
+                /** @description The caller's session (conversation) id. */
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionMessages"];
+                };
+            };
+            /** @description no message was recorded in this session */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
