@@ -37,7 +37,7 @@ cargo test --features failpoints --doc "$@"
 # the Python client against the strata binary the tests just built (clients/python/tests)
 (cd clients/python && ../../target/clients-venv/bin/python -m pytest -q tests)
 # the TypeScript client, and its generated types checked against /openapi.json
-(cd clients/typescript && node --test test/client.test.js test/webhooks.test.js test/readme.test.js)
+(cd clients/typescript && node --test test/client.test.js test/webhooks.test.js test/readme.test.js test/ai-sdk.test.js)
 cargo test --features failpoints --benches --no-run "$@"
 # the API docs build without a warning (broken or private links, bad HTML)
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
