@@ -339,7 +339,7 @@ struct Site {
 /// input (counted in `biases`).
 ///
 /// # Errors
-/// [`Error::Embedder`] when the bytes are not a well-formed protobuf message.
+/// [`crate::Error::Embedder`] when the bytes are not a well-formed protobuf message.
 pub fn dynamic_quantize(model: &[u8]) -> Result<Rewrite> {
     let gr = Graph::parse(model)?;
     let nodes = &gr.nodes;
@@ -449,7 +449,7 @@ fn bias_add(gr: &Graph<'_>, product: &str, columns: i64) -> Option<(usize, Strin
 /// unchanged with `gelus = 0`.
 ///
 /// # Errors
-/// [`Error::Embedder`] when the bytes are not a well-formed protobuf message.
+/// [`crate::Error::Embedder`] when the bytes are not a well-formed protobuf message.
 pub fn fuse_gelu(model: &[u8]) -> Result<Rewrite> {
     let gr = Graph::parse(model)?;
     let nodes = &gr.nodes;
