@@ -71,6 +71,9 @@ pub struct Memory {
     scheduler: Arc<tokio::sync::Mutex<Option<tokio_cron_scheduler::JobScheduler>>>,
     /// Background workers run (false with [`Components::no_workers`]).
     workers: bool,
+    /// Wakes the task that purges erased documents from the index files
+    /// (`None` without workers: erasures purge inline).
+    purger: Option<Arc<crate::admin::erasure::Purger>>,
 }
 
 impl Memory {
@@ -97,8 +100,12 @@ impl Memory {
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = vec![typed.spawn_flusher(stop_rx.clone())];
         let mut scheduler = None;
+        let mut purger = None;
         if !no_workers {
             tasks.extend(worker::start(&rt, &stop_rx));
+            let (p, task) = crate::admin::erasure::spawn_purger(rt.clone(), typed.clone(), stop_rx.clone());
+            tasks.push(task);
+            purger = Some(p);
             if rt.config.pruner.enabled {
                 scheduler = Some(worker::pruner::schedule(rt.clone()).await?);
             }
@@ -111,6 +118,7 @@ impl Memory {
             stop: Arc::new(stop),
             scheduler: Arc::new(tokio::sync::Mutex::new(scheduler)),
             workers: !no_workers,
+            purger,
         })
     }
 
@@ -451,12 +459,23 @@ impl Memory {
         crate::admin::check::check(&self.rt, &self.typed, repair).await
     }
 
-    /// Erases a user from every store ([`crate::admin::erasure::forget_user`]).
+    /// Erases a user from every store ([`crate::admin::erasure::forget_user`]):
+    /// gone from every read when this returns. The index files are rewritten
+    /// just after, in the background ([`crate::admin::erasure::purge`]; inline
+    /// without workers), and at the latest before [`Memory::shutdown`] returns.
     ///
     /// # Errors
     /// As [`crate::admin::erasure::forget_user`].
     pub async fn forget_user(&self, user_id: &str) -> Result<ForgetReport> {
-        crate::admin::erasure::forget_user(&self.rt, &self.typed, user_id).await
+        let report = crate::admin::erasure::forget_user(&self.rt, &self.typed, user_id).await?;
+        match &self.purger {
+            // the index files are rewritten after the answer: their cost is the whole index's
+            Some(p) => p.request(),
+            None => {
+                crate::admin::erasure::purge(&self.rt, &self.typed, || true).await?;
+            }
+        }
+        Ok(report)
     }
 
     /// Creates an API key; returns the record and the secret, which is not

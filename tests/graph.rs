@@ -483,6 +483,52 @@ async fn she_is_the_colleague_not_the_speaker() {
     mem.shutdown().await.unwrap();
 }
 
+/// An erasure answers before the index files are rewritten (their rewrite
+/// costs the whole index), and the rewrite is never lost: the purge flag is
+/// set before the first delete and cleared only once the files are
+/// rewritten, by the background task, or at the next open when a process
+/// stopped before it ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_purge_after_an_erasure_runs_in_the_background_and_survives_a_stop() {
+    const FLAG: &str = "erasure.purge_pending";
+    let (cfg, _dir) = common::config();
+    let flag = |mem: &Memory| {
+        let rt = mem.runtime().clone();
+        async move { rt.records.meta_get(FLAG).await.unwrap() }
+    };
+    // without workers (as a process that stops before its purge): inline, flag cleared
+    let mem = common::open_without_workers(cfg.clone()).await;
+    let ana = scope("ana");
+    session(&mem, &ana, "s1", day(1), &[("Ana", "I keep bees on my roof in Porto.")]).await;
+    mem.run_pending().await.unwrap();
+    mem.forget_user("ana").await.unwrap();
+    assert_eq!(flag(&mem).await.as_deref(), Some("0"));
+    // a flag left set (an erasure whose process stopped before the rewrite) ...
+    mem.runtime().records.meta_set(FLAG, "1").await.unwrap();
+    mem.shutdown().await.unwrap();
+    drop(mem);
+    // ... is purged by the next open's background task
+    let mem = common::open(cfg).await;
+    let mut cleared = false;
+    for _ in 0..200 {
+        if flag(&mem).await.as_deref() == Some("0") {
+            cleared = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(cleared, "the purge left by the last process did not run");
+    // with workers: the erasure answers, the user is gone from every read at once,
+    // and the flag is cleared by the time the memory has shut down
+    let bo = scope("bo");
+    session(&mem, &bo, "s1", day(2), &[("Bo", "My cat Miso sleeps on the radiator.")]).await;
+    mem.wait_idle().await.unwrap();
+    mem.forget_user("bo").await.unwrap();
+    assert!(mem.memory_search(&bo, "Miso radiator", 5).await.unwrap().is_empty());
+    mem.shutdown().await.unwrap();
+    assert_eq!(flag(&mem).await.as_deref(), Some("0"), "shutdown waits for the purge");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn erasing_a_user_leaves_no_row_anywhere() {
     let (cfg, dir) = common::config();

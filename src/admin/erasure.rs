@@ -9,6 +9,34 @@ use crate::model::{EpisodeId, Scope};
 use crate::runtime::Runtime;
 use crate::typed::TypedMemories;
 
+/// `meta` key: `1` while an erasure's deleted documents may still be in
+/// the index files ([`forget_user`] sets it, [`purge`] clears it).
+pub(crate) const META_PURGE_PENDING: &str = "erasure.purge_pending";
+
+/// The deferred half of an erasure: when [`META_PURGE_PENDING`] is set,
+/// rewrites the episodes' and the typed knowledge's keyword and vector
+/// indexes so that deleted documents leave the disk, then clears the flag
+/// if `unchanged()` still holds (no erasure arrived meanwhile; else the
+/// flag stays for the next pass). Returns whether it rewrote anything.
+///
+/// # Errors
+/// Store errors (the flag stays set; the next pass tries again).
+pub async fn purge(rt: &Runtime, typed: &TypedMemories, unchanged: impl Fn() -> bool) -> Result<bool> {
+    if rt.records.meta_get(META_PURGE_PENDING).await?.as_deref() != Some("1") {
+        return Ok(false);
+    }
+    let started = std::time::Instant::now();
+    rt.keyword.compact().await?;
+    rt.vectors.compact().await?;
+    typed.index().keyword.compact().await?;
+    typed.index().vectors.compact().await?;
+    if unchanged() {
+        rt.records.meta_set(META_PURGE_PENDING, "0").await?;
+    }
+    tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "erased documents purged from the index files");
+    Ok(true)
+}
+
 /// Result of [`forget_user`]: rows removed per store.
 #[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 pub struct ForgetReport {
@@ -31,11 +59,20 @@ pub struct ForgetReport {
 /// outbox, LLM cost rows, dedup log), so an interrupted erasure can be
 /// run again. Returns rows removed per store and table.
 ///
+/// The user is gone from every read when this returns. The indexes' files
+/// still hold the deleted documents until [`purge`] rewrites them: a
+/// rewrite costs the size of the whole index, not of the user, so it runs
+/// after the answer (the caller's part; [`META_PURGE_PENDING`] stays set
+/// until it has run, across a crash too).
+///
 /// # Errors
 /// [`crate::Error::InvalidInput`] for an empty or malformed user id; store errors.
 pub async fn forget_user(rt: &Runtime, typed: &TypedMemories, user_id: &str) -> Result<ForgetReport> {
     // validates the id the same way every scope does
     Scope::new(user_id, "_")?;
+    // durable before the first delete: an erasure interrupted after it still
+    // gets its purge, at the next open
+    rt.records.meta_set(META_PURGE_PENDING, "1").await?;
     let episodes = rt.records.user_episodes(user_id).await?;
     let mut by_scope: HashMap<Scope, Vec<EpisodeId>> = HashMap::new();
     for (scope, id) in episodes {
@@ -50,19 +87,10 @@ pub async fn forget_user(rt: &Runtime, typed: &TypedMemories, user_id: &str) -> 
         report.keyword_docs += kw_before.saturating_sub(rt.keyword.count(scope).await?);
         report.vector_points += vec_before.saturating_sub(rt.vectors.count(scope).await?);
     }
-    if !by_scope.is_empty() {
-        // deleted documents must leave the disk too, not only the results
-        rt.keyword.compact().await?;
-        rt.vectors.compact().await?;
-    }
     // typed knowledge leaves the indexes before its rows go with the records
     let (kw, vec) = typed.forget_user_indexes(user_id).await?;
     report.keyword_docs += kw;
     report.vector_points += vec;
-    if kw + vec > 0 {
-        typed.index().keyword.compact().await?;
-        typed.index().vectors.compact().await?;
-    }
     report.shared = typed.forget_user_shared(user_id).await?;
     crate::error::fail_point!("erasure.after_indexes");
     report.graph = rt.graph.delete_user_graph(user_id).await?;
@@ -77,3 +105,59 @@ pub async fn forget_user(rt: &Runtime, typed: &TypedMemories, user_id: &str) -> 
     Ok(report)
 }
 
+
+/// Wakes the purge task after erasures: a generation count, so a purge
+/// that ran while another erasure arrived leaves the flag for a next pass.
+#[derive(Debug, Default)]
+pub struct Purger {
+    requested: std::sync::atomic::AtomicU64,
+    wake: tokio::sync::Notify,
+}
+
+impl Purger {
+    /// Asks for a purge (after an erasure, or at open for one a crash left).
+    pub fn request(&self) {
+        self.requested.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+
+    fn generation(&self) -> u64 {
+        self.requested.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Starts the purge task: it runs [`purge`] at start (an erasure a crash
+/// interrupted), after each [`Purger::request`], and once more when `stop`
+/// turns true, before it ends (so a shutdown leaves no erased document in
+/// the files). A failed pass is logged and retried at the next wake-up.
+pub fn spawn_purger(
+    rt: std::sync::Arc<Runtime>,
+    typed: std::sync::Arc<TypedMemories>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> (std::sync::Arc<Purger>, tokio::task::JoinHandle<()>) {
+    let purger = std::sync::Arc::new(Purger::default());
+    let p = purger.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let g = p.generation();
+            if let Err(e) = purge(&rt, &typed, || p.generation() == g).await {
+                tracing::warn!(error = %e, "purging erased documents failed; retried at the next erasure or shutdown");
+            }
+            if p.generation() != g {
+                continue; // an erasure arrived during the pass
+            }
+            if *stop.borrow() {
+                break;
+            }
+            tokio::select! {
+                _ = p.wake.notified() => {}
+                r = stop.changed() => {
+                    if r.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    (purger, task)
+}
