@@ -106,6 +106,12 @@ pub async fn forget_user(rt: &Runtime, typed: &TypedMemories, user_id: &str) -> 
 }
 
 
+/// How long the purge task waits after an erasure before rewriting, so that
+/// the erasures of those moments share one rewrite (each costs the whole
+/// index). A shutdown does not wait for it. Chosen, not measured: far below
+/// any erasure deadline, long enough to batch a burst.
+pub const PURGE_COALESCE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Wakes the purge task after erasures: a generation count, so a purge
 /// that ran while another erasure arrived leaves the flag for a next pass.
 #[derive(Debug, Default)]
@@ -127,7 +133,7 @@ impl Purger {
 }
 
 /// Starts the purge task: it runs [`purge`] at start (an erasure a crash
-/// interrupted), after each [`Purger::request`], and once more when `stop`
+/// interrupted), [`PURGE_COALESCE`] after a [`Purger::request`], and once more when `stop`
 /// turns true, before it ends (so a shutdown leaves no erased document in
 /// the files). A failed pass is logged and retried at the next wake-up.
 pub fn spawn_purger(
@@ -150,7 +156,13 @@ pub fn spawn_purger(
                 break;
             }
             tokio::select! {
-                _ = p.wake.notified() => {}
+                _ = p.wake.notified() => {
+                    // erasures come in bursts: one rewrite serves those of the next moments
+                    tokio::select! {
+                        _ = tokio::time::sleep(PURGE_COALESCE) => {}
+                        _ = stop.changed() => {}
+                    }
+                }
                 r = stop.changed() => {
                     if r.is_err() {
                         break;
