@@ -11,7 +11,7 @@ use crate::typed::TypedMemories;
 
 /// `meta` key: `1` while an erasure's deleted documents may still be in
 /// the index files ([`forget_user`] sets it, [`purge`] clears it).
-pub(crate) const META_PURGE_PENDING: &str = "erasure.purge_pending";
+pub const META_PURGE_PENDING: &str = "erasure.purge_pending";
 
 /// The deferred half of an erasure: when [`META_PURGE_PENDING`] is set,
 /// rewrites the episodes' and the typed knowledge's keyword and vector
