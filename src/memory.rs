@@ -30,18 +30,15 @@ use crate::typed::TypedMemories;
 use crate::worker;
 
 // The API's types, where callers have always found them.
-pub use crate::admin::erasure::ForgetReport;
-pub use crate::admin::reindex::ReindexReport;
+pub use crate::admin::{check::CheckReport, erasure::ForgetReport, reindex::ReindexReport};
 pub use crate::admin::reload::{ReloadReport, LIVE_RECALL_KEYS};
 pub use crate::episodic::context::{render_context, render_section};
 pub use crate::episodic::{
     BatchReport, Candidate, CandidateOutcome, Expanded, InjectResult, KnowledgeHit, SearchHit, SearchOptions,
-    SearchResult, FACT_ABSTRACT_CHARS, MAX_BATCH_TURNS, MAX_TOP_K,
+    SearchResult, TimelineEntry, FACT_ABSTRACT_CHARS, MAX_BATCH_TURNS, MAX_TOP_K,
 };
 pub use crate::graph::search::{GraphSearch, GraphSearchResult, MAX_GRAPH_SEEDS};
 pub use crate::model::MAX_QUERY_BYTES;
-pub use crate::admin::check::CheckReport;
-pub use crate::episodic::TimelineEntry;
 pub use crate::runtime::Components;
 #[doc(hidden)]
 pub use crate::runtime::{Runtime, Tunables};
@@ -71,9 +68,8 @@ pub struct Memory {
     scheduler: Arc<tokio::sync::Mutex<Option<tokio_cron_scheduler::JobScheduler>>>,
     /// Background workers run (false with [`Components::no_workers`]).
     workers: bool,
-    /// Wakes the task that purges erased documents from the index files
-    /// (`None` without workers: erasures purge inline).
-    purger: Option<Arc<crate::admin::erasure::Purger>>,
+    /// Has erased documents purged from the index files (by a task, or inline without workers).
+    purger: Arc<crate::admin::erasure::Purger>,
 }
 
 impl Memory {
@@ -100,12 +96,15 @@ impl Memory {
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = vec![typed.spawn_flusher(stop_rx.clone())];
         let mut scheduler = None;
-        let mut purger = None;
+        let purger = if no_workers {
+            Arc::new(crate::admin::erasure::Purger::inline())
+        } else {
+            let (purger, task) = crate::admin::erasure::spawn_purger(rt.clone(), typed.clone(), stop_rx.clone());
+            tasks.push(task);
+            purger
+        };
         if !no_workers {
             tasks.extend(worker::start(&rt, &stop_rx));
-            let (p, task) = crate::admin::erasure::spawn_purger(rt.clone(), typed.clone(), stop_rx.clone());
-            tasks.push(task);
-            purger = Some(p);
             if rt.config.pruner.enabled {
                 scheduler = Some(worker::pruner::schedule(rt.clone()).await?);
             }
@@ -459,23 +458,13 @@ impl Memory {
         crate::admin::check::check(&self.rt, &self.typed, repair).await
     }
 
-    /// Erases a user from every store ([`crate::admin::erasure::forget_user`]):
-    /// gone from every read when this returns. The index files are rewritten
-    /// just after, in the background ([`crate::admin::erasure::purge`]; inline
-    /// without workers), and at the latest before [`Memory::shutdown`] returns.
+    /// Erases a user from every store ([`crate::admin::erasure::erase`]): gone
+    /// from every read when this returns, the index files rewritten just after.
     ///
     /// # Errors
     /// As [`crate::admin::erasure::forget_user`].
     pub async fn forget_user(&self, user_id: &str) -> Result<ForgetReport> {
-        let report = crate::admin::erasure::forget_user(&self.rt, &self.typed, user_id).await?;
-        match &self.purger {
-            // the index files are rewritten after the answer: their cost is the whole index's
-            Some(p) => p.request(),
-            None => {
-                crate::admin::erasure::purge(&self.rt, &self.typed, || true).await?;
-            }
-        }
-        Ok(report)
+        crate::admin::erasure::erase(&self.rt, &self.typed, &self.purger, user_id).await
     }
 
     /// Creates an API key; returns the record and the secret, which is not
@@ -543,7 +532,7 @@ impl Memory {
     /// # Errors
     /// Store errors.
     pub async fn wait_idle(&self) -> Result<()> {
-        self.wait_for(&worker::kinds(&self.rt.config)).await
+        worker::wait_for(&self.rt, &worker::kinds(&self.rt.config)).await
     }
 
     /// Waits until every queued promotion is done or parked: each ended
@@ -554,20 +543,7 @@ impl Memory {
     /// # Errors
     /// Store errors.
     pub async fn wait_promoted(&self) -> Result<()> {
-        self.wait_for(&[EventKind::SessionCompleted]).await
-    }
-
-    /// Polls (every 20 ms, waking the workers) until no event of `kinds` is pending.
-    async fn wait_for(&self, kinds: &[EventKind]) -> Result<()> {
-        loop {
-            if self.rt.records.count_pending(kinds).await? == 0 {
-                return Ok(());
-            }
-            for k in kinds {
-                self.rt.bus.publish(*k);
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        worker::wait_for(&self.rt, &[EventKind::SessionCompleted]).await
     }
 
     /// Readiness: the stores answer and every background worker is running.

@@ -112,15 +112,38 @@ pub async fn forget_user(rt: &Runtime, typed: &TypedMemories, user_id: &str) -> 
 /// any erasure deadline, long enough to batch a burst.
 pub const PURGE_COALESCE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Erases a user ([`forget_user`]), then has the index files purged: by the
+/// purge task after the answer ([`Purger::request`]), or inline for an
+/// [`Purger::inline`] purger.
+///
+/// # Errors
+/// As [`forget_user`] and, inline, [`purge`].
+pub async fn erase(rt: &Runtime, typed: &TypedMemories, purger: &Purger, user_id: &str) -> Result<ForgetReport> {
+    let report = forget_user(rt, typed, user_id).await?;
+    if purger.inline {
+        purge(rt, typed, || true).await?;
+    } else {
+        purger.request();
+    }
+    Ok(report)
+}
+
 /// Wakes the purge task after erasures: a generation count, so a purge
 /// that ran while another erasure arrived leaves the flag for a next pass.
 #[derive(Debug, Default)]
 pub struct Purger {
     requested: std::sync::atomic::AtomicU64,
     wake: tokio::sync::Notify,
+    /// No task serves it ([`Purger::inline`]): [`erase`] purges before it returns.
+    inline: bool,
 }
 
 impl Purger {
+    /// A purger without a task (a memory without workers): [`erase`] purges inline.
+    pub fn inline() -> Self {
+        Self { inline: true, ..Self::default() }
+    }
+
     /// Asks for a purge (after an erasure, or at open for one a crash left).
     pub fn request(&self) {
         self.requested.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -378,7 +378,7 @@ impl Episodic {
     /// # Errors
     /// [`Error::NotFound`] when the session has no recorded message in this scope.
     pub async fn messages(&self, scope: &Scope, session: &SessionId) -> Result<Vec<Message>> {
-        self.rt.records.session(scope, session).await?;
+        // the store's read is already NotFound for a session this scope never recorded
         self.rt.records.messages(scope, session).await
     }
 

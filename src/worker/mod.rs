@@ -86,6 +86,23 @@ pub async fn run_promotion(shared: Arc<Runtime>, wake: flume::Receiver<()>, stop
     .await
 }
 
+/// Polls (every 20 ms, waking the workers) until no event of `kinds` is
+/// pending: done or parked.
+///
+/// # Errors
+/// Store errors.
+pub async fn wait_for(rt: &Runtime, kinds: &[EventKind]) -> Result<()> {
+    loop {
+        if rt.records.count_pending(kinds).await? == 0 {
+            return Ok(());
+        }
+        for k in kinds {
+            rt.bus.publish(*k);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Runs every worker's job inline until no event is pending (or only events
 /// in backoff remain). Returns how many events were taken.
 ///
