@@ -768,6 +768,11 @@ pub struct RecallConfig {
     /// Add to each injected episode the sentence of its session that best
     /// matches the message ([`crate::recall::snippet`]; default true).
     pub evidence_snippets: bool,
+    /// The best injected entry's snippet shows the whole turn of its
+    /// sentence when that turn is at most this many graphemes (0 = the
+    /// sentence only, clipped to 160; default 240, see
+    /// [`crate::recall::snippet`]).
+    pub snippet_turn_chars: usize,
     /// Let episodes in another language than the message pass on their
     /// vector alone ([`crate::recall::fusion::cross_lingual_rescore`]).
     /// Unset (the default): the embedder's own fit ([`ModelFit::cross_lingual`]:

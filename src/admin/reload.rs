@@ -29,6 +29,7 @@ pub const LIVE_RECALL_KEYS: &[&str] = &[
     "vector_calibration",
     "trivial_messages",
     "evidence_snippets",
+    "snippet_turn_chars",
     "cross_lingual",
     "cross_lingual_calibration",
 ];

@@ -7,7 +7,9 @@ use super::{KnowledgeHit, SearchHit};
 /// The "## Memory Context" section with episodes and facts, best first
 /// (empty string when there is neither). The best episode's line is
 /// `- [date] abstract | "speaker: snippet" (id: …)`, the snippet part only
-/// when the entry has one ([`SearchHit::snippet`]); a later episode with a
+/// when the entry has one ([`SearchHit::snippet`]), the abstract part only
+/// when the snippet (there the whole turn, when short) does not already
+/// hold it; a later episode with a
 /// snippet shows it alone, `- [date] "speaker: snippet" (id: …)`: the
 /// abstract says what the best session is about, while for the ones beside
 /// it (inject's companions) the sentence that matches the message is what
@@ -26,7 +28,7 @@ pub fn render_context(entries: &[SearchHit], facts: &[KnowledgeHit]) -> String {
         .enumerate()
         .map(|(i, e)| {
             let body = match &e.snippet {
-                Some(s) if i > 0 => format!("\"{}\"", one_line(s)),
+                Some(s) if i > 0 || repeats(s, &e.abstract_) => format!("\"{}\"", one_line(s)),
                 Some(s) => format!("{} | \"{}\"", one_line(&e.abstract_), one_line(s)),
                 None => one_line(&e.abstract_),
             };
@@ -67,6 +69,15 @@ pub fn render_context(entries: &[SearchHit], facts: &[KnowledgeHit]) -> String {
     s.push_str(&fence);
     s.push('\n');
     s
+}
+
+/// True when `snippet` (`speaker: text`, a whole turn for the best entry)
+/// already holds what `abstract_` (`speaker: sentence`) says, so the line
+/// need not say it twice. Compared on one-line text, speakers left out.
+fn repeats(snippet: &str, abstract_: &str) -> bool {
+    let said = |t: &str| one_line(t.split_once(": ").map_or(t, |(_, rest)| rest)).trim_end_matches("...").trim().to_string();
+    let a = said(abstract_);
+    !a.is_empty() && one_line(snippet).contains(&a)
 }
 
 /// The "## Memory Context" section of episodes only (see [`render_context`]).

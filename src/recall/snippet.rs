@@ -29,7 +29,11 @@
 //!   that reply's statement holding the most of the message's terms (its
 //!   first statement when none does) is shown instead;
 //! - it is clipped to [`SNIPPET_CHARS`] graphemes around its first matching
-//!   term, with "..." where text was cut;
+//!   term, with "..." where text was cut; for an inject's best entry, the
+//!   whole turn it belongs to is shown instead when that turn is at most
+//!   `recall.snippet_turn_chars` graphemes (default 240: answer in context
+//!   0.223 → 0.277 on two LoCoMo dev conversations at +12 tokens per turn;
+//!   docs/measurements.md, 2026-12-07 (2));
 //! - a relative date in it ("yesterday", "last Friday", "two weeks ago") is
 //!   resolved against the time its turn was said and appended for the reader,
 //!   " [7 May 2023]" ([`crate::recall::dates::resolved_for_reader`]; English).
@@ -38,7 +42,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::model::Role;
 use crate::store::analyzer::analyze;
-use crate::text::{clip_with_ellipsis, grapheme_len, split_sentences};
+use crate::text::{clip_with_ellipsis, fold_whitespace, grapheme_len, split_sentences};
 use unicode_segmentation::UnicodeSegmentation;
 
 /// Longest snippet, in graphemes, speaker prefix excluded: about 40 tokens of
@@ -86,12 +90,20 @@ impl Snippet {
 /// earlier user turns, as a tie-breaker), unless `abstract_` already holds
 /// it; `None` when no sentence holds a term of the message.
 pub fn best_snippet(turns: &[Turn<'_>], message: &str, context: &str, abstract_: &str) -> Option<Snippet> {
-    best_snippet_for(turns, &Question::new(message), context, abstract_)
+    best_snippet_for(turns, &Question::new(message), context, abstract_, 0)
 }
 
 /// [`best_snippet`] for a message already read as a [`Question`] (inject
-/// reads it once for all its entries).
-pub fn best_snippet_for(turns: &[Turn<'_>], question: &Question, context: &str, abstract_: &str) -> Option<Snippet> {
+/// reads it once for all its entries), showing the whole turn of the chosen
+/// sentence when that turn is at most `turn_chars` graphemes long (0 = the
+/// sentence only; `recall.snippet_turn_chars` for an inject's best entry).
+pub fn best_snippet_for(
+    turns: &[Turn<'_>],
+    question: &Question,
+    context: &str,
+    abstract_: &str,
+    turn_chars: usize,
+) -> Option<Snippet> {
     let own = question.terms();
     if own.is_empty() {
         return None;
@@ -158,8 +170,15 @@ pub fn best_snippet_for(turns: &[Turn<'_>], question: &Question, context: &str, 
         Some(n) => crate::text::clip_head(n, 40).to_string(),
         None => t.role.as_str().to_string(),
     };
-    let mut text = clip_around(sentence, own);
-    if let Some(d) = t.at.and_then(|at| crate::recall::dates::resolved_for_reader(sentence, at)) {
+    // the whole turn when it is short enough: the answer is often the
+    // sentence after the one that matched ("I went to a workshop. It was
+    // on pottery.")
+    let mut text = if grapheme_len(t.text) <= turn_chars {
+        fold_whitespace(t.text)
+    } else {
+        clip_around(sentence, own)
+    };
+    if let Some(d) = t.at.and_then(|at| crate::recall::dates::resolved_for_reader(&text, at)) {
         text.push_str(&format!(" [{d}]"));
     }
     Some(Snippet { speaker, text, score })
@@ -192,7 +211,7 @@ fn clip_around(sentence: &str, own: &HashSet<String>) -> String {
 
 /// Lowercased with whitespace runs folded, for the "already in the abstract" test.
 fn normalize(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+    fold_whitespace(s).to_lowercase()
 }
 
 #[cfg(test)]
@@ -223,6 +242,28 @@ mod tests {
         .unwrap();
         assert_eq!(s.render(), "user: Dana wants the first production cutover done by April 17.");
     }
+
+    #[test]
+    fn a_short_turn_is_shown_whole_when_asked_a_long_one_as_its_sentence() {
+        let turns = [
+            user("I went to a workshop yesterday.\nIt was on pottery, with Ana."),
+            bot("Fun!"),
+            user(&LONG),
+        ];
+        let q = Question::new("What was the workshop about?");
+        let sentence = best_snippet_for(&turns, &q, "", "", 0).unwrap();
+        assert_eq!(sentence.text, "I went to a workshop yesterday.");
+        let whole = best_snippet_for(&turns, &q, "", "", 240).unwrap();
+        assert_eq!(whole.text, "I went to a workshop yesterday. It was on pottery, with Ana.", "one line");
+        // a turn over the limit: its sentence, clipped as before
+        let q = Question::new("Which marathon did I run?");
+        let s = best_snippet_for(&turns, &q, "", "", 240).unwrap();
+        assert!(s.text.contains("marathon") && grapheme_len(&s.text) <= SNIPPET_CHARS, "{s:?}");
+    }
+
+    static LONG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!("{} I ran the Berlin marathon in the rain. {}", "Filler words here. ".repeat(8), "More filler text. ".repeat(8))
+    });
 
     #[test]
     fn nothing_without_a_term_of_the_message_or_when_the_abstract_holds_it() {
