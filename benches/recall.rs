@@ -14,7 +14,10 @@
 //! many-tenants group (see [`tenants`]). `STRATA_BENCH_STORES=cluster` runs the same
 //! on PostgreSQL records and (with `STRATA_TEST_QDRANT_URL`) Qdrant indexes.
 //! `STRATA_BENCH_ACCEPTOR=score` runs inject with the score-only acceptor
-//! ([`score_acceptor`]), the baseline of the shipped one.
+//! ([`score_acceptor`]), the baseline of the shipped one. After each inject
+//! and search bench, a line per stage of inject
+//! (`strata_inject_stage_seconds{stage}`, read through metrics-util's
+//! debugging recorder) gives its p50 and p99: where the time goes.
 //!
 //! Episodes are written straight into the stores (SQLite row, tantivy doc,
 //! qdrant-edge point), not through the summariser, so set-up stays short:
@@ -112,6 +115,8 @@ fn time_queries(
 ) {
     let mut i = 0usize;
     let mut samples = Vec::new();
+    let stages = stage_recorder();
+    stages.snapshot(); // what earlier benches recorded
     group.bench_function(id, |b| {
         b.iter_custom(|iters| {
             timed(
@@ -126,6 +131,53 @@ fn time_queries(
         })
     });
     report(label, &mut samples);
+    report_stages(label, &stages);
+}
+
+/// The process's metrics recorder (installed once), whose snapshots drain
+/// what it recorded: the stage table of each inject bench.
+fn stage_recorder() -> &'static metrics_util::debugging::Snapshotter {
+    static S: std::sync::OnceLock<metrics_util::debugging::Snapshotter> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder.install().expect("the bench installs the only metrics recorder");
+        snapshotter
+    })
+}
+
+/// One line per stage of inject (`strata_inject_stage_seconds{stage}`)
+/// recorded since the last snapshot: p50 and p99 in ms, and the share of the
+/// stages' summed p50s.
+fn report_stages(label: &str, stages: &metrics_util::debugging::Snapshotter) {
+    use metrics_util::debugging::DebugValue;
+    let mut rows: Vec<(String, Vec<f64>)> = stages
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(k, ..)| k.key().name() == "strata_inject_stage_seconds")
+        .filter_map(|(k, _, _, v)| match v {
+            DebugValue::Histogram(xs) if !xs.is_empty() => {
+                let stage = k.key().labels().find(|l| l.key() == "stage").map(|l| l.value().to_string())?;
+                let mut xs: Vec<f64> = xs.into_iter().map(|x| x.into_inner() * 1e3).collect();
+                xs.sort_by(f64::total_cmp);
+                Some((stage, xs))
+            }
+            _ => None,
+        })
+        .collect();
+    let pick = |xs: &[f64], p: f64| xs[((xs.len() as f64 * p).ceil() as usize).clamp(1, xs.len()) - 1];
+    let total: f64 = rows.iter().map(|(_, xs)| pick(xs, 0.5)).sum();
+    rows.sort_by(|a, b| pick(&b.1, 0.5).total_cmp(&pick(&a.1, 0.5)));
+    for (stage, xs) in rows {
+        let p50 = pick(&xs, 0.5);
+        eprintln!(
+            "{label} stage {stage}: n={} p50={p50:.3} ms p99={:.3} ms ({:.0}% of the stages' p50 sum)",
+            xs.len(),
+            pick(&xs, 0.99),
+            100.0 * p50 / total.max(f64::MIN_POSITIVE)
+        );
+    }
 }
 
 /// Query number `n`: a new text each time, so the embedding cache does not hide the model cost.

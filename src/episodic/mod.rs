@@ -10,6 +10,7 @@
 
 pub mod context;
 pub mod recall;
+mod stages;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;

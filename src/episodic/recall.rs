@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 
 use super::context::render_context;
+use super::stages::{record_stage, Stage, StageClock};
 use super::{
     Candidate, CandidateOutcome, Episodic, InjectResult, KnowledgeHit, SearchHit, SearchOptions,
     SearchResult, FACT_ABSTRACT_CHARS, MAX_TOP_K,
@@ -31,6 +32,10 @@ struct Raw {
     /// Knowledge candidates of every store read (first keyword text, first
     /// vector set), each with its store, fused, best first.
     knowledge: Vec<(Visibility, FusedHit<MemoryId>)>,
+    /// How long each half took ([`Stage::Keyword`], [`Stage::Embedding`],
+    /// [`Stage::Vector`]; they run side by side); zero for a half that did
+    /// not run.
+    timings: [(Stage, std::time::Duration); 3],
 }
 
 impl Episodic {
@@ -82,7 +87,10 @@ impl Episodic {
         let previous = if tunables.trivial.is_trivial(user_message) {
             Vec::new()
         } else {
-            self.rt.records.recent_user_turns(scope, session, tunables.recall.recent_turns).await?
+            let started = std::time::Instant::now();
+            let turns = self.rt.records.recent_user_turns(scope, session, tunables.recall.recent_turns).await?;
+            record_stage(Stage::RecentTurns, started.elapsed());
+            turns
         };
         self.inject_after(scope, previous, user_message, opts).await
     }
@@ -145,9 +153,15 @@ impl Episodic {
             keyword,
             vector,
             knowledge,
+            timings,
         } = self
             .retrieve(scope, &texts, &sets, limit * cfg.overfetch, opts, cfg)
             .await?;
+        // a half that did not run (keyword-only, vector-only) records nothing
+        for (stage, took) in timings.into_iter().filter(|(_, t)| !t.is_zero()) {
+            record_stage(stage, took);
+        }
+        let mut clock = StageClock::start();
         let cal = Calibrations::episodes(cfg);
         let own = fuse(cfg, cal, &keyword[0], &vector[0], opts.retrievers);
         let dependent = is_dependent(
@@ -190,8 +204,10 @@ impl Episodic {
             limit,
             opts.explain,
         );
+        clock.lap(Stage::Fusion);
         let mut entries = self.hydrate(scope, kept.clone(), episodes).await?;
         mark_expired(&mut explain, &entries);
+        clock.lap(Stage::Hydration);
         // sessions read for the acceptor serve the snippets too (aligned with
         // `entries`; None where not read)
         let mut read: Vec<Option<Vec<crate::model::Message>>> = vec![None; entries.len()];
@@ -256,14 +272,16 @@ impl Episodic {
             entries = entries.into_iter().enumerate().filter(|(i, _)| keep(*i)).map(|(_, e)| e).collect();
             read = read.into_iter().enumerate().filter(|(i, _)| keep(*i)).map(|(_, m)| m).collect();
         }
+        clock.lap(Stage::Acceptor);
         if cfg.evidence_snippets {
             let missing: Vec<SearchHit> =
                 entries.iter().zip(&read).filter(|(_, m)| m.is_none()).map(|(e, _)| e.clone()).collect();
             let mut fetched = self.sessions_of(scope, &missing).await?.into_iter();
             let sessions: Vec<Vec<crate::model::Message>> =
                 read.into_iter().map(|m| m.or_else(|| fetched.next()).unwrap_or_default()).collect();
-            add_snippets(&mut entries, &sessions, &question, &previous.join("\n"));
+            add_snippets(&mut entries, &sessions, &question, &previous.join("\n"), cfg.snippet_turn_chars);
         }
+        clock.lap(Stage::Snippets);
         // facts compete with episodes for the max_entries slots, by calibrated score
         let mut facts = self
             .hydrate_knowledge(scope, &knowledge, Some(cfg.knowledge_min_score), limit)
@@ -278,6 +296,7 @@ impl Episodic {
             }
         }
         let section = render_context(&entries, &facts);
+        clock.lap(Stage::Render);
         metrics::histogram!("strata_inject_duration_seconds")
             .record(started.elapsed().as_secs_f64());
         metrics::histogram!("strata_inject_entries").record(entries.len() as f64);
@@ -349,6 +368,7 @@ impl Episodic {
             keyword,
             vector,
             knowledge,
+            ..
         } = self
             .retrieve(scope, &[query], &sets, top_k * cfg.overfetch, opts, cfg)
             .await?;
@@ -404,10 +424,16 @@ impl Episodic {
         let want_vec = opts.retrievers != Retrievers::KeywordOnly && recall.vector_weight > 0.0
             || opts.retrievers == Retrievers::VectorOnly;
         let no_facts = || vec![KeywordResult::default(); knowledge.len()];
+        // each half times itself (they run side by side)
+        // (nanoseconds; atomics, as the future must stay Send)
+        use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+        let (keyword_took, embedding_took, vector_took) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+        let nanos = |d: std::time::Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let kw = async {
             if !want_kw {
                 return Ok((vec![KeywordResult::default(); texts.len()], no_facts()));
             }
+            let started = std::time::Instant::now();
             let date_tokens = if s.config.recall.relative_date_boost > 0.0 {
                 crate::recall::dates::resolve_relative(texts[0], opts.as_of.unwrap_or_else(Utc::now))
             } else {
@@ -426,7 +452,9 @@ impl Episodic {
             let facts = futures::future::try_join_all(
                 knowledge.iter().map(|(_, k, ks)| k.keyword.search(ks, &fq, limit)),
             );
-            tokio::try_join!(episodes, facts)
+            let found = tokio::try_join!(episodes, facts);
+            keyword_took.store(nanos(started.elapsed()), Relaxed);
+            found
         };
         let vec = async {
             if !want_vec {
@@ -438,7 +466,10 @@ impl Episodic {
                     distinct.push(t.clone());
                 }
             }
+            let started = std::time::Instant::now();
             let vecs = s.embedder.embed_query(&distinct).await?;
+            embedding_took.store(nanos(started.elapsed()), Relaxed);
+            let started = std::time::Instant::now();
             let mut queries = Vec::with_capacity(sets.len());
             for set in sets {
                 let mut v = vec![0f32; s.embedder.dim()];
@@ -459,7 +490,9 @@ impl Episodic {
             let facts = futures::future::try_join_all(
                 knowledge.iter().map(|(_, k, ks)| k.vectors.search(ks, &queries[0], limit)),
             );
-            tokio::try_join!(episodes, facts)
+            let found = tokio::try_join!(episodes, facts);
+            vector_took.store(nanos(started.elapsed()), Relaxed);
+            found
         };
         // the request path never waits long on an embedder (a remote one may be
         // slow or down): past embedding.query_timeout_ms, or on an error, hybrid
@@ -515,10 +548,16 @@ impl Episodic {
                 .then_with(|| b.1.score.total_cmp(&a.1.score))
                 .then_with(|| a.1.episode_id.cmp(&b.1.episode_id))
         });
+        let took = |a: &AtomicU64| std::time::Duration::from_nanos(a.load(Relaxed));
         Ok(Raw {
             keyword: kw,
             vector: vec,
             knowledge: facts,
+            timings: [
+                (Stage::Keyword, took(&keyword_took)),
+                (Stage::Embedding, took(&embedding_took)),
+                (Stage::Vector, took(&vector_took)),
+            ],
         })
     }
 
@@ -690,9 +729,16 @@ fn turns(messages: &[crate::model::Message]) -> Vec<Turn<'_>> {
 
 /// Sets each entry's evidence snippet from its raw session (`sessions`, in
 /// the entries' order; [`crate::recall::snippet::best_snippet`]).
-fn add_snippets(entries: &mut [SearchHit], sessions: &[Vec<crate::model::Message>], question: &Question, context: &str) {
-    for (e, messages) in entries.iter_mut().zip(sessions) {
-        e.snippet = best_snippet_for(&turns(messages), question, context, &e.abstract_).map(|s| s.render());
+fn add_snippets(
+    entries: &mut [SearchHit],
+    sessions: &[Vec<crate::model::Message>],
+    question: &Question,
+    context: &str,
+    turn_chars: usize,
+) {
+    for (i, (e, messages)) in entries.iter_mut().zip(sessions).enumerate() {
+        let whole = if i == 0 { turn_chars } else { 0 };
+        e.snippet = best_snippet_for(&turns(messages), question, context, &e.abstract_, whole).map(|s| s.render());
     }
 }
 
