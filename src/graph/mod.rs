@@ -42,7 +42,7 @@ use crate::model::{EpisodeId, Scope};
 pub fn identity_key(name: &str) -> String {
     let nfkc: String = name.nfkc().collect();
     let lower = nfkc.to_lowercase();
-    let collapsed = lower.split_whitespace().collect::<Vec<_>>().join(" ");
+    let collapsed = crate::text::fold_whitespace(&lower);
     collapsed
         .trim_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace())
         .to_string()

@@ -23,7 +23,7 @@ fn normalize(s: &str) -> String {
         .flat_map(|c| c.to_lowercase())
         .map(|c| if c.is_alphanumeric() { c } else { ' ' })
         .collect();
-    cleaned.split_whitespace().collect::<Vec<_>>().join(" ")
+    crate::text::fold_whitespace(&cleaned)
 }
 
 impl TrivialFilter {

@@ -409,7 +409,7 @@ async fn entity_for(
         }
         None => {
             let id = EntityId::for_key(scope, &key).as_str().to_string();
-            let display = name.split_whitespace().collect::<Vec<_>>().join(" ");
+            let display = crate::text::fold_whitespace(&name);
             let q = scoped(CREATE_ENTITY, scope).param("id", id.as_str()).param("k", key.as_str()).param("name", display).param("kind", kind).param("at", at);
             tx.rows(q).await?.into_iter().next().map(|r| (id, r))
         }

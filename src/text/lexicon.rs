@@ -205,7 +205,7 @@ mod tests {
                 let mut seen = HashSet::new();
                 for w in words {
                     let normal: String = w.nfc().flat_map(char::to_lowercase).collect();
-                    let spaced = w.split_whitespace().collect::<Vec<_>>().join(" ");
+                    let spaced = crate::text::fold_whitespace(w);
                     assert!(
                         !w.is_empty() && *w == normal && *w == spaced,
                         "{}.toml {name}: {w:?} is not lowercase NFC with single spaces",

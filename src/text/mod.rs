@@ -111,6 +111,12 @@ pub fn is_question(s: &str) -> bool {
         .ends_with(['?', '？', '؟'])
 }
 
+/// `s` with every run of whitespace (line breaks included) folded to one
+/// space, ends trimmed.
+pub fn fold_whitespace(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// True when `s` has nothing visible ([`crate::model::is_blank`]).
 pub fn is_blank(s: &str) -> bool {
     crate::model::is_blank(s)

@@ -152,7 +152,7 @@ fn upsert_entity(
     if key.is_empty() || crate::text::grapheme_len(&key) > MAX_NAME_CHARS {
         return Ok(None);
     }
-    let name = m.name.split_whitespace().collect::<Vec<_>>().join(" ");
+    let name = crate::text::fold_whitespace(&m.name);
     let kind = kind_of(&m.kind);
     let id = match resolve_key(c, scope, &key)? {
         Some(id) => {
@@ -868,7 +868,7 @@ fn typed_entity(c: &Connection, scope: &Scope, name: &str, kind: &str, at: i64) 
         }
         None => {
             let id = EntityId::for_key(scope, &key).as_str().to_string();
-            let display = name.split_whitespace().collect::<Vec<_>>().join(" ");
+            let display = crate::text::fold_whitespace(&name);
             c.execute(
                 "INSERT INTO entities (id, user_id, agent_id, identity_key, name, type, attributes, created_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, '{}', ?7, ?7)
