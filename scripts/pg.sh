@@ -29,10 +29,19 @@ case "$cmd" in
       [ "$(id -u)" = 0 ] && chown postgres: "$dir"
       as_pg "$bin/initdb" -D "$dir/data" -U strata --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
     fi
-    if ! as_pg "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
-      as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 start \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c max_connections=200" >&2
-    fi
+    # a start that fails (seen once: the postmaster exited at once, its log
+    # gone with the directory) shows its log and is tried once more
+    for try in 1 2; do
+      as_pg "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1 && break
+      if as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 start \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off -c max_connections=200" >&2; then
+        break
+      fi
+      echo "pg.sh: start $try failed; its log:" >&2
+      tail -n 20 "$dir/log" >&2 || true
+      [ "$try" = 2 ] && exit 1
+      sleep 2
+    done
     echo "export STRATA_TEST_POSTGRES_URL=postgres://strata@127.0.0.1:$port/postgres"
     ;;
   stop)

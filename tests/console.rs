@@ -509,6 +509,9 @@ async fn the_console_in_a_real_browser() {
     // logging out ends the session
     c.goto(&format!("{b}/ui")).await.unwrap();
     c.find(Locator::Css("nav form button")).await.unwrap().click().await.unwrap();
+    // the logout POST answers with the login page: wait for it, or the next
+    // navigation may cancel the form before the server ends the session
+    wait_url(&c, "/ui/login").await;
     c.goto(&format!("{b}/ui/ops")).await.unwrap();
     wait_url(&c, "/ui/login").await;
     c.close().await.unwrap();
