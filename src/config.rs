@@ -695,6 +695,15 @@ pub struct RecallConfig {
     pub text_weight: f64,
     /// Vector weight in weighted fusion (default 0.3).
     pub vector_weight: f64,
+    /// `memory_search`'s keyword weight in weighted fusion for a query that
+    /// is not surely English ([`crate::recall::evidence::is_foreign`]), the
+    /// vector weight being 1 − it, in [0, 1] (default 0: the vector alone,
+    /// which ranks the right session first more often in every language of
+    /// the multilingual dev set, held-out users included). Set to
+    /// `text_weight`, every query is weighed alike. Inject keeps the
+    /// global weights (its acceptor is fitted on them), and typed facts too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_text_weight: Option<f64>,
     /// Threshold on the fused calibrated score, in [0, 1] (default 0.3).
     pub min_score: f64,
     /// Threshold on a typed fact's fused calibrated score, in [0, 1]
@@ -894,6 +903,14 @@ pub struct EpisodesConfig {
     /// embedding time and are not what the user's memory is about; they stay
     /// in the keyword index and the summary).
     pub embed_assistant_turns: bool,
+    /// With `embed_turns`, embed the sentences of a user turn that ask
+    /// something ([`crate::text::is_question`]) too (default false: a
+    /// question states nothing about its asker, and embedded it matches the
+    /// same question asked later, in any language, better than the session
+    /// that answers it; the keyword index files them with the assistant text,
+    /// `recall.user_questions_as_assistant_text`). A turn that only asks gets
+    /// no vector unit.
+    pub embed_user_questions: bool,
     /// Vector unit 0 of an episode: `false` (default) embeds the summary;
     /// `true` takes the normalised mean of its turn vectors instead (when it
     /// has any), which spares the longest text of each session from the
@@ -1229,6 +1246,9 @@ impl Config {
         }
         if ((r.text_weight + r.vector_weight) - 1.0).abs() > 1e-6 {
             return bad("recall.text_weight/vector_weight", "must sum to 1");
+        }
+        if r.foreign_text_weight.is_some_and(|w| !(0.0..=1.0).contains(&w)) {
+            return bad("recall.foreign_text_weight", "must be within [0, 1]");
         }
         if !(0.0..=1.0).contains(&r.min_score) {
             return bad("recall.min_score", "must be within [0, 1]");

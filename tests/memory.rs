@@ -591,11 +591,15 @@ async fn a_question_naming_a_relative_date_resolves_it_against_its_own_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_user_turns_become_vector_units_unless_asked() {
-    for (assistants, units) in [(false, 1 + 2), (true, 1 + 4)] {
+async fn only_user_statements_become_vector_units_unless_asked() {
+    // (embed_assistant_turns, embed_user_questions, units): unit 0 is the
+    // summary; by default the first user turn and the statement of the
+    // second make two units, and the third, which only asks, none
+    for (assistants, questions, units) in [(false, false, 1 + 2), (true, false, 1 + 2 + 3), (false, true, 1 + 3)] {
         let (mut cfg, _dir) = common::config();
         cfg.episodes.embed_turns = true;
         cfg.episodes.embed_assistant_turns = assistants;
+        cfg.episodes.embed_user_questions = questions;
         let mem = common::open(cfg).await;
         let scope = Scope::new("u", "a").unwrap();
         session(
@@ -606,17 +610,18 @@ async fn only_user_turns_become_vector_units_unless_asked() {
             &[
                 "I adopted a hamster named Biscuit.",
                 "Hamsters like a deep bedding layer.",
-                "She loves carrots.",
+                "She loves carrots. Can she eat them every day?",
                 "Carrots in small amounts are fine.",
+                "How deep should her bedding be?",
+                "About fifteen centimetres of paper bedding.",
             ],
         )
         .await;
         mem.wait_idle().await.unwrap();
-        // unit 0 is the summary; then the turns
         assert_eq!(
             mem.runtime().vectors.count(&scope).await.unwrap(),
             units,
-            "embed_assistant_turns = {assistants}"
+            "embed_assistant_turns = {assistants}, embed_user_questions = {questions}"
         );
         mem.shutdown().await.unwrap();
     }

@@ -15,6 +15,7 @@ use crate::runtime::Runtime;
 pub const LIVE_RECALL_KEYS: &[&str] = &[
     "text_weight",
     "vector_weight",
+    "foreign_text_weight",
     "min_score",
     "relative_cut",
     "max_entries",

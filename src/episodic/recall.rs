@@ -163,7 +163,10 @@ impl Episodic {
         }
         let mut clock = StageClock::start();
         let cal = Calibrations::episodes(cfg);
-        let own = fuse(cfg, cal, &keyword[0], &vector[0], opts.retrievers);
+        // the global weights whatever the language: the acceptor is fitted on
+        // them (`recall.foreign_text_weight` is memory_search's)
+        let weights = opts.retrievers.weights(cfg, false);
+        let own = fuse(cfg, cal, &keyword[0], &vector[0], weights);
         let dependent = is_dependent(
             !prev.is_empty(),
             keyword[0].query_terms,
@@ -177,7 +180,7 @@ impl Episodic {
             let weight = if dependent { 1.0 } else { cfg.context_weight };
             let kw = combine_keyword(&keyword[0], &keyword[1], weight);
             let vec = if dependent { &vector[1] } else { &vector[0] };
-            let fused = fuse(cfg, cal, &kw, vec, opts.retrievers);
+            let fused = fuse(cfg, cal, &kw, vec, weights);
             let evidence: HashMap<EpisodeId, f64> = own.into_iter().map(|h| (h.episode_id, h.score)).collect();
             (fused, kw.reference_score, (!dependent).then_some(evidence))
         };
@@ -372,8 +375,10 @@ impl Episodic {
         } = self
             .retrieve(scope, &[query], &sets, top_k * cfg.overfetch, opts, cfg)
             .await?;
-        let mut fused = fuse(cfg, Calibrations::episodes(cfg), &keyword[0], &vector[0], opts.retrievers);
-        let episodes = self.cross_lingual(scope, cfg, language::identify(query), &mut fused, None).await?;
+        let asked = language::identify(query);
+        let weights = opts.retrievers.weights(cfg, evidence::is_foreign(asked));
+        let mut fused = fuse(cfg, Calibrations::episodes(cfg), &keyword[0], &vector[0], weights);
+        let episodes = self.cross_lingual(scope, cfg, asked, &mut fused, None).await?;
         let reference = keyword[0].reference_score;
         let min = opts.apply_threshold.then_some(cfg.min_score);
         // over-fetch covers episodes dropped in hydration (expired between prunes):
@@ -537,7 +542,7 @@ impl Episodic {
         let mut facts: Vec<(Visibility, FusedHit<MemoryId>)> = Vec::new();
         for (((v, _, _), k), hits) in knowledge.iter().zip(&kkw).zip(&kvec) {
             facts.extend(
-                fuse(&cfg, kcal, k, hits, opts.retrievers)
+                fuse(&cfg, kcal, k, hits, opts.retrievers.weights(&cfg, false))
                     .into_iter()
                     .map(|h| (v.clone(), h)),
             );

@@ -55,6 +55,23 @@ pub enum Retrievers {
     VectorOnly,
 }
 
+impl Retrievers {
+    /// The (keyword, vector) weights of fusion: `recall.text_weight` and
+    /// `vector_weight` for [`Retrievers::Hybrid`], or, for a message that is
+    /// not surely English (`foreign`, [`crate::recall::evidence::is_foreign`])
+    /// when `recall.foreign_text_weight` is set, that and 1 − it.
+    pub fn weights(self, cfg: &RecallConfig, foreign: bool) -> (f64, f64) {
+        match self {
+            Retrievers::Hybrid => match cfg.foreign_text_weight.filter(|_| foreign) {
+                Some(w) => (w, 1.0 - w),
+                None => (cfg.text_weight, cfg.vector_weight),
+            },
+            Retrievers::KeywordOnly => (1.0, 0.0),
+            Retrievers::VectorOnly => (0.0, 1.0),
+        }
+    }
+}
+
 /// The calibrations one corpus's raw scores go through: episodes and
 /// typed knowledge (short facts score differently from whole sessions)
 /// have their own fits.
@@ -113,20 +130,16 @@ pub fn vector_probability(cfg: &RecallConfig, cosine: f32) -> f64 {
     Calibrations::episodes(cfg).vector_probability(cosine)
 }
 
-/// Fuses both hit lists (each best first) into one list, best first.
+/// Fuses both hit lists (each best first) into one list, best first, at
+/// `(keyword, vector)` weights ([`Retrievers::weights`]).
 /// Does not apply the threshold or the limit.
 pub fn fuse<K: DocKey>(
     cfg: &RecallConfig,
     cal: Calibrations,
     keyword: &KeywordResult<K>,
     vector: &[Hit<K>],
-    which: Retrievers,
+    (wt, wv): (f64, f64),
 ) -> Vec<FusedHit<K>> {
-    let (wt, wv) = match which {
-        Retrievers::Hybrid => (cfg.text_weight, cfg.vector_weight),
-        Retrievers::KeywordOnly => (1.0, 0.0),
-        Retrievers::VectorOnly => (0.0, 1.0),
-    };
     let mut by_id: HashMap<K, FusedHit<K>> = HashMap::new();
     let mut rrf: HashMap<K, f64> = HashMap::new();
     if wt > 0.0 {
@@ -263,6 +276,21 @@ fn sort<K: DocKey>(hits: &mut [FusedHit<K>]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_foreign_query_takes_foreign_text_weight_in_hybrid_fusion_only() {
+        let mut cfg = crate::config::Config::default().recall;
+        cfg.foreign_text_weight = Some(0.1);
+        let w = |r: Retrievers, foreign| r.weights(&cfg, foreign);
+        assert_eq!(w(Retrievers::Hybrid, false), (cfg.text_weight, cfg.vector_weight));
+        let (t, v) = w(Retrievers::Hybrid, true);
+        assert!((t - 0.1).abs() < 1e-12 && (v - 0.9).abs() < 1e-12, "{t} {v}");
+        assert_eq!(w(Retrievers::KeywordOnly, true), (1.0, 0.0));
+        assert_eq!(w(Retrievers::VectorOnly, true), (0.0, 1.0));
+        let mut unset = cfg.clone();
+        unset.foreign_text_weight = None;
+        assert_eq!(Retrievers::Hybrid.weights(&unset, true), (cfg.text_weight, cfg.vector_weight));
+    }
     use crate::config::Config;
     use crate::model::{Scope, SessionId};
 
@@ -327,7 +355,7 @@ mod tests {
                 episode_id: id("a"),
                 score: 0.05,
             }],
-            Retrievers::Hybrid,
+            Retrievers::Hybrid.weights(&cfg, false),
         );
         assert!(fused[0].score < cfg.min_score, "{}", fused[0].score);
         let strong = KeywordResult {
@@ -346,7 +374,7 @@ mod tests {
                 episode_id: id("b"),
                 score: 0.8,
             }],
-            Retrievers::Hybrid,
+            Retrievers::Hybrid.weights(&cfg, false),
         );
         assert!(fused[0].score > cfg.min_score);
         assert!(fused[0].score <= 1.0);
@@ -379,13 +407,13 @@ mod tests {
                 score: 0.5,
             },
         ];
-        let w = fuse(&cfg, Calibrations::episodes(&cfg), &kw, &vec_hits, Retrievers::Hybrid);
+        let w = fuse(&cfg, Calibrations::episodes(&cfg), &kw, &vec_hits, Retrievers::Hybrid.weights(&cfg, false));
         assert_eq!(w.len(), 3);
         assert!(w.windows(2).all(|p| p[0].score >= p[1].score));
         cfg.fusion = Fusion::Rrf;
-        let r = fuse(&cfg, Calibrations::episodes(&cfg), &kw, &vec_hits, Retrievers::Hybrid);
+        let r = fuse(&cfg, Calibrations::episodes(&cfg), &kw, &vec_hits, Retrievers::Hybrid.weights(&cfg, false));
         assert_eq!(r[0].episode_id, id("b"), "b is in both lists");
-        let k = fuse(&cfg, Calibrations::episodes(&cfg), &kw, &vec_hits, Retrievers::KeywordOnly);
+        let k = fuse(&cfg, Calibrations::episodes(&cfg), &kw, &vec_hits, Retrievers::KeywordOnly.weights(&cfg, false));
         assert_eq!(k.len(), 2);
         assert!(k.iter().all(|h| h.vector.is_none()));
     }

@@ -403,19 +403,32 @@ pub async fn reindex_batch(shared: &Runtime, batch: &[(Scope, Episode)]) -> Resu
     index(shared, &items).await
 }
 
-/// Texts of the turn vector units (non-trivial user turns, and assistant
-/// turns with `episodes.embed_assistant_turns`), when `episodes.embed_turns`.
+/// Texts of the turn vector units, when `episodes.embed_turns`: each
+/// non-trivial user turn that states something (one that only asks, unless
+/// `episodes.embed_user_questions`, gives none), and
+/// the assistant turns with `episodes.embed_assistant_turns`.
 fn turn_units(shared: &Runtime, messages: &[Message]) -> Vec<String> {
-    if !shared.config.episodes.embed_turns {
+    let episodes = &shared.config.episodes;
+    if !episodes.embed_turns {
         return Vec::new();
     }
-    let assistants = shared.config.episodes.embed_assistant_turns;
     messages
         .iter()
-        .filter(|m| {
-            (assistants || m.message.role == Role::User) && !shared.is_trivial(&m.message.content)
+        .filter(|m| !shared.is_trivial(&m.message.content))
+        .filter_map(|m| {
+            let text = &m.message.content;
+            let kept = if m.message.role != Role::User {
+                episodes.embed_assistant_turns.then(|| text.clone())
+            } else if episodes.embed_user_questions {
+                Some(text.clone())
+            } else {
+                // a turn that also states something stays whole: its question
+                // is about what it states ("We moved to Portland. Any tips?")
+                let states = crate::text::split_sentences(text).into_iter().any(|s| !crate::text::is_question(s));
+                states.then(|| text.clone())
+            };
+            kept.map(|t| format!("{}: {}", m.message.speaker(), t))
         })
-        .map(|m| format!("{}: {}", m.message.speaker(), m.message.content))
         .collect()
 }
 
