@@ -114,4 +114,4 @@ mod error;
 pub use config::Config;
 pub use error::{Error, Result};
 pub use memory::{InjectResult, Memory, SearchHit};
-pub use model::{Episode, EpisodeId, NewMessage, Role, Scope, SessionId};
+pub use model::{Episode, EpisodeId, EpisodeRef, NewMessage, Role, Scope, SessionId};

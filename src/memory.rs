@@ -273,8 +273,8 @@ impl Memory {
     ///
     /// # Errors
     /// As [`Episodic::memory_expand`].
-    pub async fn memory_expand(&self, scope: &Scope, id: &EpisodeId, include_raw: bool) -> Result<Expanded> {
-        self.episodic.memory_expand(scope, id, include_raw).await
+    pub async fn memory_expand(&self, scope: &Scope, id: impl Into<EpisodeRef>, include_raw: bool) -> Result<Expanded> {
+        self.episodic.memory_expand(scope, id.into(), include_raw).await
     }
 
     /// Ends a session and queues its promotion ([`Episodic::end_session`]).

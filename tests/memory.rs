@@ -88,6 +88,17 @@ async fn record_promote_inject_search_expand() {
     assert!(r.injected >= 1, "{r:?}");
     assert!(r.section.starts_with("## Memory Context"));
     assert!(r.section.contains("Miso"), "{}", r.section);
+    // the section names the episode by its short id, which memory_expand
+    // takes, in this scope only; a malformed or unknown one is refused
+    let miso = &r.entries[0].id;
+    assert!(r.section.contains(&format!("(id: {})", miso.short())) && !r.section.contains(miso.as_str()), "{}", r.section);
+    let short = strata::model::EpisodeRef::parse(miso.short()).unwrap();
+    assert_eq!(&mem.memory_expand(&scope, short.clone(), false).await.unwrap().episode.id, miso);
+    let stranger = Scope::new("someone-else", "a").unwrap();
+    assert!(matches!(mem.memory_expand(&stranger, short, false).await, Err(Error::NotFound(_))));
+    let unknown = if miso.short().ends_with('0') { "ep_000000000001" } else { "ep_000000000000" };
+    assert!(matches!(mem.memory_expand(&scope, strata::model::EpisodeRef::parse(unknown).unwrap(), false).await, Err(Error::NotFound(_))));
+    assert!(strata::model::EpisodeRef::parse("ep_12345").is_err());
     let r = mem.inject(&scope, &s3, "thanks! 👍").await.unwrap();
     assert!(r.trivial && r.injected == 0 && r.section.is_empty());
     // noise injects nothing

@@ -227,6 +227,9 @@ async fn every_route_end_to_end() {
         .as_str()
         .unwrap()
         .contains("Miso"));
+    // the short id the Memory Context shows expands too
+    let r = call("GET", &s.url(&format!("{SCOPE}/episodes/{}", &episode[..15])), None, None).await;
+    assert_eq!((r.status, r.body["episode"]["id"].as_str()), (200, Some(episode.as_str())), "{:?}", r.body);
     // graph
     let r = call(
         "POST",
@@ -591,6 +594,10 @@ async fn bad_input_gets_clear_errors_and_the_server_stays_up() {
     assert_eq!((r.status, code(&r)), (404, "not_found"));
     let r = call("GET", &s.url(&format!("{SCOPE}/episodes/nope")), None, None).await;
     assert_eq!((r.status, code(&r)), (400, "invalid_input"));
+    let r = call("GET", &s.url(&format!("{SCOPE}/episodes/ep_{}", "0".repeat(12))), None, None).await;
+    assert_eq!((r.status, code(&r)), (404, "not_found"), "an unknown short id");
+    let r = call("GET", &s.url(&format!("{SCOPE}/episodes/ep_{}", "0".repeat(11))), None, None).await;
+    assert_eq!((r.status, code(&r)), (400, "invalid_input"), "a prefix too short to name one episode");
     let r = call(
         "GET",
         &s.url(&format!("{SCOPE}/episodes/ep_x?raw=maybe")),
@@ -945,12 +952,12 @@ where
     let r = client
         .call_tool(
             CallToolRequestParams::new("memory_expand")
-                .with_arguments(args(json!({"id": episode, "raw": true}))),
+                .with_arguments(args(json!({"id": &episode[..15], "raw": true}))),
         )
         .await
         .unwrap();
     let r = serde_json::to_value(&r).unwrap();
-    assert!(tool_text(&r).contains("radiator"), "{r}");
+    assert!(tool_text(&r).contains("radiator") && tool_text(&r).contains(episode), "the short id: {r}");
     let r = client
         .call_tool(
             CallToolRequestParams::new("knowledge_graph_search")

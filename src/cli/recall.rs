@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use super::{open_for_reads, print_json, typed, ScopeArgs};
 use crate::config::Config;
 use crate::error::Result;
-use crate::model::{EpisodeId, SessionId};
+use crate::model::{EpisodeRef, SessionId};
 
 /// `strata search`: episodes and facts for a query (L1 `memory_search`).
 pub(super) async fn search(config: Config, scope: ScopeArgs, query: String, top_k: usize, visibility: typed::Reads, json: bool) -> Result<ExitCode> {
@@ -49,9 +49,9 @@ pub(super) async fn search(config: Config, scope: ScopeArgs, query: String, top_
 /// `strata expand`: an episode's full summary, with its raw session on `--raw`.
 pub(super) async fn expand(config: Config, scope: ScopeArgs, id: String, raw: bool, json: bool) -> Result<ExitCode> {
     let scope = scope.scope()?;
-    let id = EpisodeId::parse(&id)?;
+    let id = EpisodeRef::parse(&id)?;
     let mem = open_for_reads(config).await?;
-    let ex = mem.memory_expand(&scope, &id, raw).await;
+    let ex = mem.memory_expand(&scope, id, raw).await;
     mem.shutdown().await?;
     let ex = ex?;
     if json {

@@ -13,7 +13,9 @@ use super::{KnowledgeHit, SearchHit};
 /// snippet shows it alone, `- [date] "speaker: snippet" (id: …)`: the
 /// abstract says what the best session is about, while for the ones beside
 /// it (inject's companions) the sentence that matches the message is what
-/// counts, at about half the tokens (`memory_expand` gives the rest).
+/// counts, at about half the tokens (`memory_expand` gives the rest). The
+/// id is the episode's short form ([`crate::model::EpisodeId::short`]: 20
+/// characters less a line), which `memory_expand` takes.
 ///
 /// Recalled text is what users and assistants once said, so it is quoted,
 /// never spliced in as prompt text: the entries sit inside one fenced block
@@ -32,7 +34,7 @@ pub fn render_context(entries: &[SearchHit], facts: &[KnowledgeHit]) -> String {
                 Some(s) => format!("{} | \"{}\"", one_line(&e.abstract_), one_line(s)),
                 None => one_line(&e.abstract_),
             };
-            (e.score, format!("- [{}] {body} (id: {})", e.when.format("%Y-%m-%d"), e.id))
+            (e.score, format!("- [{}] {body} (id: {})", e.when.format("%Y-%m-%d"), e.id.short()))
         })
         .collect();
     lines.extend(facts.iter().map(|f| {

@@ -329,18 +329,37 @@ impl Episodic {
     }
 
     /// L1 `memory_expand`: the full summary of an episode, and its raw
-    /// session messages when `include_raw`.
+    /// session messages when `include_raw`. The episode is named by its
+    /// whole id or by a prefix such as the short id the Memory Context shows
+    /// ([`EpisodeId::short`]), resolved among the scope's live episodes.
     ///
     /// # Errors
     /// [`Error::NotFound`] when the id is unknown in this scope (ids of other
-    /// scopes are indistinguishable from unknown ids).
+    /// scopes are indistinguishable from unknown ids); [`Error::InvalidInput`]
+    /// when a prefix names two episodes of the scope.
     pub async fn memory_expand(
         &self,
         scope: &Scope,
-        id: &EpisodeId,
+        id: EpisodeRef,
         include_raw: bool,
     ) -> Result<Expanded> {
-        let episode = self.rt.records.episode(scope, id, Utc::now()).await?;
+        let now = Utc::now();
+        let id = match id {
+            EpisodeRef::Id(id) => id,
+            EpisodeRef::Prefix(p) => {
+                let mut ids = self.rt.records.episode_ids_with_prefix(scope, &p, now, 2).await?;
+                match (ids.pop(), ids.is_empty()) {
+                    (Some(id), true) => id,
+                    (Some(_), false) => {
+                        return Err(Error::InvalidInput(format!(
+                            "episode id {p} is ambiguous in this scope: give the whole id (memory_search returns it)"
+                        )))
+                    }
+                    (None, _) => return Err(Error::NotFound(format!("episode {p}"))),
+                }
+            }
+        };
+        let episode = self.rt.records.episode(scope, &id, now).await?;
         let raw = if include_raw {
             Some(
                 self.rt

@@ -292,6 +292,62 @@ impl fmt::Display for EpisodeId {
     }
 }
 
+/// Hex digits of the short episode id the Memory Context shows (48 bits:
+/// among 100,000 episodes of one scope, two share a short id with
+/// probability about 2 × 10⁻⁵, and then the short id is refused as ambiguous).
+pub const SHORT_ID_HEX: usize = 12;
+
+impl EpisodeId {
+    /// The short form the Memory Context shows: `ep_` and the first
+    /// [`SHORT_ID_HEX`] hex digits (20 characters less a line); `memory_expand`
+    /// takes it as well as the whole id ([`EpisodeRef`]).
+    pub fn short(&self) -> &str {
+        &self.0[..3 + SHORT_ID_HEX]
+    }
+}
+
+/// An episode as a caller names it: its whole id, or a prefix of one
+/// (`ep_` + at least [`SHORT_ID_HEX`] hex digits, such as
+/// [`EpisodeId::short`]), which the store resolves within the scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EpisodeRef {
+    /// The whole id.
+    Id(EpisodeId),
+    /// `ep_` + 12 to 31 lowercase hex digits.
+    Prefix(String),
+}
+
+impl From<&EpisodeId> for EpisodeRef {
+    fn from(id: &EpisodeId) -> Self {
+        Self::Id(id.clone())
+    }
+}
+
+impl From<EpisodeId> for EpisodeRef {
+    fn from(id: EpisodeId) -> Self {
+        Self::Id(id)
+    }
+}
+
+impl EpisodeRef {
+    /// Parses an id or a short id given by a caller.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless it is `ep_` and 12 to 32 lowercase hex digits.
+    pub fn parse(s: &str) -> Result<Self> {
+        let s = s.trim();
+        let digits = s.strip_prefix("ep_").unwrap_or("");
+        let hex = digits.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        match digits.len() {
+            32 if hex => Ok(Self::Id(EpisodeId(s.to_string()))),
+            n if hex && (SHORT_ID_HEX..32).contains(&n) => Ok(Self::Prefix(s.to_string())),
+            _ => Err(Error::InvalidInput(format!(
+                "malformed episode id {s:?}: expected ep_ and 32 hex digits (or the first {SHORT_ID_HEX} or more of them)"
+            ))),
+        }
+    }
+}
+
 /// Who spoke a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -709,6 +765,13 @@ mod tests {
         assert_ne!(a, other);
         assert_eq!(EpisodeId::parse(a.as_str()).unwrap(), a);
         assert!(EpisodeId::parse("ep_xyz").is_err());
+        // the short form: a prefix of 12 to 31 digits; fewer, more or not hex is refused
+        assert_eq!(a.short().len(), 15);
+        assert_eq!(EpisodeRef::parse(a.as_str()).unwrap(), EpisodeRef::Id(a.clone()));
+        assert_eq!(EpisodeRef::parse(a.short()).unwrap(), EpisodeRef::Prefix(a.short().to_string()));
+        for bad in ["ep_0123456789a", "ep_0123456789aG", "0123456789abcdef", "ep_", &format!("{}0", a.as_str())] {
+            assert!(matches!(EpisodeRef::parse(bad), Err(Error::InvalidInput(_))), "{bad}");
+        }
         // stored ids must never change: BLAKE3(scope key, U+001E, session id)
         let mut h = blake3::Hasher::new();
         h.update(s.key().as_bytes());

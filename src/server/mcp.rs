@@ -29,7 +29,7 @@ use serde::Deserialize;
 use super::{AppState, Principal};
 use crate::error::{Error, Result};
 use crate::memory::GraphSearch;
-use crate::model::{EpisodeId, Scope};
+use crate::model::{EpisodeRef, Scope};
 use crate::Memory;
 
 /// Arguments of `memory_search`.
@@ -50,7 +50,7 @@ pub struct SearchArgs {
 /// Arguments of `memory_expand`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExpandArgs {
-    /// An episode id (`ep_` + 32 hex digits) from memory_search or from the Memory Context.
+    /// An episode id from memory_search or from the Memory Context (`ep_` + 32 hex digits, or the short `ep_` + 12 the Memory Context shows).
     pub id: String,
     /// Also return the raw messages of that conversation.
     #[serde(default)]
@@ -106,8 +106,8 @@ async fn search(memory: &Memory, scope: &Scope, a: SearchArgs) -> std::result::R
 
 /// `memory_expand` for `scope`.
 async fn expand(memory: &Memory, scope: &Scope, a: ExpandArgs) -> std::result::Result<String, String> {
-    let id = EpisodeId::parse(&a.id).map_err(readable)?;
-    json(&memory.memory_expand(scope, &id, a.raw).await.map_err(readable)?)
+    let id = EpisodeRef::parse(&a.id).map_err(readable)?;
+    json(&memory.memory_expand(scope, id, a.raw).await.map_err(readable)?)
 }
 
 /// `knowledge_graph_search` for `scope`.

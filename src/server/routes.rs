@@ -20,7 +20,7 @@ use crate::memory::{
     BatchReport, Expanded, ForgetReport, GraphSearch, GraphSearchResult, InjectResult,
     ReloadReport, SearchOptions, SearchResult,
 };
-use crate::model::{EpisodeId, EventId, ImportTurn, MessageId, NewMessage, Scope, SessionId};
+use crate::model::{EpisodeRef, EventId, ImportTurn, MessageId, NewMessage, Scope, SessionId};
 use crate::model::typed::{MemoryId, MemoryInput, NewMemory, StoredMemory, Visibility};
 use crate::store::{ParkedJob, UsageTotals};
 use crate::typed::{ForgottenMemory, Remembered, RetrieveRequest, RetrieveResult};
@@ -415,7 +415,7 @@ struct EpisodePath {
     user_id: String,
     /// Agent id.
     agent_id: String,
-    /// `ep_` + 32 hex digits, from a search or an inject.
+    /// `ep_` + 32 hex digits, from a search or an inject (or the short `ep_` + 12 the Memory Context shows).
     episode_id: String,
 }
 
@@ -441,9 +441,9 @@ async fn expand(
 ) -> ApiResult<Json<Expanded>> {
     let p = path(p)?;
     let scope = Scope::new(p.user_id, p.agent_id)?;
-    let id = EpisodeId::parse(&p.episode_id)?;
+    let id = EpisodeRef::parse(&p.episode_id)?;
     let raw = q.map(|Query(q)| q.raw).map_err(ApiError::from)?;
-    Ok(Json(st.memory.memory_expand(&scope, &id, raw).await?))
+    Ok(Json(st.memory.memory_expand(&scope, id, raw).await?))
 }
 
 /// L2 knowledge_graph_search: entities named in the query and their relations.

@@ -739,6 +739,12 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
     assert_eq!(st.count_pending(&[EventKind::EpisodeCreated]).await.unwrap(), 0, "rewriting an episode announces nothing new");
     assert_eq!(st.episode(&a, &e1.id, now).await.unwrap().summary, e1.summary);
     assert!(matches!(st.episode(&b, &e1.id, now).await, Err(crate::Error::NotFound(_))), "scoped");
+    // short ids resolve by prefix, in the scope only
+    assert_eq!(st.episode_ids_with_prefix(&a, e1.id.short(), now, 2).await.unwrap(), vec![e1.id.clone()]);
+    assert_eq!(st.episode_ids_with_prefix(&a, "ep_", now, 5).await.unwrap(), vec![e1.id.clone()]);
+    assert!(st.episode_ids_with_prefix(&b, e1.id.short(), now, 2).await.unwrap().is_empty(), "scoped");
+    let other = if e1.id.as_str().as_bytes()[3] == b'0' { "ep_1" } else { "ep_0" };
+    assert!(st.episode_ids_with_prefix(&a, other, now, 2).await.unwrap().is_empty());
     assert_eq!(st.count_episodes(&a).await.unwrap(), 1);
     assert_eq!(st.count_episodes(&b).await.unwrap(), 0);
 
@@ -750,6 +756,7 @@ pub async fn record_store_contract(st: &dyn RecordStore) {
     st.append_message(&a, &SessionId::new("s-old").unwrap(), &NewMessage::user("old", t0), now).await.unwrap();
     st.put_episode(&a, &old, EventId(-1), false, vec![]).await.unwrap();
     assert_eq!(st.episodes(&a, &[e1.id.clone(), old.id.clone()], now).await.unwrap().len(), 1);
+    assert!(st.episode_ids_with_prefix(&a, old.id.short(), now, 2).await.unwrap().is_empty(), "an expired episode resolves no short id");
     assert_eq!(st.expired_episodes(now, 10).await.unwrap(), vec![(a.clone(), old.id.clone())]);
     assert_eq!(st.delete_episodes(&b, std::slice::from_ref(&old.id)).await.unwrap(), 0, "scoped delete");
     assert_eq!(st.delete_episodes(&a, std::slice::from_ref(&old.id)).await.unwrap(), 1);

@@ -342,6 +342,10 @@ pub trait RecordStore: Send + Sync + 'static {
     /// The episode, if it exists in `scope` and has not expired at `now`.
     /// NotFound otherwise.
     async fn episode(&self, scope: &Scope, id: &EpisodeId, now: DateTime<Utc>) -> Result<Episode>;
+    /// Ids of at most `limit` episodes of `scope` live at `now` whose id
+    /// starts with `prefix` (`ep_` + hex digits, as [`crate::model::EpisodeRef`]
+    /// checked), in id order: how a short id resolves.
+    async fn episode_ids_with_prefix(&self, scope: &Scope, prefix: &str, now: DateTime<Utc>, limit: usize) -> Result<Vec<EpisodeId>>;
     /// The listed episodes that exist in `scope` and are live at `now`, in no particular order.
     async fn episodes(
         &self,

@@ -1655,7 +1655,7 @@ export interface operations {
                 user_id: string;
                 /** @description Agent id. */
                 agent_id: string;
-                /** @description `ep_` + 32 hex digits, from a search or an inject. */
+                /** @description `ep_` + 32 hex digits, from a search or an inject (or the short `ep_` + 12 the Memory Context shows). */
                 episode_id: string;
             };
             cookie?: never;

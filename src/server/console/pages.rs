@@ -155,11 +155,11 @@ pub(crate) async fn episode(
     PageScope(scope): PageScope,
     PathId(p): PathId<EpisodePath>,
 ) -> Response {
-    let id = match crate::model::EpisodeId::parse(&p.episode_id) {
+    let id = match crate::model::EpisodeRef::parse(&p.episode_id) {
         Ok(i) => i,
         Err(e) => return error_page(e),
     };
-    match st.memory.memory_expand(&scope, &id, true).await {
+    match st.memory.memory_expand(&scope, id, true).await {
         Ok(x) => render("episode.html", page(&v, Some(&scope), minijinja::context! { episode => x.episode, raw => x.raw })),
         Err(e) => error_page(e),
     }

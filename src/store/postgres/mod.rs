@@ -678,6 +678,19 @@ impl RecordStore for PgStore {
         tx.commit().await.map_err(pe)
     }
 
+    async fn episode_ids_with_prefix(&self, scope: &Scope, prefix: &str, now: DateTime<Utc>, limit: usize) -> Result<Vec<EpisodeId>> {
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                "SELECT id FROM episodes WHERE user_id=$1 AND agent_id=$2 AND id LIKE $3
+                 AND (expires_at IS NULL OR expires_at > $4) ORDER BY id LIMIT $5",
+                &[&scope.user_id(), &scope.agent_id(), &format!("{prefix}%"), &ms(now), &(limit as i64)],
+            )
+            .await
+            .map_err(pe)?;
+        rows.iter().map(|r| EpisodeId::parse(r.get::<_, &str>(0))).collect()
+    }
+
     async fn episode(&self, scope: &Scope, id: &EpisodeId, now: DateTime<Utc>) -> Result<Episode> {
         self.episodes(scope, std::slice::from_ref(id), now)
             .await?

@@ -594,6 +594,21 @@ impl RecordStore for SqliteStore {
         .await
     }
 
+    async fn episode_ids_with_prefix(&self, scope: &Scope, prefix: &str, now: DateTime<Utc>, limit: usize) -> Result<Vec<EpisodeId>> {
+        let (scope, pattern) = (scope.clone(), format!("{prefix}%"));
+        self.run(move |c| {
+            let mut st = c.prepare_cached(
+                "SELECT id FROM episodes WHERE user_id=?1 AND agent_id=?2 AND id LIKE ?3
+                 AND (expires_at IS NULL OR expires_at > ?4) ORDER BY id LIMIT ?5",
+            )?;
+            let ids = st
+                .query_map(params![scope.user_id(), scope.agent_id(), pattern, ms(now), limit as i64], |r| r.get::<_, String>(0))?
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            ids.iter().map(|i| EpisodeId::parse(i)).collect()
+        })
+        .await
+    }
+
     async fn episode(&self, scope: &Scope, id: &EpisodeId, now: DateTime<Utc>) -> Result<Episode> {
         let found = self.episodes(scope, std::slice::from_ref(id), now).await?;
         found
