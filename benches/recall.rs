@@ -413,10 +413,38 @@ fn tenants(c: &mut Criterion) {
     group.finish();
 }
 
+/// The language of the candidates' abstracts, which inject's cross-lingual
+/// check needs for every fused candidate each turn: whatlang on each
+/// (`identify`) against the content-keyed cache (`identify_abstract`), over
+/// the same 12 abstracts of several scripts (one turn's worth).
+fn languages(c: &mut Criterion) {
+    use strata::recall::language::{identify, identify_abstract};
+    let abstracts = [
+        "Mina: My manager Dana just made me tech lead for Project Atlas, which is our migration of the analytics tables from Postgres to ClickHouse.",
+        "Mina: We had an incident, INC-2026-117: the Kafka consumer that feeds ClickHouse fell about 40 minutes behind.",
+        "민지: 유나 결혼식은 5월 17일에 부산 해운대에서 해요. 드레스는 아직 못 골랐대요.",
+        "Kenta: 京都の旅行は三月の終わりで、嵐山の竹林を朝早く歩きました。",
+        "Lucía: Mi hermana se casa en junio en una finca cerca de Sevilla, con toda la familia.",
+        "Jonas: Wir sind im Oktober nach Hamburg gezogen, die Wohnung liegt direkt an der Elbe.",
+        "Ploy: งานแต่งงานของน้องสาวจัดที่เชียงใหม่ในเดือนพฤศจิกายน",
+        "Dmitri: В марте я начал учить испанский, занимаюсь по вечерам два раза в неделю.",
+        "Xiaoyu: 我妹妹的婚礼是在杭州西湖边举行的，来了一百多位客人。",
+        "Layla: انتقلت إلى دبي في الصيف الماضي وبدأت عملاً جديداً في شركة ناشئة.",
+        "Arjun: मैंने पिछले महीने पुणे में नई नौकरी शुरू की और अब रोज़ मेट्रो से जाता हूँ।",
+        "Sam: The consumer rewrite in Rust went live on April 10 and p99 dropped to 38 ms.",
+    ];
+    let mut group = c.benchmark_group("language");
+    group.bench_function("identify/12", |b| b.iter(|| abstracts.iter().map(|a| identify(std::hint::black_box(a))).count()));
+    group.bench_function("identify_abstract/12", |b| {
+        b.iter(|| abstracts.iter().map(|a| identify_abstract(std::hint::black_box(a))).count())
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = recall;
     // criterion's HTML plots draw text with plotters, whose font backend has no system fonts
     config = { strata::eval::report::register_fonts().expect("embedded font"); Criterion::default() };
-    targets = benches, tenants
+    targets = languages, benches, tenants
 }
 criterion_main!(recall);

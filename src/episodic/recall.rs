@@ -675,7 +675,7 @@ impl Episodic {
         let cross: HashMap<&EpisodeId, bool> = episodes
             .iter()
             .map(|(id, e)| {
-                (id, !matched.contains(id) && language::cross_lingual(asked, language::identify(&e.abstract_)))
+                (id, !matched.contains(id) && language::cross_lingual(asked, language::identify_abstract(&e.abstract_)))
             })
             .collect();
         let is_cross = |id: &EpisodeId| cross.get(id).copied().unwrap_or(false);

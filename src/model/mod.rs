@@ -272,7 +272,8 @@ impl EpisodeId {
             Ok(Self(s.to_string()))
         } else {
             Err(Error::InvalidInput(format!(
-                "malformed episode id {s:?}: expected ep_ and 32 hex digits"
+                "malformed episode id {:?}: expected ep_ and 32 hex digits",
+                shown(s)
             )))
         }
     }
@@ -289,6 +290,15 @@ impl EpisodeId {
 impl fmt::Display for EpisodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+/// At most the first 64 characters of a malformed id, for its error (an
+/// error does not echo 10 KB back).
+fn shown(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
     }
 }
 
@@ -342,7 +352,8 @@ impl EpisodeRef {
             32 if hex => Ok(Self::Id(EpisodeId(s.to_string()))),
             n if hex && (SHORT_ID_HEX..32).contains(&n) => Ok(Self::Prefix(s.to_string())),
             _ => Err(Error::InvalidInput(format!(
-                "malformed episode id {s:?}: expected ep_ and 32 hex digits (or the first {SHORT_ID_HEX} or more of them)"
+                "malformed episode id {:?}: expected ep_ and 32 hex digits (or the first {SHORT_ID_HEX} or more of them)",
+                shown(s)
             ))),
         }
     }
@@ -769,6 +780,8 @@ mod tests {
         assert_eq!(a.short().len(), 15);
         assert_eq!(EpisodeRef::parse(a.as_str()).unwrap(), EpisodeRef::Id(a.clone()));
         assert_eq!(EpisodeRef::parse(a.short()).unwrap(), EpisodeRef::Prefix(a.short().to_string()));
+        let long = "a".repeat(10_000);
+        assert!(EpisodeRef::parse(&long).unwrap_err().to_string().len() < 200, "an error does not echo a long id whole");
         for bad in ["ep_0123456789a", "ep_0123456789aG", "0123456789abcdef", "ep_", &format!("{}0", a.as_str())] {
             assert!(matches!(EpisodeRef::parse(bad), Err(Error::InvalidInput(_))), "{bad}");
         }

@@ -76,6 +76,31 @@ pub fn identify(text: &str) -> Language {
     }
 }
 
+/// Abstracts whose language [`identify_abstract`] remembers (about 40 bytes
+/// each: 1.3 MB at most). A turn identifies up to 2 × overfetch ×
+/// `max_entries` candidates; 32,768 covers the candidates of many busy scopes.
+pub const ABSTRACT_CACHE: usize = 32_768;
+
+/// [`identify`] of an episode's abstract, remembered by the text's BLAKE3
+/// hash (least recently used out past [`ABSTRACT_CACHE`]): inject
+/// identifies every fused candidate's abstract on every turn, and an
+/// abstract does not change between turns. Keyed by content, so a rewritten
+/// abstract is identified again and the cache maps text to language only
+/// (it holds no text and no scope).
+pub fn identify_abstract(text: &str) -> Language {
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<lru::LruCache<[u8; 32], Language>>> = std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(|| {
+        std::sync::Mutex::new(lru::LruCache::new(std::num::NonZeroUsize::new(ABSTRACT_CACHE).expect("non-zero")))
+    });
+    let key = *blake3::hash(text.as_bytes()).as_bytes();
+    if let Some(l) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return *l;
+    }
+    let l = identify(text);
+    cache.lock().unwrap_or_else(|e| e.into_inner()).put(key, l);
+    l
+}
+
 /// A script only one common language writes in (whatlang's own guess of
 /// the language is then certain).
 fn single_language(s: Script) -> bool {
@@ -107,6 +132,14 @@ pub fn cross_lingual(a: Language, b: Language) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_abstracts_language_is_remembered_by_content() {
+        for text in ["유나 결혼식 날짜랑 장소가 어떻게 됐었죠?", "Dana wants the first production cutover done by April 17.", "", "12345"] {
+            assert_eq!(identify_abstract(text), identify(text), "{text}");
+            assert_eq!(identify_abstract(text), identify(text), "{text}, remembered");
+        }
+    }
 
     #[test]
     fn scripts_and_reliable_languages_make_a_pair_cross_lingual() {
