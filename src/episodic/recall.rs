@@ -645,12 +645,13 @@ impl Episodic {
             .collect())
     }
 
-    /// With `recall.cross_lingual` on, reads every candidate (they are
-    /// needed for their abstracts' language) and lets those in another
-    /// language than the message's (`asked`) pass on their vector alone
-    /// ([`crate::recall::fusion::cross_lingual_rescore`]), in the fused list
-    /// and in the message-only scores of the evidence gate. Returns the
-    /// episodes read, for hydration (empty when off or without vectors).
+    /// With `recall.cross_lingual` on, reads the candidates that only the
+    /// vector search found (they are needed for their abstracts' language)
+    /// and lets those in another language than the message's (`asked`) pass
+    /// on their vector alone ([`crate::recall::fusion::cross_lingual_rescore`]),
+    /// in the fused list and in the message-only scores of the evidence gate.
+    /// Returns the episodes read, for hydration (empty when off, without
+    /// vectors, or when BM25 matched every candidate).
     async fn cross_lingual(
         &self,
         scope: &Scope,
@@ -663,20 +664,24 @@ impl Episodic {
         if !cfg.cross_lingual() || asked.script.is_none() || !fused.iter().any(|h| h.vector.is_some()) {
             return Ok(HashMap::new());
         }
-        let ids: Vec<EpisodeId> = fused.iter().map(|h| h.episode_id.clone()).collect();
-        let episodes = self.episodes(scope, &ids).await?;
         // an episode BM25 matched shares words with the message, whatever the
         // language of its abstract (a session in two languages): its keyword
         // score is evidence, so it is not rescored on its vector alone (the
         // demo's English session with one Korean turn took a calibrated 1.00
-        // for a Korean question the Korean session answers)
-        let matched: std::collections::HashSet<EpisodeId> =
-            fused.iter().filter(|h| h.keyword.is_some_and(|k| k > 0.0)).map(|h| h.episode_id.clone()).collect();
+        // for a Korean question the Korean session answers), and it is not
+        // read here
+        let unmatched: Vec<EpisodeId> = fused
+            .iter()
+            .filter(|h| h.vector.is_some() && !h.keyword.is_some_and(|k| k > 0.0))
+            .map(|h| h.episode_id.clone())
+            .collect();
+        if unmatched.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let episodes = self.episodes(scope, &unmatched).await?;
         let cross: HashMap<&EpisodeId, bool> = episodes
             .iter()
-            .map(|(id, e)| {
-                (id, !matched.contains(id) && language::cross_lingual(asked, language::identify_abstract(&e.abstract_)))
-            })
+            .map(|(id, e)| (id, language::cross_lingual(asked, language::identify_abstract(&e.abstract_))))
             .collect();
         let is_cross = |id: &EpisodeId| cross.get(id).copied().unwrap_or(false);
         if !cross.values().any(|c| *c) {
