@@ -697,10 +697,11 @@ pub struct RecallConfig {
     pub vector_weight: f64,
     /// `memory_search`'s keyword weight in weighted fusion for a query that
     /// is not surely English ([`crate::recall::evidence::is_foreign`]), the
-    /// vector weight being 1 − it, in [0, 1] (default 0: the vector alone,
-    /// which ranks the right session first more often in every language of
-    /// the multilingual dev set, held-out users included). Set to
-    /// `text_weight`, every query is weighed alike. Inject keeps the
+    /// vector weight being 1 − it, in [0, 1] (unset: the embedder's fit,
+    /// [`ModelFit::foreign_text_weight`]: 0 with multilingual-e5-small, the
+    /// vector alone, which ranks the right session first more often in the
+    /// multilingual dev set, held-out users included; the global weights with
+    /// the English-only MiniLM). Set to `text_weight`, every query is weighed alike. Inject keeps the
     /// global weights (its acceptor is fitted on them), and typed facts too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub foreign_text_weight: Option<f64>,
@@ -814,6 +815,9 @@ pub struct ModelFit {
     pub cross_lingual: bool,
     /// `recall.cross_lingual_calibration`: (cosine, margin) → P(relevant).
     pub cross_lingual_calibration: Calibration,
+    /// `recall.foreign_text_weight`: `memory_search`'s keyword weight for a
+    /// query that is not surely English (None: the global weights).
+    pub foreign_text_weight: Option<f64>,
 }
 
 /// all-MiniLM-L6-v2's fit (the f32 model and its int8 ONNX export alike).
@@ -830,6 +834,7 @@ pub const MINILM_FIT: ModelFit = ModelFit {
     knowledge_vector_calibration: Calibration { slope: 1.2200, reference_slope: 0.0, intercept: -2.6770 },
     cross_lingual: false,
     cross_lingual_calibration: Calibration { slope: 1.5932, reference_slope: 7.3659, intercept: -2.3361 },
+    foreign_text_weight: None,
 };
 
 /// multilingual-e5-small's fit (either runtime: their vectors agree within a
@@ -843,6 +848,8 @@ pub const E5_FIT: ModelFit = ModelFit {
     knowledge_vector_calibration: Calibration { slope: 1.2200, reference_slope: 0.0, intercept: -2.6770 },
     cross_lingual: true,
     cross_lingual_calibration: Calibration { slope: 35.6876, reference_slope: 79.9529, intercept: -31.1787 },
+    // docs/measurements.md 2026-12-07 (3): multilingual R@1 0.795 -> 0.846
+    foreign_text_weight: Some(0.0),
 };
 
 /// The fit of the embedder whose [`crate::embed::Embedder::model_id`] is
@@ -867,6 +874,9 @@ impl RecallConfig {
         self.knowledge_vector_calibration.get_or_insert(f.knowledge_vector_calibration);
         self.cross_lingual.get_or_insert(f.cross_lingual);
         self.cross_lingual_calibration.get_or_insert(f.cross_lingual_calibration);
+        if self.foreign_text_weight.is_none() {
+            self.foreign_text_weight = f.foreign_text_weight;
+        }
     }
     /// `vector_calibration` in force ([`MINILM_FIT`]'s before [`Self::fit_to`]).
     pub fn vector_calibration(&self) -> Calibration {
@@ -1569,6 +1579,8 @@ mod tests {
         assert_eq!(minilm.vector_calibration(), MINILM_FIT.vector_calibration);
         assert!(!minilm.cross_lingual());
         assert_ne!(E5_FIT.vector_calibration, MINILM_FIT.vector_calibration);
+        // memory_search ranks other languages on e5's vectors alone, never on MiniLM's
+        assert_eq!((c.recall.foreign_text_weight, e5.foreign_text_weight, minilm.foreign_text_weight), (None, Some(0.0), None));
         // a key set in config (here through the CLI layer) wins over the model's fit
         let mut set = Config::load(None, &[("recall.cross_lingual".into(), "false".into())]).unwrap().recall;
         set.fit_to("multilingual-e5-small-q4");
