@@ -913,13 +913,13 @@ pub struct EpisodesConfig {
     /// embedding time and are not what the user's memory is about; they stay
     /// in the keyword index and the summary).
     pub embed_assistant_turns: bool,
-    /// With `embed_turns`, embed the sentences of a user turn that ask
-    /// something ([`crate::text::is_question`]) too (default false: a
+    /// With `embed_turns`, embed a user turn that only asks (every sentence
+    /// a question, [`crate::text::is_question`]) too (default false: a
     /// question states nothing about its asker, and embedded it matches the
     /// same question asked later, in any language, better than the session
-    /// that answers it; the keyword index files them with the assistant text,
-    /// `recall.user_questions_as_assistant_text`). A turn that only asks gets
-    /// no vector unit.
+    /// that answers it; the keyword index files questions with the assistant
+    /// text, `recall.user_questions_as_assistant_text`). A turn that also
+    /// states something is embedded whole either way.
     pub embed_user_questions: bool,
     /// Vector unit 0 of an episode: `false` (default) embeds the summary;
     /// `true` takes the normalised mean of its turn vectors instead (when it

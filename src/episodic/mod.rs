@@ -347,15 +347,16 @@ impl Episodic {
         let id = match id {
             EpisodeRef::Id(id) => id,
             EpisodeRef::Prefix(p) => {
+                // two are enough to tell one from an ambiguous prefix
                 let mut ids = self.rt.records.episode_ids_with_prefix(scope, &p, now, 2).await?;
-                match (ids.pop(), ids.is_empty()) {
-                    (Some(id), true) => id,
-                    (Some(_), false) => {
+                match ids.len() {
+                    1 => ids.remove(0),
+                    0 => return Err(Error::NotFound(format!("episode {p}"))),
+                    _ => {
                         return Err(Error::InvalidInput(format!(
                             "episode id {p} is ambiguous in this scope: give the whole id (memory_search returns it)"
                         )))
                     }
-                    (None, _) => return Err(Error::NotFound(format!("episode {p}"))),
                 }
             }
         };

@@ -234,11 +234,12 @@ pub fn hashed_id(prefix: &str, parts: &[&str]) -> String {
 
 /// True when `s` is `prefix` followed by exactly 32 lowercase hex digits (see [`hashed_id`]).
 pub fn is_hex_id(s: &str, prefix: &str) -> bool {
-    s.len() == prefix.len() + 32
-        && s.starts_with(prefix)
-        && s[prefix.len()..]
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == prefix.len() + 32 && s.strip_prefix(prefix).is_some_and(is_lower_hex)
+}
+
+/// True when every byte of `s` is a lowercase hex digit.
+fn is_lower_hex(s: &str) -> bool {
+    s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Id of an episode: `ep_` followed by 32 hex digits (128 bits) of the BLAKE3
@@ -347,7 +348,7 @@ impl EpisodeRef {
     pub fn parse(s: &str) -> Result<Self> {
         let s = s.trim();
         let digits = s.strip_prefix("ep_").unwrap_or("");
-        let hex = digits.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let hex = is_lower_hex(digits);
         match digits.len() {
             32 if hex => Ok(Self::Id(EpisodeId(s.to_string()))),
             n if hex && (SHORT_ID_HEX..32).contains(&n) => Ok(Self::Prefix(s.to_string())),
