@@ -187,6 +187,12 @@ async fn upstream(system_chars: Arc<std::sync::atomic::AtomicUsize>) -> String {
     );
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/v1", l.local_addr().unwrap());
+    // TCP_NODELAY on every accepted connection, as real model servers set it
+    // (without it a small response can wait on Nagle's algorithm)
+    use axum::serve::ListenerExt;
+    let l = l.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
     url
 }

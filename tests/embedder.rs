@@ -334,7 +334,7 @@ fn embedding_of(case: &serde_json::Value) -> Vec<f32> {
 async fn e5_matches_the_reference_tokenizer_and_vectors() {
     use strata::embed::Embedder;
     let path = e5_path();
-    let e = strata::embed::e5_onnx::E5OnnxEmbedder::load_with(&path, &common::onnx_files().runtime, 8, 512, 1, false)
+    let e = strata::embed::e5_onnx::E5OnnxEmbedder::load_with(&path, &common::onnx_files().runtime, 8, 512, 1, strata::config::E5Queries::F32, 1)
         .unwrap_or_else(|err| panic!("{err} (tests need the real model: run scripts/fetch-model.sh)"));
     assert_eq!(e.dim(), 384);
     assert_eq!(e.model_id(), strata::embed::e5::MODEL_ID);
@@ -387,22 +387,30 @@ async fn e5_matches_the_reference_tokenizer_and_vectors() {
     );
 }
 
-/// The default e5 runtime's query session (int8 activations, module docs
-/// "Queries") against the wheel's vectors (cosine ≥ 0.999) and against the
-/// f32 computation (≥ 0.999, and not identical: it is another computation),
-/// one at a time and as one padded batch of 8; passages alone and in a
-/// batch with a text of two windows give the same vectors.
+/// Least cosine of an `int8` (`DynamicQuantizeMatMul`) e5 query vector to
+/// the f32 computation's and to the wheel's: activations quantized per
+/// tensor to uint8 move a vector more than per-block int8 does
+/// (docs/measurements.md, "2026-12-07 (4)").
+const E5_INT8_COSINE: f32 = 0.99;
+
+/// The e5 runtime's `q4_int8` query session (module docs "Queries")
+/// against the wheel's vectors (cosine ≥ 0.999) and against the f32
+/// computation (≥ 0.999, and not identical: it is another computation), one
+/// at a time and as one padded batch of 8; the default `int8` query session
+/// (`DynamicQuantizeMatMul`) against the same, within [`E5_INT8_COSINE`];
+/// passages alone and in a batch with a text of two windows give the same
+/// vectors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e5_on_onnx_matches_the_reference() {
     use strata::embed::Embedder;
     let path = e5_path();
-    let onnx =
-        strata::embed::e5_onnx::E5OnnxEmbedder::load(&path, &common::onnx_files().runtime, 8, 512, 1)
-            .unwrap_or_else(|err| {
-                panic!("{err} (tests need the real model: run scripts/fetch-model.sh)")
-            });
-    let f32_queries =
-        strata::embed::e5_onnx::E5OnnxEmbedder::load_with(&path, &common::onnx_files().runtime, 8, 512, 1, false).unwrap();
+    let with = |queries| {
+        strata::embed::e5_onnx::E5OnnxEmbedder::load_with(&path, &common::onnx_files().runtime, 8, 512, 1, queries, 1)
+            .unwrap_or_else(|err| panic!("{err} (tests need the real model: run scripts/fetch-model.sh)"))
+    };
+    let onnx = with(strata::config::E5Queries::Q4Int8);
+    let f32_queries = with(strata::config::E5Queries::F32);
+    let int8 = with(strata::config::E5Queries::Int8);
     assert_eq!(onnx.dim(), 384);
     assert_eq!(onnx.model_id(), strata::embed::e5::MODEL_ID);
     let cases = e5_reference();
@@ -432,6 +440,12 @@ async fn e5_on_onnx_matches_the_reference() {
             assert!(c >= 0.999, "{text} ({how}): cosine {c} with f32 activations");
         }
         assert!(cos(&by_f32[k], &alone) < 0.999999, "{text}: the int8 query session is a different computation");
+        let dynamic = int8.embed_blocking(std::slice::from_ref(text), true).unwrap().remove(0);
+        for (what, other) in [("f32 activations", &by_f32[k]), ("the wheel's vector", &want)] {
+            let c = cos(&dynamic, other);
+            eprintln!("{text}: int8 (dynamic) against {what}: cosine {c:.5}");
+            assert!(c >= E5_INT8_COSINE, "{text}: int8 (dynamic) query, cosine {c} with {what}");
+        }
         // the trait's query path is the same computation
         let via_trait = onnx
             .embed_query(std::slice::from_ref(text))

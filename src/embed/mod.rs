@@ -63,7 +63,9 @@ pub trait Embedder: Send + Sync + 'static {
     }
 }
 
-/// LRU cache in front of an [`Embedder`], keyed by BLAKE3(model id, text).
+/// LRU cache in front of an [`Embedder`], keyed by BLAKE3(model id, query or
+/// passage, text); counts each text looked up as
+/// `strata_embedding_cache_total{kind = query | passage, result = hit | miss}`.
 pub struct CachedEmbedder {
     inner: Arc<dyn Embedder>,
     cache: Mutex<lru::LruCache<[u8; 32], Arc<Vec<f32>>>>,
@@ -107,6 +109,10 @@ impl CachedEmbedder {
                 }
             }
         }
+        let kind = if query { "query" } else { "passage" };
+        let hits = (texts.len() - missing.len()) as u64;
+        metrics::counter!("strata_embedding_cache_total", "kind" => kind, "result" => "hit").increment(hits);
+        metrics::counter!("strata_embedding_cache_total", "kind" => kind, "result" => "miss").increment(missing.len() as u64);
         if !missing.is_empty() {
             let batch: Vec<String> = missing.iter().map(|&i| texts[i].clone()).collect();
             let vecs = if query {
@@ -206,5 +212,36 @@ mod tests {
         assert_eq!(cached.embed_query(&t).await.unwrap(), vec![vec![9.0, 1.0]]);
         assert_eq!(cached.embed(&t).await.unwrap(), vec![vec![9.0, 0.0]]);
         assert_eq!(*inner.0.lock().unwrap(), 2, "one model call per kind, then the cache");
+    }
+
+    /// Each text looked up counts once, as a hit or a miss of its kind.
+    #[test]
+    fn the_cache_counts_hits_and_misses() {
+        use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let cached = CachedEmbedder::new(Arc::new(Prefixed(Mutex::new(0))), 8);
+            let t = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+            rt.block_on(async {
+                cached.embed_query(&t(&["a", "b"])).await.unwrap();
+                cached.embed_query(&t(&["a", "c"])).await.unwrap();
+                cached.embed(&t(&["a"])).await.unwrap();
+            });
+        });
+        let mut got = std::collections::BTreeMap::new();
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            let labels: Vec<String> = key.key().labels().map(|l| l.value().to_string()).collect();
+            if let DebugValue::Counter(n) = value {
+                got.insert(labels.join("/"), n);
+            }
+        }
+        let want: std::collections::BTreeMap<String, u64> =
+            [("query/hit", 1), ("query/miss", 3), ("passage/hit", 0), ("passage/miss", 1)]
+                .into_iter()
+                .map(|(k, n)| (k.to_string(), n))
+                .collect();
+        assert_eq!(got, want);
     }
 }

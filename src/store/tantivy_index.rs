@@ -1,8 +1,7 @@
 //! tantivy BM25 keyword index over episodes, on disk.
 //!
 //! Text is analysed by [`super::analyzer::analyze`] before it reaches
-//! tantivy (fields use tantivy's whitespace tokenizer over the analysed
-//! terms), so queries and documents share one analyser and the number of
+//! tantivy, so queries and documents share one analyser and the number of
 //! query terms is known for calibration.
 //! Scoring is tantivy's BM25
 //! (k1 = 1.2, b = 0.75, tantivy defaults, after Robertson & Zaragoza 2009),
@@ -18,8 +17,24 @@
 //!   the calibrated scores, meaningful from the first episode on. A large
 //!   prior flattens the IDF of terms common in the scope, so it is kept small
 //!   (`recall.bm25_prior_docs`).
-//! Every search is a `BooleanQuery` that must match the scope term (with a
-//! zero boost, so it filters without scoring) and at least one query term.
+//!
+//! # Terms carry their scope
+//! Every text term is indexed as `scope key` U+001E `term` (the scope key is
+//! [`Scope::key`]; ids hold no control characters, so the first U+001E ends
+//! the key and two scopes never share a term). So:
+//! - a search is a plain union of the scope's own terms: no document of
+//!   another scope can match, and with no filter clause beside the terms
+//!   tantivy's Block-WAND skips the blocks that cannot reach the top k
+//!   (docs/measurements.md, "2026-12-07 (4)": the filter clause disabled it and
+//!   BM25 at 100k episodes per scope cost ~16 ms);
+//! - a term's per-scope document frequency is its document frequency, read
+//!   from the term dictionary (no posting-list intersection per term). Like
+//!   the scope's document count it includes deleted documents until segments
+//!   merge, as tantivy's own statistics do.
+//! The scope also stays a field of its own (`scope`: counts, deletes, ids).
+//! Text is handed to tantivy pre-tokenized ([`super::analyzer::analyze`]'s
+//! terms with the prefix); indexes of the older layout, one field set without
+//! prefixes, fail to open with a request to run `strata reindex`.
 
 use async_trait::async_trait;
 use std::path::Path;
@@ -31,7 +46,7 @@ use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING,
 };
 use tantivy::{
-    doc, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term,
+    Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term,
 };
 
 /// BM25 statistics of one scope: the collection is the scope's documents, so
@@ -39,127 +54,19 @@ use tantivy::{
 /// friend's) weighs nothing, however rare it is among other users. The
 /// collection size is floored at a prior (as if the scope also held that many
 /// documents without the query's terms; average length preserved), so a young
-/// scope of a few episodes still gives rare terms a meaningful IDF.
+/// scope of a few episodes still gives rare terms a meaningful IDF. Terms
+/// carry their scope (module docs), so a term's document frequency is the
+/// scope's.
 struct ScopeStats<'a> {
     searcher: &'a Searcher,
     /// Documents of the scope (deleted ones included until segments merge, as tantivy counts them).
     scope_docs: u64,
     prior_docs: u64,
-    /// Document frequency of each query term inside the scope.
-    df: std::collections::HashMap<Term, u64>,
 }
 
-impl<'a> ScopeStats<'a> {
-    /// Counts the scope's documents and, for every term in `terms`, the scope's
-    /// documents that hold it (one posting-list intersection per term, unless
-    /// `cache` holds it for this searcher's generation).
-    fn new(
-        searcher: &'a Searcher,
-        scope: &Term,
-        terms: &[Term],
-        prior_docs: u64,
-        cache: &Mutex<DfCache>,
-    ) -> tantivy::Result<Self> {
-        let scope_docs = searcher.doc_freq(scope)?;
-        let generation = searcher.generation().generation_id();
-        let mut df = std::collections::HashMap::with_capacity(terms.len());
-        let mut missing = Vec::new();
-        {
-            // a poisoned cache is only a cache: count again
-            let c = cache.lock().ok();
-            for t in terms {
-                match c.as_ref().and_then(|c| c.get(generation, scope, t)) {
-                    Some(n) => {
-                        df.insert(t.clone(), n);
-                    }
-                    None => missing.push(t),
-                }
-            }
-        }
-        let mut counted = Vec::with_capacity(missing.len());
-        for t in missing {
-            let q = BooleanQuery::new(vec![
-                (
-                    Occur::Must,
-                    Box::new(TermQuery::new(scope.clone(), IndexRecordOption::Basic))
-                        as Box<dyn Query>,
-                ),
-                (
-                    Occur::Must,
-                    Box::new(TermQuery::new(t.clone(), IndexRecordOption::Basic)),
-                ),
-            ]);
-            let n = searcher.search(&q, &Count)? as u64;
-            df.insert(t.clone(), n);
-            counted.push((t.clone(), n));
-        }
-        if !counted.is_empty() {
-            if let Ok(mut c) = cache.lock() {
-                c.put(generation, scope, counted);
-            }
-        }
-        Ok(Self {
-            searcher,
-            scope_docs,
-            prior_docs,
-            df,
-        })
-    }
-
+impl ScopeStats<'_> {
     fn docs(&self) -> u64 {
         scope_size(self.scope_docs, self.prior_docs)
-    }
-}
-
-/// Entries [`DfCache`] holds before it starts over: each is a query term (some
-/// tens of bytes) and a count, filed under its scope's term, so the cache
-/// stays under ~4 MB per index. Our choice: a user's queries repeat
-/// their terms (names, topics) across turns, and a few thousand scopes'
-/// recent terms fit.
-const DF_CACHE_ENTRIES: usize = 16_384;
-
-/// Per-scope document frequencies of one searcher generation: `(scope term,
-/// query term) → documents of the scope holding the term`. A searcher
-/// generation is an immutable snapshot of the index (writes and deletes show
-/// only in the next one), so a cached count is exact; the cache is emptied
-/// when the generation changes, and when it is full.
-#[derive(Default)]
-struct DfCache {
-    generation: u64,
-    /// scope term → query term → count
-    map: std::collections::HashMap<Term, std::collections::HashMap<Term, u64>>,
-    /// Entries over all scopes.
-    len: usize,
-}
-
-impl DfCache {
-    fn get(&self, generation: u64, scope: &Term, term: &Term) -> Option<u64> {
-        if self.generation != generation {
-            return None;
-        }
-        self.map.get(scope)?.get(term).copied()
-    }
-
-    fn put(&mut self, generation: u64, scope: &Term, counted: Vec<(Term, u64)>) {
-        // a newer generation replaces the cache; counts of an older searcher
-        // (a search that started before a reload) are dropped
-        if generation > self.generation {
-            self.map.clear();
-            self.len = 0;
-            self.generation = generation;
-        } else if generation < self.generation {
-            return;
-        }
-        if self.len + counted.len() > DF_CACHE_ENTRIES {
-            self.map.clear();
-            self.len = 0;
-        }
-        let terms = self.map.entry(scope.clone()).or_default();
-        for (t, n) in counted {
-            if terms.insert(t, n).is_none() {
-                self.len += 1;
-            }
-        }
     }
 }
 
@@ -178,7 +85,7 @@ impl Bm25StatisticsProvider for ScopeStats<'_> {
         Ok(self.docs())
     }
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        Ok(self.df.get(term).copied().unwrap_or(0).min(self.docs()))
+        Ok(self.searcher.doc_freq(term)?.min(self.docs()))
     }
 }
 
@@ -261,8 +168,6 @@ struct Inner {
     reader: IndexReader,
     writer: Mutex<IndexWriter>,
     f: Fields,
-    /// Per-scope document frequencies of the current searcher generation.
-    df_cache: Mutex<DfCache>,
 }
 
 /// On-disk tantivy index (see module docs).
@@ -272,20 +177,52 @@ pub struct TantivyIndex<K = EpisodeId> {
     _key: std::marker::PhantomData<fn() -> K>,
 }
 
+/// Ends the scope key in a term (module docs, "Terms carry their scope").
+const SCOPE_END: char = '\u{1e}';
+
+/// `term` of the scope whose key is `scope_key`, as indexed and searched.
+fn scoped(scope_key: &str, term: &str) -> String {
+    let mut s = String::with_capacity(scope_key.len() + 1 + term.len());
+    s.push_str(scope_key);
+    s.push(SCOPE_END);
+    s.push_str(term);
+    s
+}
+
+/// `text` analysed, each term scoped, as tantivy's pre-tokenized input (one
+/// position per term; no offsets: the fields store neither positions nor text).
+fn scoped_tokens(scope_key: &str, text: &str) -> tantivy::tokenizer::PreTokenizedString {
+    let tokens = analyze(text)
+        .iter()
+        .enumerate()
+        .map(|(position, t)| tantivy::tokenizer::Token {
+            offset_from: 0,
+            offset_to: 0,
+            position,
+            text: scoped(scope_key, t),
+            position_length: 1,
+        })
+        .collect();
+    tantivy::tokenizer::PreTokenizedString { text: String::new(), tokens }
+}
+
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
+    // pre-tokenized (scoped_tokens); the tokenizer named here never runs
     let text = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default()
-            .set_tokenizer("whitespace")
+            .set_tokenizer("raw")
             .set_index_option(IndexRecordOption::WithFreqs),
     );
+    // the text fields' names changed with the scoped terms, so an index of the
+    // older layout fails to open with a request to reindex (module docs)
     let id = b.add_text_field("episode_id", STRING | STORED);
     let scope = b.add_text_field("scope", STRING);
-    let summary = b.add_text_field("summary", text.clone());
-    let user = b.add_text_field("user_raw", text.clone());
-    let assistant = b.add_text_field("assistant_raw", text.clone());
-    let dates = b.add_text_field("dates", text.clone());
-    let date_tokens = b.add_text_field("date_tokens", text);
+    let summary = b.add_text_field("scoped_summary", text.clone());
+    let user = b.add_text_field("scoped_user", text.clone());
+    let assistant = b.add_text_field("scoped_assistant", text.clone());
+    let dates = b.add_text_field("scoped_dates", text.clone());
+    let date_tokens = b.add_text_field("scoped_date_tokens", text);
     (
         b.build(),
         Fields {
@@ -345,7 +282,6 @@ impl<K: DocKey> TantivyIndex<K> {
                 reader,
                 writer: Mutex::new(writer),
                 f,
-                df_cache: Mutex::default(),
             }),
             _key: std::marker::PhantomData,
         })
@@ -451,25 +387,15 @@ impl<K: DocKey> TantivyIndex<K> {
         .into_iter()
         .filter(|(_, w)| *w > 0.0)
         .collect();
-        let mut stat_terms: Vec<Term> = fields
-            .iter()
-            .flat_map(|(field, _)| terms.iter().map(|t| Term::from_field_text(*field, t)))
-            .collect();
-        stat_terms.extend(
-            day_terms
-                .iter()
-                .map(|t| Term::from_field_text(f.date_tokens, t)),
-        );
-        let stats = ScopeStats::new(
-            &searcher,
-            &self.scope_term(scope),
-            &stat_terms,
-            p.prior_docs,
-            &self.inner.df_cache,
-        )
-        .map_err(kw)?;
+        let key = scope.key();
+        let term = |field: Field, t: &str| Term::from_field_text(field, &scoped(&key, t));
+        let stats = ScopeStats {
+            searcher: &searcher,
+            scope_docs: searcher.doc_freq(&self.scope_term(scope)).map_err(kw)?,
+            prior_docs: p.prior_docs,
+        };
         let field_idf = |field: Field, t: &str| -> Result<f64> {
-            let df = stats.doc_freq(&Term::from_field_text(field, t)).map_err(kw)?;
+            let df = stats.doc_freq(&term(field, t)).map_err(kw)?;
             Ok(idf(stats.docs(), df))
         };
         let mut reference = 0.0f64;
@@ -481,48 +407,26 @@ impl<K: DocKey> TantivyIndex<K> {
                 reference += p.user_boost as f64 * field_idf(f.user, t)?;
             }
         }
+        // a plain union of the scope's terms (module docs): Block-WAND applies
+        let boosted = |q: TermQuery, weight: f32| -> (Occur, Box<dyn Query>) {
+            let q: Box<dyn Query> = if weight == 1.0 { Box::new(q) } else { Box::new(BoostQuery::new(Box::new(q), weight)) };
+            (Occur::Should, q)
+        };
         let mut should: Vec<(Occur, Box<dyn Query>)> =
-            Vec::with_capacity(terms.len() * fields.len());
+            Vec::with_capacity(terms.len() * fields.len() + day_terms.len());
         for (field, weight) in &fields {
             for t in &terms {
-                let q: Box<dyn Query> = Box::new(TermQuery::new(
-                    Term::from_field_text(*field, t),
-                    IndexRecordOption::WithFreqs,
-                ));
-                should.push((
-                    Occur::Should,
-                    if *weight == 1.0 {
-                        q
-                    } else {
-                        Box::new(BoostQuery::new(q, *weight))
-                    },
-                ));
+                should.push(boosted(TermQuery::new(term(*field, t), IndexRecordOption::WithFreqs), *weight));
             }
         }
         // resolved relative dates: a bonus outside the reference score, like the dates field
         for t in &day_terms {
-            let q: Box<dyn Query> = Box::new(TermQuery::new(
-                Term::from_field_text(f.date_tokens, t),
-                IndexRecordOption::WithFreqs,
-            ));
-            should.push((
-                Occur::Should,
-                Box::new(BoostQuery::new(q, p.relative_date_boost)),
+            should.push(boosted(
+                TermQuery::new(term(f.date_tokens, t), IndexRecordOption::WithFreqs),
+                p.relative_date_boost,
             ));
         }
-        let q = BooleanQuery::new(vec![
-            (
-                Occur::Must,
-                Box::new(BoostQuery::new(
-                    Box::new(TermQuery::new(
-                        self.scope_term(scope),
-                        IndexRecordOption::Basic,
-                    )),
-                    0.0,
-                )),
-            ),
-            (Occur::Must, Box::new(BooleanQuery::new(should))),
-        ]);
+        let q = BooleanQuery::new(should);
         let top = searcher
             .search_with_statistics_provider(
                 &q,
@@ -556,16 +460,20 @@ impl<K: DocKey> TantivyIndex<K> {
             .map_err(|_| Error::Task("tantivy writer mutex poisoned".into()))?;
         for d in &docs {
             w.delete_term(Term::from_field_text(f.id, d.episode_id.as_str()));
-            w.add_document(doc!(
-                f.id => d.episode_id.as_str(),
-                f.scope => d.scope.key(),
-                f.summary => analyze(&d.summary).join(" "),
-                f.user => analyze(&d.user_text).join(" "),
-                f.assistant => analyze(&d.assistant_text).join(" "),
-                f.dates => analyze(&d.dates).join(" "),
-                f.date_tokens => analyze(&d.date_tokens).join(" "),
-            ))
-            .map_err(kw)?;
+            let key = d.scope.key();
+            let mut doc = TantivyDocument::new();
+            doc.add_text(f.id, d.episode_id.as_str());
+            doc.add_text(f.scope, &key);
+            for (field, text) in [
+                (f.summary, &d.summary),
+                (f.user, &d.user_text),
+                (f.assistant, &d.assistant_text),
+                (f.dates, &d.dates),
+                (f.date_tokens, &d.date_tokens),
+            ] {
+                doc.add_pre_tokenized_text(field, scoped_tokens(&key, text));
+            }
+            w.add_document(doc).map_err(kw)?;
         }
         self.commit(&mut w)
     }
@@ -801,8 +709,10 @@ mod tests {
         assert_eq!(in_b.hits.len(), 1);
     }
 
+    /// Document frequencies are the scope's and follow writes: a term of
+    /// another scope never counts, and a new write shows in the next search.
     #[tokio::test]
-    async fn cached_document_frequencies_follow_writes_and_stay_in_their_scope() {
+    async fn document_frequencies_follow_writes_and_stay_in_their_scope() {
         let idx = summary_only_index();
         let (a, b) = (
             Scope::new("a", "bot").unwrap(),
@@ -825,18 +735,35 @@ mod tests {
         let idf = |n: f32, df: f32| (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
         let first = reference(&a).await;
         assert!((first - idf(5.0, 5.0)).abs() < 1e-4, "{first}");
-        assert!(idx.inner.df_cache.lock().unwrap().len > 0, "the count was cached");
-        assert_eq!(reference(&a).await, first, "the cached count gives the same score");
-        // the same term in another scope is counted there, not taken from a's entry
         let in_b = reference(&b).await;
         assert!((in_b - idf(10.0, 1.0)).abs() < 1e-4, "{in_b}");
-        // a write makes a new searcher generation: 3 more Zed episodes and 2 others in a
+        // 3 more Zed episodes and 2 others in a
         let more: Vec<KeywordDoc> = (5..10)
             .map(|i| summary_doc(&a, i, if i < 8 { "Zed again" } else { "weather" }))
             .collect();
         idx.upsert(more).await.unwrap();
         let after = reference(&a).await;
         assert!((after - idf(10.0, 8.0)).abs() < 1e-4, "stale count: {after}");
+    }
+
+    /// A scope key that is a prefix of another's, and ids with spaces: the
+    /// scoped terms of one never match the other's documents.
+    #[tokio::test]
+    async fn scoped_terms_never_cross_scopes() {
+        let idx = summary_only_index();
+        let scopes = [
+            Scope::new("ann", "bot").unwrap(),
+            Scope::new("ann", "bot 2").unwrap(),
+            Scope::new("ann bot", "x").unwrap(),
+        ];
+        let docs: Vec<KeywordDoc> =
+            scopes.iter().enumerate().map(|(i, s)| summary_doc(s, i, &format!("secret{i} shared words"))).collect();
+        idx.upsert(docs.clone()).await.unwrap();
+        for (i, s) in scopes.iter().enumerate() {
+            let r = idx.search(s, &KeywordQuery::text("secret0 secret1 secret2 shared"), 10).await.unwrap();
+            let ids: Vec<_> = r.hits.iter().map(|h| h.episode_id.clone()).collect();
+            assert_eq!(ids, vec![docs[i].episode_id.clone()], "scope {s:?}");
+        }
     }
 
     #[tokio::test]
