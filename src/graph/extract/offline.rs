@@ -16,7 +16,10 @@
 //!   session named last — never to the speaker by default.
 //! - `mentioned_with` links names that share a sentence but no other relation;
 //!   a named speaker `mentions` every other name they say; "I" as a subject
-//!   is the speaker when the speaker has a name ("I work at Acme").
+//!   (or "we", "our": the speaker is one of them) is the speaker when the
+//!   speaker has a name ("I work at Acme"); the semantic worker names an
+//!   unnamed user's turns after the scope's user
+//!   (`worker::semantic::user_turns_named`).
 
 use regex::Regex;
 use std::sync::OnceLock;
@@ -367,7 +370,7 @@ fn patterns() -> &'static Patterns {
     static P: OnceLock<Patterns> = OnceLock::new();
     P.get_or_init(|| {
         let name = name_re();
-        let subj = format!(r"(?P<s>\bI['’]m\b|\bI am\b|{name}|\b(?:[Hh]e|[Ss]he|[Tt]hey|I)\b)");
+        let subj = format!(r"(?P<s>\bI['’]m\b|\bI am\b|{name}|\b(?:[Hh]e|[Ss]he|[Tt]hey|I|[Ww]e)\b)");
         Patterns {
             // capitalised words, joined by "of (the)", "de", ...; a title's number ("FIFA 23") and
             // an inner colon ("CS:GO") belong to it
@@ -378,7 +381,7 @@ fn patterns() -> &'static Patterns {
             .expect("verb regex"),
             possessive_kin: Regex::new(&format!(r"(?P<x>{name})(?:'s|’s)\s+(?:(?:older|younger|little|big|best|new)\s+)?(?P<k>{KIN}),?\s+(?P<y>{name})"))
                 .expect("kin regex"),
-            my_kin: Regex::new(&format!(r"\b[Mm]y\s+(?:(?:older|younger|little|big|best|new)\s+)?(?P<k>{KIN}),?\s+(?P<y>{name})"))
+            my_kin: Regex::new(&format!(r"\b(?:[Mm]y|[Oo]ur)\s+(?:(?:older|younger|little|big|best|new)\s+)?(?P<k>{KIN}),?\s+(?P<y>{name})"))
                 .expect("my-kin regex"),
             pet: Regex::new(&format!(
                 r"\b(?P<own>[Mm]y|[Oo]ur|[Aa]|[Aa]nother|[Tt]he|[Hh]is|[Hh]er|[Tt]heir)\s+(?:(?:new|little|sweet|old|baby|furry|two|other)\s+)?(?:{pets})(?:\s+(?:named|called))?,?\s+(?P<y>{name})",
@@ -988,8 +991,9 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
         };
         for sentence in split_sentences(&text) {
             let resolve = |s: &str, last: &Option<String>| -> Option<String> {
-                if s == "I" || s.starts_with("I'") || s.starts_with("I’") || s == "I am" {
-                    // first person: the speaker, when the speaker has a name
+                if s == "I" || s.starts_with("I'") || s.starts_with("I’") || s == "I am" || s == "We" || s == "we" {
+                    // first person, singular or plural (the speaker is one of "we"):
+                    // the speaker, when the speaker has a name
                     named(speaker).then(|| speaker.to_string())
                 } else if PRONOUNS.contains(&s.to_lowercase().as_str()) {
                     last.clone()
