@@ -137,6 +137,23 @@ pub struct GraphScores {
     pub unmatched: Vec<String>,
     /// Gold entities not found (names).
     pub missed: Vec<String>,
+    /// Relation counts per predicate ([`canonical_predicate`]; co-occurrence
+    /// edges included, under their own names).
+    pub by_predicate: BTreeMap<String, PredicateScores>,
+}
+
+/// Relation counts of one predicate: precision = matched / predicted, recall
+/// = found / gold.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct PredicateScores {
+    /// Predicted relations with this predicate.
+    pub predicted: usize,
+    /// Of which matching a gold relation.
+    pub matched: usize,
+    /// Gold relations with this predicate.
+    pub gold: usize,
+    /// Of which found.
+    pub found: usize,
 }
 
 /// The harmonic mean of precision and recall (0 when both are 0).
@@ -215,6 +232,13 @@ impl GraphScores {
         self.matched_relations += o.matched_relations;
         self.gold_relations += o.gold_relations;
         self.found_relations += o.found_relations;
+        for (p, c) in &o.by_predicate {
+            let t = self.by_predicate.entry(p.clone()).or_default();
+            t.predicted += c.predicted;
+            t.matched += c.matched;
+            t.gold += c.gold;
+            t.found += c.found;
+        }
     }
 }
 
@@ -339,6 +363,7 @@ pub fn score(gold: &Gold, pred: &Predicted) -> GraphScores {
         }
         let (pc, pswap) = canonical_predicate(pp);
         let (ps, po) = if pswap { (po, ps) } else { (ps, po) };
+        s.by_predicate.entry(pc.to_string()).or_default().predicted += 1;
         let mut matched = false;
         for (i, g) in gold.relations.iter().enumerate() {
             let (gc, gswap) = canonical_predicate(&g.predicate);
@@ -367,9 +392,17 @@ pub fn score(gold: &Gold, pred: &Predicted) -> GraphScores {
         }
         if matched {
             s.matched_relations += 1;
+            s.by_predicate.entry(pc.to_string()).or_default().matched += 1;
         }
     }
     s.found_relations = found_rel.len();
+    for (i, g) in gold.relations.iter().enumerate() {
+        let e = s.by_predicate.entry(canonical_predicate(&g.predicate).0.to_string()).or_default();
+        e.gold += 1;
+        if found_rel.contains(&i) {
+            e.found += 1;
+        }
+    }
     s
 }
 
@@ -499,6 +532,7 @@ pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
         rows.push((conv.sample_id.clone(), s, pred));
     }
     print_scores("total", &total, &format!("(all-relation P {:.2})", total.relation_precision()));
+    print_predicates(&total);
     let llm = match &metrics {
         Some(handle) => {
             let sessions: usize = convs.iter().map(|c| c.sessions.len()).sum();
@@ -537,6 +571,25 @@ pub fn print_scores(label: &str, s: &GraphScores, tail: &str) {
         s.relation_recall(),
         s.relation_f1(),
     );
+}
+
+/// Prints relation precision and recall per predicate, most predicted and
+/// labelled first ("–" where a count is 0); predicates never predicted with
+/// fewer than 3 gold relations are summed on one line (gold files name many
+/// one-off predicates).
+pub fn print_predicates(s: &GraphScores) {
+    let mut rows: Vec<(&String, &PredicateScores)> = s.by_predicate.iter().collect();
+    rows.sort_by(|a, b| (b.1.predicted + b.1.gold).cmp(&(a.1.predicted + a.1.gold)).then(a.0.cmp(b.0)));
+    println!("relations by predicate: predicted (P) | gold (R)");
+    let rate = |a: usize, b: usize| if b == 0 { "–".to_string() } else { format!("{:.2}", a as f64 / b as f64) };
+    let (rare, shown): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(_, c)| c.predicted == 0 && c.gold < 3);
+    for (p, c) in shown {
+        println!("  {p:<16} {:>4} (P {:>4}) | {:>4} (R {:>4})", c.predicted, rate(c.matched, c.predicted), c.gold, rate(c.found, c.gold));
+    }
+    if !rare.is_empty() {
+        let gold: usize = rare.iter().map(|(_, c)| c.gold).sum();
+        println!("  (+{} predicates never predicted, each with 1–2 gold relations: {gold} in all)", rare.len());
+    }
 }
 
 /// With an LLM configured, a Prometheus recorder for this process, so that
@@ -692,6 +745,16 @@ mod tests {
         assert_eq!(s.found_relations, 4);
         assert!((s.entity_precision() - 0.6).abs() < 1e-9);
         assert!((s.relation_recall() - 0.8).abs() < 1e-9);
+        // per predicate, under the canonical name: child_of counts as parent_of
+        let by = |p: &str| s.by_predicate.get(p).cloned().unwrap_or_default();
+        let c = |predicted, matched, gold, found| PredicateScores { predicted, matched, gold, found };
+        assert_eq!(by("parent_of"), c(1, 1, 1, 1));
+        assert_eq!(by("lives_in"), c(1, 0, 0, 0));
+        assert_eq!(by("from"), c(0, 0, 1, 0));
+        assert_eq!(by("mentioned_with"), c(1, 0, 0, 0));
+        let mut twice = s.clone();
+        twice.add(&s);
+        assert_eq!(twice.by_predicate["parent_of"], c(2, 2, 2, 2));
     }
 
     #[test]
