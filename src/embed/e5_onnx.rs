@@ -131,7 +131,6 @@ enum Kernel {
     DynamicInt8,
 }
 
-
 fn ee<E: std::fmt::Display>(e: E) -> Error {
     Error::Embedder(format!("e5 on ONNX Runtime: {e}"))
 }
@@ -213,34 +212,32 @@ impl Builder<'_> {
         out: &str,
     ) -> Result<()> {
         let raw = self.model.data(self.bytes, w, TensorKind::Q4)?;
-        let bias_raw = self.model.data(self.bytes, bias, TensorKind::F32)?;
         let (b_name, s_name) = (format!("{w}.B"), format!("{w}.scales"));
-        let accuracy_level = match self.kernel {
-            Kernel::NBits(level) => level,
+        initializer(&mut self.g, bias, FLOAT, &[n], self.model.data(self.bytes, bias, TensorKind::F32)?);
+        match self.kernel {
             Kernel::DynamicInt8 => {
                 let (b, scales) = requantize_int8(raw, n, k);
                 initializer(&mut self.g, &b_name, INT8, &[k, n], &b);
                 initializer(&mut self.g, &s_name, FLOAT, &[n], &scales);
-                initializer(&mut self.g, bias, FLOAT, &[n], bias_raw);
                 // inputs: A, B, b_scale, b_zero_point (none: symmetric), bias
                 let inputs = [x, b_name.as_str(), s_name.as_str(), "", bias];
                 node(&mut self.g, "DynamicQuantizeMatMul", CONTRIB, &inputs, out, &[]);
-                return Ok(());
             }
-        };
-        let (packed, scales) = repack_q4(raw);
-        initializer(&mut self.g, &b_name, UINT8, &[n, k / QK, QK / 2], &packed);
-        initializer(&mut self.g, &s_name, FLOAT, &[n * (k / QK)], &scales);
-        initializer(&mut self.g, bias, FLOAT, &[n], bias_raw);
-        let attrs = [
-            attr_int("K", k as i64),
-            attr_int("N", n as i64),
-            attr_int("bits", 4),
-            attr_int("block_size", QK as i64),
-            attr_int("accuracy_level", accuracy_level),
-        ];
-        let inputs = [x, b_name.as_str(), s_name.as_str(), "", "", bias];
-        node(&mut self.g, "MatMulNBits", CONTRIB, &inputs, out, &attrs);
+            Kernel::NBits(accuracy_level) => {
+                let (packed, scales) = repack_q4(raw);
+                initializer(&mut self.g, &b_name, UINT8, &[n, k / QK, QK / 2], &packed);
+                initializer(&mut self.g, &s_name, FLOAT, &[n * (k / QK)], &scales);
+                let attrs = [
+                    attr_int("K", k as i64),
+                    attr_int("N", n as i64),
+                    attr_int("bits", 4),
+                    attr_int("block_size", QK as i64),
+                    attr_int("accuracy_level", accuracy_level),
+                ];
+                let inputs = [x, b_name.as_str(), s_name.as_str(), "", "", bias];
+                node(&mut self.g, "MatMulNBits", CONTRIB, &inputs, out, &attrs);
+            }
+        }
         Ok(())
     }
 

@@ -276,10 +276,12 @@ fn sort<K: DocKey>(hits: &mut [FusedHit<K>]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::model::{Scope, SessionId};
 
     #[test]
     fn a_foreign_query_takes_foreign_text_weight_in_hybrid_fusion_only() {
-        let mut cfg = crate::config::Config::default().recall;
+        let mut cfg = Config::default().recall;
         cfg.foreign_text_weight = Some(0.1);
         let w = |r: Retrievers, foreign| r.weights(&cfg, foreign);
         assert_eq!(w(Retrievers::Hybrid, false), (cfg.text_weight, cfg.vector_weight));
@@ -291,8 +293,6 @@ mod tests {
         unset.foreign_text_weight = None;
         assert_eq!(Retrievers::Hybrid.weights(&unset, true), (cfg.text_weight, cfg.vector_weight));
     }
-    use crate::config::Config;
-    use crate::model::{Scope, SessionId};
 
     fn id(n: &str) -> EpisodeId {
         EpisodeId::for_session(&Scope::new("u", "a").unwrap(), &SessionId::new(n).unwrap())
