@@ -47,13 +47,19 @@ pub const VALUE_TYPES: &[&str] = &["role", "activity", "topic", "value"];
 #[derive(Debug, Clone, Args)]
 pub struct GraphArgs {
     /// Path to a LoCoMo JSON file (e.g. ../shared/data/locomo/locomo-dev.json).
+    #[arg(long, required_unless_present = "multilingual")]
+    pub data: Option<PathBuf>,
+    /// Path to a multilingual dev set (`tests/fixtures/multilingual/dev.json`):
+    /// its users with gold labels are replayed as unnamed users talking to an
+    /// assistant, each in their own scope.
     #[arg(long)]
-    pub data: PathBuf,
+    pub multilingual: Option<PathBuf>,
     /// Gold label files, or folders of them (`src/eval/graph_gold`); each
     /// names its conversation. Comma-separated.
     #[arg(long, value_delimiter = ',', required = true)]
     pub gold: Vec<PathBuf>,
-    /// Comma-separated sample ids to run (default: every conversation with gold labels).
+    /// Comma-separated sample ids or multilingual users to run (default:
+    /// every conversation and user with gold labels).
     #[arg(long, value_delimiter = ',')]
     pub conversations: Vec<String>,
     /// Write the scores and every matched, missed and junk item as JSON to this file.
@@ -406,22 +412,23 @@ pub fn score(gold: &Gold, pred: &Predicted) -> GraphScores {
     s
 }
 
-/// Reads gold files from files or folders (`*.json`), keyed by conversation.
+/// Reads gold files from files or folders (`*.json`, subfolders included),
+/// keyed by conversation (a LoCoMo sample id or a multilingual user).
 ///
 /// # Errors
 /// [`Error::Data`] for an unreadable or malformed file, or two files of one conversation.
 pub fn load_gold(paths: &[PathBuf]) -> Result<BTreeMap<String, Gold>> {
     let mut files = Vec::new();
-    for p in paths {
+    let mut todo: Vec<PathBuf> = paths.iter().rev().cloned().collect();
+    while let Some(p) = todo.pop() {
         if p.is_dir() {
-            let mut in_dir: Vec<PathBuf> = std::fs::read_dir(p)?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| f.extension().is_some_and(|x| x == "json"))
-                .collect();
+            // files of a folder, then its subfolders (`graph_gold/multilingual`), sorted
+            let mut in_dir: Vec<PathBuf> = std::fs::read_dir(&p)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
             in_dir.sort();
-            files.extend(in_dir);
+            files.extend(in_dir.iter().filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "json")).cloned());
+            todo.extend(in_dir.into_iter().filter(|f| f.is_dir()).rev());
         } else {
-            files.push(p.clone());
+            files.push(p);
         }
     }
     let mut out = BTreeMap::new();
@@ -505,10 +512,19 @@ pub async fn predicted(mem: &Memory, scope: &Scope) -> Result<Predicted> {
 /// Data, store and model errors.
 pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
     let gold = load_gold(&args.gold)?;
-    let mut convs = load_locomo(&args.data).map_err(|e| Error::Data(e.to_string()))?;
-    convs.retain(|c| gold.contains_key(&c.sample_id) && (args.conversations.is_empty() || args.conversations.contains(&c.sample_id)));
-    if convs.is_empty() {
-        return Err(Error::Data("no conversation of --data has gold labels (or matches --conversations)".into()));
+    let wanted = |id: &str| gold.contains_key(id) && (args.conversations.is_empty() || args.conversations.iter().any(|c| c == id));
+    let mut convs = match &args.data {
+        Some(d) => load_locomo(d).map_err(|e| Error::Data(e.to_string()))?,
+        None => Vec::new(),
+    };
+    convs.retain(|c| wanted(&c.sample_id));
+    let mut users = match &args.multilingual {
+        Some(d) => super::multilingual::load(d)?.users,
+        None => Vec::new(),
+    };
+    users.retain(|u| wanted(&u.user));
+    if convs.is_empty() && users.is_empty() {
+        return Err(Error::Data("no conversation of --data or user of --multilingual has gold labels (or matches --conversations)".into()));
     }
     let (mut cfg, _dir) = super::systems::eval_config(&config)?;
     cfg.graph.enabled = true;
@@ -518,24 +534,36 @@ pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
     let metrics = llm_metrics(&cfg);
     let started = std::time::Instant::now();
     let mem = Memory::open_with(cfg, Components { ephemeral: true, ..Default::default() }).await?;
-    let mut total = GraphScores::default();
+    let (mut tuned, mut held) = (GraphScores::default(), GraphScores::default());
     let mut rows = Vec::new();
     println!("graph eval ({extractor}): entity P/R/F1, typed accuracy, junk rate; relation P (typed)/R/F1");
     for conv in &convs {
         let t0 = std::time::Instant::now();
         super::replay::replay(&mem, conv, false).await?;
         let scope = Scope::new(conv.sample_id.clone(), "locomo")?;
-        let pred = predicted(&mem, &scope).await?;
-        let s = score(&gold[&conv.sample_id], &pred);
-        print_scores(&conv.sample_id, &s, &format!("{:.0} s", t0.elapsed().as_secs_f64()));
-        total.add(&s);
-        rows.push((conv.sample_id.clone(), s, pred));
+        rows.push(score_row(&mem, &scope, &conv.sample_id, &gold, t0).await?);
+    }
+    for u in &users {
+        let t0 = std::time::Instant::now();
+        super::multilingual::replay(&mem, u).await?;
+        let scope = Scope::new(u.user.clone(), super::multilingual::AGENT)?;
+        rows.push(score_row(&mem, &scope, &u.user, &gold, t0).await?);
+    }
+    for (id, s, _) in &rows {
+        if TUNED_ON.contains(&id.as_str()) { tuned.add(s) } else { held.add(s) }
+    }
+    let mut total = tuned.clone();
+    total.add(&held);
+    let in_sample = rows.iter().filter(|r| TUNED_ON.contains(&r.0.as_str())).count();
+    if in_sample > 0 && in_sample < rows.len() {
+        print_scores("tuned on", &tuned, &format!("{in_sample} conversations the extractor was written on (in-sample)"));
+        print_scores("held out", &held, &format!("{} never tuned on (the headline figure)", rows.len() - in_sample));
     }
     print_scores("total", &total, &format!("(all-relation P {:.2})", total.relation_precision()));
     print_predicates(&total);
     let llm = match &metrics {
         Some(handle) => {
-            let sessions: usize = convs.iter().map(|c| c.sessions.len()).sum();
+            let sessions: usize = convs.iter().map(|c| c.sessions.len()).sum::<usize>() + users.iter().map(|u| u.sessions.len()).sum::<usize>();
             llm_report(handle, &mem, sessions, started.elapsed().as_secs_f64()).await?
         }
         None => serde_json::Value::Null,
@@ -543,13 +571,34 @@ pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
     if let Some(out) = &args.out {
         let per: Vec<serde_json::Value> = rows
             .iter()
-            .map(|(id, s, p)| serde_json::json!({"conversation": id, "scores": s, "predicted": p}))
+            .map(|(id, s, p)| serde_json::json!({"conversation": id, "tuned_on": TUNED_ON.contains(&id.as_str()), "scores": s, "predicted": p}))
             .collect();
-        let doc = serde_json::json!({"extractor": extractor, "total": total, "summary": total.summary(), "llm": llm, "conversations": per});
+        let doc = serde_json::json!({"extractor": extractor, "total": total, "summary": total.summary(),
+            "tuned_on": tuned.summary(), "held_out": held.summary(), "llm": llm, "conversations": per});
         std::fs::write(out, serde_json::to_string_pretty(&doc)?)?;
     }
     mem.shutdown().await?;
     Ok(())
+}
+
+/// The conversations the offline extractor's patterns and word lists were
+/// written and tuned on (sessions 1–6 of issue 48's history): their scores
+/// are in-sample; every other gold conversation or user is held out.
+pub const TUNED_ON: &[&str] = &["conv-26", "conv-41", "conv-47", "conv-50"];
+
+/// Scores the graph of `scope` against `gold[id]` and prints its row.
+async fn score_row(
+    mem: &Memory,
+    scope: &Scope,
+    id: &str,
+    gold: &BTreeMap<String, Gold>,
+    t0: std::time::Instant,
+) -> Result<(String, GraphScores, Predicted)> {
+    let pred = predicted(mem, scope).await?;
+    let s = score(&gold[id], &pred);
+    let tag = if TUNED_ON.contains(&id) { "tuned" } else { "held out" };
+    print_scores(id, &s, &format!("{:.0} s, {tag}", t0.elapsed().as_secs_f64()));
+    Ok((id.to_string(), s, pred))
 }
 
 /// Prints one row of scores: `label`, entity P/R/F1, typed accuracy, junk
@@ -761,9 +810,19 @@ mod tests {
     fn the_gold_files_in_the_repo_load_and_name_only_labelled_entities() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/eval/graph_gold");
         let gold = load_gold(&[dir]).unwrap();
-        assert!(gold.len() >= 3, "at least three conversations: {:?}", gold.keys());
+        // issue 48: at least 12, most of them never tuned on, three non-Latin scripts among them
+        assert!(gold.len() >= 12, "at least twelve conversations: {:?}", gold.keys());
+        assert!(gold.keys().filter(|k| !TUNED_ON.contains(&k.as_str())).count() >= 8);
+        let scripts: BTreeSet<_> = gold
+            .values()
+            .flat_map(|g| g.entities.iter().flat_map(|e| e.name.chars()))
+            .filter(|c| !c.is_ascii())
+            .filter_map(|c| whatlang::detect_script(&c.to_string()))
+            .map(|s| s.name().to_string())
+            .collect();
+        assert!(scripts.len() >= 3, "{scripts:?}");
         for g in gold.values() {
-            assert!(g.entities.len() >= 8 && g.relations.len() >= 30, "{}", g.conversation);
+            assert!(g.entities.len() >= 3 && g.relations.len() >= 5, "{}", g.conversation);
         }
     }
 

@@ -54,7 +54,8 @@ use crate::Memory;
 pub const FORMAT: &str = "strata-multilingual/1";
 
 /// Agent id of every scope the eval writes.
-const AGENT: &str = "multilingual";
+/// The agent of every multilingual user's scope.
+pub const AGENT: &str = "multilingual";
 
 /// `strata eval multilingual` arguments.
 #[derive(Debug, Clone, Args)]
@@ -198,6 +199,37 @@ pub fn load(path: &Path) -> Result<Dataset> {
     Ok(d)
 }
 
+/// Records every session of `u` in its scope (user `u.user`, agent
+/// [`AGENT`]) as unnamed user and assistant turns, one second apart from the
+/// session's date, ends each and waits for promotion; returns how many blank
+/// turns were left out.
+///
+/// # Errors
+/// Store errors.
+pub async fn replay(mem: &Memory, u: &User) -> Result<usize> {
+    let scope = Scope::new(u.user.clone(), AGENT)?;
+    let mut blank = 0;
+    for s in &u.sessions {
+        let sid = SessionId::new(s.id.clone())?;
+        let mut recorded = 0;
+        for (j, t) in s.turns.iter().enumerate() {
+            if crate::model::is_blank(&t.text) {
+                blank += 1;
+                continue;
+            }
+            let role = if t.role == "assistant" { Role::Assistant } else { Role::User };
+            let msg = NewMessage { role, name: None, content: t.text.clone(), timestamp: s.date + Duration::seconds(j as i64), idempotency_key: None };
+            mem.record(&scope, &sid, msg).await?;
+            recorded += 1;
+        }
+        if recorded > 0 {
+            mem.end_session(&scope, &sid).await?;
+        }
+    }
+    mem.wait_idle().await?;
+    Ok(blank)
+}
+
 /// Recall and inject tallies of one group of questions (a language, the
 /// cross-lingual ones, all).
 #[derive(Debug, Default)]
@@ -245,26 +277,11 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
         let scope = Scope::new(u.user.clone(), AGENT)?;
         let language: BTreeMap<&str, &str> = u.sessions.iter().map(|s| (s.id.as_str(), s.language.as_str())).collect();
         let mut bm25 = Bm25Index::new(1.5, 0.75).with_tokenizer(crate::store::analyzer::analyze);
+        skipped_blank += replay(&mem, u).await?;
         for (i, s) in u.sessions.iter().enumerate() {
-            let sid = SessionId::new(s.id.clone())?;
-            let mut recorded = 0;
-            for (j, t) in s.turns.iter().enumerate() {
-                if crate::model::is_blank(&t.text) {
-                    skipped_blank += 1;
-                    continue;
-                }
-                let role = if t.role == "assistant" { Role::Assistant } else { Role::User };
-                let msg = NewMessage { role, name: None, content: t.text.clone(), timestamp: s.date + Duration::seconds(j as i64), idempotency_key: None };
-                mem.record(&scope, &sid, msg).await?;
-                recorded += 1;
-            }
-            if recorded > 0 {
-                mem.end_session(&scope, &sid).await?;
-            }
             let text: Vec<String> = s.turns.iter().map(|t| format!("{}: {}", t.role, t.text)).collect();
             bm25.add(i, &text.join("\n"));
         }
-        mem.wait_idle().await?;
         // questions are asked a day after the last session
         let as_of = u.sessions.iter().map(|s| s.date).max().map(|d| d + Duration::days(1));
         let abstracts: BTreeMap<String, String> = if features.is_some() {
