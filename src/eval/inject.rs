@@ -116,6 +116,8 @@ pub struct Outcome {
     pub answer_share: Option<f64>,
     /// Estimated tokens of the injected section (0 when nothing was injected).
     pub tokens: usize,
+    /// The injected section as the chatbot sees it (empty when nothing was injected).
+    pub section: String,
 }
 
 /// Asks `p.question` in `scope` as a new turn of the fresh session `session`
@@ -154,6 +156,7 @@ pub async fn probe(
         answer_share: p.answer.and_then(|a| answer_share(a, &r.section)),
         tokens: r.section.chars().count().div_ceil(CHARS_PER_TOKEN),
         sessions,
+        section: r.section,
     })
 }
 
@@ -330,6 +333,7 @@ mod tests {
             gold_injected: gold,
             answer_share: share,
             tokens,
+            section: String::new(),
         };
         let mut t = Tally::default();
         t.add(&o(&["s1", "s2"], 1, Some(1.0), 40), true);

@@ -71,6 +71,12 @@ pub struct LocomoArgs {
     /// `strata eval calibrate --inject`.
     #[arg(long)]
     pub inject_records: Option<PathBuf>,
+    /// Write every answerable fresh-turn probe as it was injected (JSON lines:
+    /// conversation, category, question, answer, gold and injected sessions,
+    /// the section, its estimated tokens and the answer's share in it), to
+    /// read what the chatbot would see.
+    #[arg(long)]
+    pub sections: Option<PathBuf>,
 }
 
 /// Questions of the next conversation asked in each conversation's scope as
@@ -340,6 +346,7 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
     let (mut asked, mut skipped_no_evidence, mut skipped_blank) = (0usize, 0usize, 0usize);
     let (mut inject_fresh, mut inject_switch) = (super::inject::Tally::default(), super::inject::Tally::default());
     let mut records: Vec<super::risk::ProbeRecord> = Vec::new();
+    let mut sections: Vec<serde_json::Value> = Vec::new();
     let operating = super::risk::operating(&mem);
     let started = Instant::now();
     for conv in &convs {
@@ -436,6 +443,11 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
             let name = |s: &SessionId| s.as_str().to_string();
             let fresh = super::inject::probe(&mem, &scope, &SessionId::new(format!("probe-{asked}"))?, None, &probe, name).await?;
             inject_fresh.add(&fresh, true);
+            if args.sections.is_some() {
+                sections.push(json!({"conversation": conv.sample_id, "category": q.category, "question": q.question,
+                    "answer": q.answer, "gold": gold_names, "injected": fresh.sessions, "section": fresh.section,
+                    "tokens": fresh.tokens, "answer_share": fresh.answer_share}));
+            }
             let kind = if q.category == 5 { super::risk::ProbeKind::Premise } else { super::risk::ProbeKind::Answerable };
             records.push(super::risk::ProbeRecord {
                 source: "locomo".into(),
@@ -550,6 +562,10 @@ pub async fn run_locomo(config: Config, args: LocomoArgs) -> Result<()> {
         args.inject_records.as_deref(),
         "L0 risk and coverage by operating point (fresh turns; unanswerable: the next conversation's questions; premise: category 5):",
     )?;
+    if let Some(path) = &args.sections {
+        let lines: Vec<String> = sections.iter().map(|v| v.to_string()).collect();
+        std::fs::write(path, lines.join("\n") + "\n")?;
+    }
     let p50 = percentile(&latencies, 50.0).unwrap_or(f64::NAN);
     let p99 = percentile(&latencies, 99.0).unwrap_or(f64::NAN);
     println!("\ninject latency over {} turns: p50 {p50:.2} ms, p99 {p99:.2} ms (debug/release as built; benches are authoritative)", latencies.len());

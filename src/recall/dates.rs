@@ -80,7 +80,8 @@ fn year_token(y: i32) -> String {
 
 /// The relative dates of an English `text` said at `at`, resolved as
 /// [`resolve_relative`] does and written for a reader: "7 May 2023", a range
-/// "4 May 2023 – 6 May 2023", a month "April 2023", a year "2022"; `None`
+/// "4–6 May 2023" ("28 June – 4 July 2023", "30 December 2022 – 1 January
+/// 2023", "April – May 2023"), a month "April 2023", a year "2022"; `None`
 /// when the text names none. An evidence snippet carries it, so "I went
 /// there yesterday" in a session of 8 May 2023 reaches the model as the 7th.
 pub fn resolved_for_reader(text: &str, at: DateTime<Utc>) -> Option<String> {
@@ -92,10 +93,21 @@ pub fn resolved_for_reader(text: &str, at: DateTime<Utc>) -> Option<String> {
             .filter_map(|d| NaiveDate::parse_from_str(&format!("{d}{fmt}"), "%Y%m%d").ok())
             .collect()
     };
+    // a range says its shared month and year once: "19–25 June 2023", "28 June – 4 July 2023"
     let range = |v: &[NaiveDate], f: &str| -> Option<String> {
         let (first, last) = (v.iter().min()?, v.iter().max()?);
         let (a, b) = (first.format(f).to_string(), last.format(f).to_string());
-        Some(if a == b { a } else { format!("{a} – {b}") })
+        if a == b {
+            return Some(a);
+        }
+        let day = f.starts_with("%-d");
+        Some(if first.year() != last.year() {
+            format!("{a} – {b}")
+        } else if day && first.month() == last.month() {
+            format!("{}–{b}", first.day())
+        } else {
+            format!("{} – {b}", first.format(if day { "%-d %B" } else { "%B" }))
+        })
     };
     let days = parse("day", "");
     if !days.is_empty() {
@@ -133,7 +145,14 @@ pub const MAX_RESOLVED: usize = 16;
 ///   `last week`: the seven days of the previous Monday–Sunday week;
 ///   `this week`: Monday to today;
 /// - `N months ago`, `last month`, `this month`: that calendar month;
-/// - `N years ago`, `last year`, `this year`: that year.
+/// - `N years ago`, `last year`, `this year`: that year;
+/// - ahead of `now`: `tomorrow`, `the day after tomorrow`; `next <weekday>`:
+///   the first such day after today (not the one of next week: readers
+///   differ, and a wrong week costs more than a near one); `next weekend`:
+///   the first Saturday and Sunday after today; `next week`: the next
+///   Monday–Sunday week; `next month`, `next year`: that calendar month or
+///   year. "In two weeks" is not read: it is as often a duration ("I built
+///   it in two weeks") as a date.
 ///
 /// Absolute dates ("on 1 May, 2022", "in April") need no resolution: their
 /// words already match the date words of [`session_date_terms`]. Other
@@ -238,6 +257,32 @@ pub fn resolve_relative(query: &str, now: DateTime<Utc>) -> String {
                     _ => {}
                 }
             }
+            "tomorrow" => {
+                let after = i >= 2 && w(i - 1) == "after" && w(i - 2) == "day";
+                out.push(day_token(today + Duration::days(if after { 2 } else { 1 })));
+            }
+            "next" => match w(i + 1) {
+                n if weekday(n).is_some() => {
+                    if let Some(wd) = weekday(n) {
+                        out.push(day_token(first_after(today, wd)));
+                    }
+                }
+                "weekend" => {
+                    let saturday = first_after(today, Weekday::Sat);
+                    out.span(saturday, saturday + Duration::days(1));
+                }
+                "week" => {
+                    let monday = today + Duration::days(7 - today.weekday().num_days_from_monday() as i64);
+                    out.span(monday, monday + Duration::days(6));
+                }
+                "month" => {
+                    if let Some(d) = today.checked_add_months(Months::new(1)) {
+                        out.push(month_token(d));
+                    }
+                }
+                "year" => out.push(year_token(today.year() + 1)),
+                _ => {}
+            },
             "this" => match w(i + 1) {
                 "week" => {
                     let monday =
@@ -293,6 +338,12 @@ fn last_before(today: NaiveDate, wd: Weekday) -> NaiveDate {
             .rem_euclid(7)
             + 1;
     today - Duration::days(back)
+}
+
+/// The first `wd` strictly after `today` (a week on when today is a `wd`).
+fn first_after(today: NaiveDate, wd: Weekday) -> NaiveDate {
+    let on = (wd.num_days_from_monday() as i64 - today.weekday().num_days_from_monday() as i64 - 1).rem_euclid(7) + 1;
+    today + Duration::days(on)
 }
 
 /// The count written after `words[at]` and the index of the unit word
@@ -473,8 +524,34 @@ mod tests {
         assert_eq!(resolved_for_reader("I went to a support group yesterday.", at).as_deref(), Some("7 May 2023"));
         assert_eq!(resolved_for_reader("We moved last month", at).as_deref(), Some("April 2023"));
         assert_eq!(resolved_for_reader("I painted that last year", at).as_deref(), Some("2022"));
-        let r = resolved_for_reader("I ran a race three days ago", at).unwrap();
-        assert!(r.contains(" – ") && r.ends_with("May 2023"), "{r}");
+        assert_eq!(resolved_for_reader("I ran a race three days ago", at).as_deref(), Some("4–6 May 2023"));
         assert_eq!(resolved_for_reader("I love painting", at), None);
+    }
+
+    #[test]
+    fn dates_ahead_are_resolved_too() {
+        // Monday 8 May 2023
+        let at = Utc.with_ymd_and_hms(2023, 5, 8, 13, 56, 0).unwrap();
+        let r = |t: &str| resolved_for_reader(t, at);
+        assert_eq!(r("I'm starting next month.").as_deref(), Some("June 2023"));
+        assert_eq!(r("We're off to Canada next year").as_deref(), Some("2024"));
+        assert_eq!(r("see you tomorrow").as_deref(), Some("9 May 2023"));
+        assert_eq!(r("the day after tomorrow").as_deref(), Some("10 May 2023"));
+        assert_eq!(r("the gig is next Friday").as_deref(), Some("12 May 2023"));
+        assert_eq!(r("next Monday").as_deref(), Some("15 May 2023"), "today is a Monday: a week on");
+        assert_eq!(r("next weekend").as_deref(), Some("13–14 May 2023"));
+        assert_eq!(r("next week").as_deref(), Some("15–21 May 2023"));
+        // ranges across a month, a year; months
+        let june = Utc.with_ymd_and_hms(2023, 7, 5, 9, 0, 0).unwrap();
+        assert_eq!(resolved_for_reader("last week", june).as_deref(), Some("26 June – 2 July 2023"));
+        let jan = Utc.with_ymd_and_hms(2023, 1, 3, 9, 0, 0).unwrap();
+        assert_eq!(resolved_for_reader("last week", jan).as_deref(), Some("26 December 2022 – 1 January 2023"));
+        assert_eq!(resolved_for_reader("over the past two months", june).as_deref(), Some("May – July 2023"));
+        // December rolls into the next year
+        let dec = Utc.with_ymd_and_hms(2023, 12, 20, 9, 0, 0).unwrap();
+        assert_eq!(resolved_for_reader("next month", dec).as_deref(), Some("January 2024"));
+        // a duration is not a date; "next" alone names nothing
+        assert_eq!(r("I built it in two weeks"), None);
+        assert_eq!(r("what's next for you?"), None);
     }
 }

@@ -34,6 +34,10 @@
 //!   `recall.snippet_turn_chars` graphemes (default 240: answer in context
 //!   0.223 → 0.277 on two LoCoMo dev conversations at +12 tokens per turn;
 //!   docs/measurements.md, 2026-12-07 (2));
+//! - a whole turn that ends by asking is followed by the next turn when
+//!   another speaker says it (" — Nate: …"; whole when at most
+//!   [`SNIPPET_CHARS`] graphemes, else its statement with the most of the
+//!   message's terms, clipped): the answer to what was asked;
 //! - a relative date in it ("yesterday", "last Friday", "two weeks ago") is
 //!   resolved against the time its turn was said and appended for the reader,
 //!   " [7 May 2023]" ([`crate::recall::dates::resolved_for_reader`]; English).
@@ -173,13 +177,38 @@ pub fn best_snippet_for(
     // the whole turn when it is short enough: the answer is often the
     // sentence after the one that matched ("I went to a workshop. It was
     // on pottery.")
-    let mut text = if grapheme_len(t.text) <= turn_chars {
-        fold_whitespace(t.text)
-    } else {
-        clip_around(sentence, own)
-    };
+    let whole = grapheme_len(t.text) <= turn_chars;
+    let mut text = if whole { fold_whitespace(t.text) } else { clip_around(sentence, own) };
     if let Some(d) = t.at.and_then(|at| crate::recall::dates::resolved_for_reader(&text, at)) {
         text.push_str(&format!(" [{d}]"));
+    }
+    // a whole turn that ends by asking: what was asked is answered in the
+    // next turn, when another speaker says it ("What made you choose that
+    // shade?" — "Nate: purple, ..."): its first statement follows, clipped
+    let other = |n: &Turn<'_>| n.role != t.role || matches!((n.name, t.name), (Some(a), Some(b)) if a != b);
+    if whole && crate::text::is_question(t.text) {
+        if let Some(next) = turns.get(turn + 1).filter(|n| other(n)) {
+            // whole when short, else its statement with the most of the message (the first on a tie)
+            let reply = if grapheme_len(next.text) <= SNIPPET_CHARS {
+                Some(fold_whitespace(next.text))
+            } else {
+                sentences
+                    .iter()
+                    .filter(|(i, s, _)| *i == turn + 1 && !crate::text::is_question(s))
+                    .fold(None, |b: Option<(f64, &str)>, (_, s, terms)| {
+                        let m = mine(terms);
+                        if b.is_none_or(|(x, _)| m > x) { Some((m, *s)) } else { b }
+                    })
+                    .map(|(_, s)| clip_around(s, own))
+            };
+            if let Some(mut said) = reply {
+                let who = next.name.map(str::trim).filter(|n| !n.is_empty()).map_or(next.role.as_str(), |n| crate::text::clip_head(n, 40));
+                if let Some(d) = next.at.and_then(|at| crate::recall::dates::resolved_for_reader(&said, at)) {
+                    said.push_str(&format!(" [{d}]"));
+                }
+                text.push_str(&format!(" — {who}: {said}"));
+            }
+        }
     }
     Some(Snippet { speaker, text, score })
 }
@@ -323,6 +352,29 @@ mod tests {
         let turns = [Turn { at: Some(at), ..user("I went to the support group yesterday and it was great.") }];
         let s = best_snippet(&turns, "When did I go to the support group?", "", "").unwrap();
         assert!(s.text.ends_with(" [18 March 2026]"), "{s:?}");
+    }
+
+    #[test]
+    fn a_whole_turn_that_asks_is_followed_by_the_reply() {
+        let named = |name, text| Turn { role: Role::User, name: Some(name), text, at: None };
+        let turns = [
+            named("Nate", "Dyed my hair last week - come see!"),
+            named("Joanna", "Wow, your new hair color looks amazing! What made you choose that shade?"),
+            named("Nate", "Thanks! I went with purple. It just felt like me. What about you?"),
+        ];
+        let q = Question::new("What color did Nate choose for his hair?");
+        let s = best_snippet_for(&turns, &q, "", "", 240).unwrap();
+        assert_eq!(
+            s.render(),
+            "Joanna: Wow, your new hair color looks amazing! What made you choose that shade? — Nate: Thanks! I went with purple. It just felt like me. What about you?"
+        );
+        // none when only the sentence is shown
+        let s = best_snippet_for(&turns, &q, "", "", 0).unwrap();
+        assert!(!s.text.contains(" — "), "{s:?}");
+        // the same speaker going on is no reply
+        let turns = [named("Joanna", "Your new hair color looks amazing! Which shade?"), named("Joanna", "Purple?")];
+        let s = best_snippet_for(&turns, &q, "", "", 240).unwrap();
+        assert!(!s.text.contains(" — "), "{s:?}");
     }
 
     #[test]
