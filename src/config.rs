@@ -378,6 +378,28 @@ pub struct GraphConfig {
     /// names and relations stay, the model adds names and typed relations.
     /// `false` = the model's extraction alone.
     pub combine_offline: bool,
+    /// Which extracted entities the embedder-based typer
+    /// ([`crate::graph::typer`]) types: `untyped`, `all` or `off`. It runs
+    /// only with the embedder its weights were fitted for (e5; with MiniLM
+    /// it is off whatever this says).
+    #[serde(default = "default_entity_typer")]
+    pub entity_typer: EntityTyping,
+}
+
+fn default_entity_typer() -> EntityTyping {
+    EntityTyping::Untyped
+}
+
+/// `graph.entity_typer`: which entities [`crate::graph::typer`] types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntityTyping {
+    /// None: the extractor's types stand.
+    Off,
+    /// Those the extractor left as `entity` (no pattern or cue placed them).
+    Untyped,
+    /// Every named entity but the speakers, over the extractor's type.
+    All,
 }
 
 

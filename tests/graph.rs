@@ -924,3 +924,34 @@ async fn an_unnamed_user_is_the_subject_of_their_first_person_statements() {
     assert!(!f.iter().any(|x| x.0 == "user" || x.2 == "user"), "the role is no entity: {f:?}");
     mem.shutdown().await.unwrap();
 }
+
+/// Names no pattern or gazetteer places get a type from the embedder's
+/// typer (`graph.entity_typer`, default `untyped`); with it off they stay
+/// `entity`, so the types below are the typer's work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedder_types_names_the_patterns_leave_untyped() {
+    let texts = [
+        "I got the offer from Lumo Health, the startup near Pangyo station.",
+        "We're flying to Incheon on Friday and then taking the train to Gyeongju.",
+        "My cousin Haruto and I watched Spirited Away again last night.",
+    ];
+    let mut kinds = Vec::new();
+    for mode in [strata::config::EntityTyping::Off, strata::config::EntityTyping::Untyped] {
+        let (mut cfg, _dir) = common::config();
+        cfg.graph.entity_typer = mode;
+        let mem = common::open(cfg).await;
+        let s = scope("u_typer");
+        let sid = SessionId::new("s1").unwrap();
+        for (i, t) in texts.iter().enumerate() {
+            mem.record(&s, &sid, NewMessage::user(*t, day(1) + Duration::minutes(i as i64))).await.unwrap();
+        }
+        mem.end_session(&s, &sid).await.unwrap();
+        mem.wait_idle().await.unwrap();
+        let all = mem.runtime().graph.entities_of_type(&s, None, 100).await.unwrap();
+        let kind = |n: &str| all.iter().find(|e| e.name == n).map(|e| e.kind.clone()).unwrap_or_else(|| panic!("{n} missing: {all:?}"));
+        kinds.push(["Pangyo", "Incheon", "Gyeongju"].map(kind));
+        mem.shutdown().await.unwrap();
+    }
+    assert_eq!(kinds[0], ["entity", "entity", "entity"].map(String::from), "the patterns alone leave them untyped");
+    assert_eq!(kinds[1], ["place", "place", "place"].map(String::from));
+}

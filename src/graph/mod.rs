@@ -18,6 +18,7 @@ pub mod extract;
 pub mod lexicon;
 #[doc(hidden)]
 pub mod search;
+pub mod typer;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

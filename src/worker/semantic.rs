@@ -116,7 +116,12 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
     {
         tracing::warn!(event_id = %ev.id, error = %e, "could not record LLM usage");
     }
-    let extraction = llm?;
+    let mut extraction = llm?;
+    if let Some(typer) = crate::graph::typer::EntityTyper::shipped() {
+        let mode = shared.config.graph.entity_typer;
+        let typed = crate::graph::typer::retype(shared.embedder.as_ref(), typer, mode, &turns, &speakers, &mut extraction).await?;
+        tracing::debug!(episode_id = %episode_id, typed, "entities typed by the embedder");
+    }
     let report = shared
         .graph
         .apply_extraction(
