@@ -240,6 +240,12 @@ async fn every_route_end_to_end() {
     .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     assert!(r.body["entities"].is_array());
+    // an absent hops is one hop, as over MCP and in the clients; 0 walks nothing
+    let graph_url = s.url(&format!("{SCOPE}/graph/search"));
+    let graph = |body: serde_json::Value| call("POST", &graph_url, None, Some(body));
+    let (default, one, zero) = (graph(json!({"query": "Miso"})).await, graph(json!({"query": "Miso", "hops": 1})).await, graph(json!({"query": "Miso", "hops": 0})).await);
+    assert_eq!(default.body, one.body);
+    assert!(zero.body["relations"].as_array().unwrap().len() <= one.body["relations"].as_array().unwrap().len());
     // batch across two sessions, then both are there
     let r = call(
         "POST",

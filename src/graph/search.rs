@@ -12,14 +12,17 @@ use crate::model::{check_query, Scope};
 pub const MAX_GRAPH_SEEDS: usize = 10;
 
 /// A `knowledge_graph_search` request.
-#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, serde::Deserialize, utoipa::ToSchema)]
 pub struct GraphSearch {
     /// Free text naming the entities to start from.
     pub query: Option<String>,
     /// A start entity: an `ent_` id or a name (wins over `query`).
     pub entity: Option<String>,
-    /// Relations to walk from the start entities, 0..=3 (default 0 = the entities and the relations among them).
-    #[serde(default)]
+    /// Relations to walk from the start entities, 0..=3 (default 1: the
+    /// entities, their relations and the entities at their other end, as
+    /// MCP, the CLI, the console and the clients default to; 0 = the
+    /// entities and the relations among them).
+    #[serde(default = "one_hop")]
     pub hops: u8,
     /// Follow only this predicate (synonyms resolved).
     pub predicate: Option<String>,
@@ -28,6 +31,17 @@ pub struct GraphSearch {
     pub include_invalid: bool,
     /// Most entities returned (default `graph.max_results`), 1..=1000.
     pub limit: Option<usize>,
+}
+
+fn one_hop() -> u8 {
+    1
+}
+
+impl Default for GraphSearch {
+    /// No start entity, one hop, valid facts only, `graph.max_results`.
+    fn default() -> Self {
+        Self { query: None, entity: None, hops: one_hop(), predicate: None, include_invalid: false, limit: None }
+    }
 }
 
 /// Result of `knowledge_graph_search`.

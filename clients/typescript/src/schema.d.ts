@@ -775,7 +775,10 @@ export interface components {
             entity?: string | null;
             /**
              * Format: int32
-             * @description Relations to walk from the start entities, 0..=3 (default 0 = the entities and the relations among them).
+             * @description Relations to walk from the start entities, 0..=3 (default 1: the
+             *     entities, their relations and the entities at their other end, as
+             *     MCP, the CLI, the console and the clients default to; 0 = the
+             *     entities and the relations among them).
              */
             hops?: number;
             /** @description Include facts that a newer one invalidated. */

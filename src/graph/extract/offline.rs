@@ -241,7 +241,8 @@ struct Patterns {
     verb: Regex,
     possessive_kin: Regex,
     my_kin: Regex,
-    /// "my dog Max", "a cat named Luna" (owner: `own`).
+    /// "my dog Max", "a cat named Luna", "a grey cat called Miso": up to two
+    /// lowercase words (any adjectives) before the animal (owner: `own`).
     pet: Regex,
     /// "I'm a nurse", "I work as a software engineer".
     role: Regex,
@@ -384,7 +385,7 @@ fn patterns() -> &'static Patterns {
             my_kin: Regex::new(&format!(r"\b(?:[Mm]y|[Oo]ur)\s+(?:(?:older|younger|little|big|best|new)\s+)?(?P<k>{KIN}),?\s+(?P<y>{name})"))
                 .expect("my-kin regex"),
             pet: Regex::new(&format!(
-                r"\b(?P<own>[Mm]y|[Oo]ur|[Aa]|[Aa]nother|[Tt]he|[Hh]is|[Hh]er|[Tt]heir)\s+(?:(?:new|little|sweet|old|baby|furry|two|other)\s+)?(?:{pets})(?:\s+(?:named|called))?,?\s+(?P<y>{name})",
+                r"\b(?P<own>[Mm]y|[Oo]ur|[Aa]|[Aa]nother|[Tt]he|[Hh]is|[Hh]er|[Tt]heir)\s+(?:[a-z]+(?:-[a-z]+)*\s+){{0,2}}(?:{pets})(?:\s+(?:named|called))?,?\s+(?P<y>{name})",
                 pets = lexicon::PETS
             ))
             .expect("pet regex"),
@@ -1594,6 +1595,9 @@ mod tests {
         assert!(has(&ex, "Caroline", "owns_pet", "Oscar"), "{:?}", ex.relations);
         assert!(has(&ex, "Melanie", "owns_pet", "Bailey"), "{:?}", ex.relations);
         assert!(has(&ex, "Maria", "owns_pet", "Coco"), "{:?}", ex.relations);
+        // any one or two adjectives before the animal, not a list of them
+        let grey = extract(&[turn("Ana", "We adopted a grey cat called Miso and my big black-and-white dog Rex hates her.")]);
+        assert!(has(&grey, "Ana", "owns_pet", "Miso") && has(&grey, "Ana", "owns_pet", "Rex"), "{:?}", grey.relations);
         assert!(has(&ex, "Calvin", "plans_to_visit", "Tokyo"), "{:?}", ex.relations);
         assert!(!has(&ex, "Calvin", "visited", "Tokyo"), "{:?}", ex.relations);
         assert!(has(&ex, "Calvin", "visited", "Boston"), "{:?}", ex.relations);
