@@ -2,7 +2,8 @@
 //! applied before a merge.
 //!
 //! Candidates come from the same scope and type only. A pair scores by the
-//! best of: equal alias keys (1.0), Jaro-Winkler similarity of the identity
+//! best of: equal alias keys (1.0), case forms of one Cyrillic or Greek name
+//! (1.0, [`inflected_forms`]), Jaro-Winkler similarity of the identity
 //! keys (`strsim`; Winkler 1990), and the cosine of the name embeddings.
 //! Guards veto a merge whatever the score:
 //! - the digits in the names differ ("INC-2024-117" vs "INC-2024-118");
@@ -71,7 +72,44 @@ pub fn name_similarity(a: &Entity, b: &Entity) -> f64 {
     {
         return 1.0;
     }
+    if ka.iter().any(|x| kb.iter().any(|y| inflected_forms(x, y))) {
+        return 1.0;
+    }
     strsim::jaro_winkler(&a.identity_key, &b.identity_key)
+}
+
+/// Shortest word, in letters, that [`inflected_forms`] folds.
+pub const MIN_INFLECTED_LETTERS: usize = 4;
+
+/// True when two identity keys are case forms of one name in a language
+/// that declines names with suffixes, Cyrillic or Greek script ("казань" /
+/// "казани", "елена викторовна" / "елены викторовны", "αθήνα" / "αθήνας"):
+/// the same number of words, at least one differing, and each differing
+/// pair of words in that script, of at least [`MIN_INFLECTED_LETTERS`]
+/// letters, sharing all but the last letter of the shorter and all but the
+/// last two of the longer (Russian and Greek case endings of names are one
+/// or two letters: -а, -у, -е, -ы, -ой, -ью; -ας, -ης, -ου). Names
+/// differing inside ("маша" / "миша") or by more ("кира" / "кирилл") stay
+/// apart; Latin-script names are never folded this way.
+pub fn inflected_forms(a: &str, b: &str) -> bool {
+    let (wa, wb): (Vec<&str>, Vec<&str>) = (a.split(' ').collect(), b.split(' ').collect());
+    if a == b || wa.len() != wb.len() {
+        return false;
+    }
+    let declined = |w: &str| w.chars().all(|c| matches!(c, '\u{0400}'..='\u{04FF}' | '\u{0370}'..='\u{03FF}' | '\u{1F00}'..='\u{1FFF}'));
+    wa.iter().zip(&wb).all(|(x, y)| {
+        if x == y {
+            return true;
+        }
+        let (x, y): (Vec<char>, Vec<char>) = (x.chars().collect(), y.chars().collect());
+        let (short, long) = if x.len() <= y.len() { (&x, &y) } else { (&y, &x) };
+        let common = x.iter().zip(&y).take_while(|(p, q)| p == q).count();
+        declined(&x.iter().collect::<String>())
+            && declined(&y.iter().collect::<String>())
+            && short.len() >= MIN_INFLECTED_LETTERS
+            && common + 1 >= short.len()
+            && common + 2 >= long.len()
+    })
 }
 
 /// The decision for one candidate pair.
@@ -124,6 +162,32 @@ mod tests {
             updated_at: Default::default(),
             episodes: vec![],
         }
+    }
+
+    #[test]
+    fn case_forms_of_cyrillic_and_greek_names_are_one_name() {
+        for (a, b) in [
+            ("казань", "казани"),
+            ("самара", "самару"),
+            ("владивосток", "владивостока"),
+            ("ольга", "ольгой"),
+            ("елена викторовна", "елены викторовны"),
+            ("αθήνα", "αθήνας"),
+        ] {
+            assert!(inflected_forms(a, b) && inflected_forms(b, a), "{a} / {b}");
+        }
+        for (a, b) in [
+            ("маша", "миша"),
+            ("кира", "кирилл"),
+            ("оля", "оли"),
+            ("mark", "marko"),
+            ("anna", "anne"),
+            ("елена викторовна", "елена"),
+            ("казань", "казань"),
+        ] {
+            assert!(!inflected_forms(a, b), "{a} / {b}");
+        }
+        assert_eq!(name_similarity(&e("Казань", "place"), &e("Казани", "place")), 1.0);
     }
 
     #[test]

@@ -1090,6 +1090,10 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                 // "Exploring Japan" opening a sentence: the verb form is no part of the name
                 let raw = match raw.split_once(' ') {
                     Some((first, rest)) if start == 0 && (first.ends_with("ing") || first.ends_with("in'")) => rest,
+                    // "В Казани", "На Байкале": a word of one or two letters opening the
+                    // sentence that the session also writes in lowercase is a preposition or
+                    // an article, not part of the name (no list: the session's own spelling)
+                    Some((first, rest)) if start == 0 && first.chars().count() <= 2 && lower.contains(&first.to_lowercase()) => rest,
                     _ => raw,
                 };
                 let Some(n) = clean_name(raw) else {
@@ -1582,6 +1586,18 @@ mod tests {
             assert!(has(&ex, s, p, o), "{s} {p} {o}: {:?}", ex.relations);
         }
         assert_eq!(kind(&ex, "Fortnite").as_deref(), Some("work"));
+    }
+
+    #[test]
+    fn a_short_word_opening_a_sentence_is_no_part_of_the_name() {
+        let ex = extract(&[turn(
+            "Дима",
+            "В Казани было холодно. Мы жили в центре, на даче у друзей. На Байкале тоже. Al Pacino was great.",
+        )]);
+        let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
+        assert!(names.contains(&"Казани") && names.contains(&"Байкале"), "{names:?}");
+        assert!(!names.iter().any(|n| n.starts_with("В ") || n.starts_with("На ")), "{names:?}");
+        assert!(names.contains(&"Al Pacino"), "'al' is never written lowercase here: {names:?}");
     }
 
     #[test]
