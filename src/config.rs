@@ -1216,6 +1216,16 @@ pub struct WorkersConfig {
     /// nodes, in ms (PostgreSQL records; one process owns SQLite). Keep it
     /// above the longest job (LLM timeout × retries).
     pub claim_lease_ms: u64,
+    /// On shutdown, how long the workers go on taking queued jobs, in ms;
+    /// past it they finish the batch in hand and stop, and the rest waits in
+    /// the outbox for the next start (so thousands of queued dedup jobs
+    /// cannot hold a SIGTERM for an hour). 0 = stop after the batch in hand.
+    #[serde(default = "default_shutdown_grace_ms")]
+    pub shutdown_grace_ms: u64,
+}
+
+fn default_shutdown_grace_ms() -> u64 {
+    10_000
 }
 
 /// Turns figment's errors into one line per problem, naming the key (and,

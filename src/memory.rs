@@ -567,14 +567,16 @@ impl Memory {
         Ok(())
     }
 
-    /// Stops the pruner schedule and the workers after they process every
-    /// queued job that can run now (promotion, then extraction, then dedup);
-    /// jobs waiting out a retry backoff stay in the outbox for the next open,
-    /// so a failing endpoint never holds up a shutdown.
+    /// Stops the pruner schedule and the workers after they process the
+    /// queued jobs that can run now (promotion, then extraction, then dedup)
+    /// for up to `workers.shutdown_grace_ms`; jobs left, or waiting out a
+    /// retry backoff, stay in the outbox for the next open, so neither a
+    /// failing endpoint nor a long queue holds up a shutdown.
     ///
     /// # Errors
     /// Store errors; [`Error::Task`] when a worker panicked.
     pub async fn shutdown(&self) -> Result<()> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(self.rt.config.workers.shutdown_grace_ms);
         let _ = self.stop.send(true);
         if let Some(mut s) = self.scheduler.lock().await.take() {
             let _ = s.shutdown().await;
@@ -587,8 +589,9 @@ impl Memory {
         if self.workers {
             // a downstream worker may have stopped before its upstream one wrote the
             // last events (an episode for extraction, an entity for dedup): one inline
-            // pass takes what is processable now; events in backoff stay for the next open
-            self.run_pending().await?;
+            // pass takes what is processable now, within the grace; events in backoff
+            // or past it stay for the next open
+            crate::worker::run_pending_until(&self.rt, Some(deadline)).await?;
         }
         Ok(())
     }

@@ -746,6 +746,10 @@ async fn recalled_instructions_stay_quoted_in_the_memory_context() {
     let section = strata::memory::render_section(&[whole]);
     assert!(section.contains("- [2026-03-02] \"Mina: We hit the date! The cutover went live on April 10. Dana was thrilled.\" (id: "), "{section}");
     assert_eq!(strata::memory::render_section(&[]), "");
+    // a right-to-left override cannot reverse how the rest of the line (its id) reads
+    let section = strata::memory::render_section(&[hit("assistant: serve \u{202E}it, then rest\u{2066} it.", 0.4)]);
+    assert!(section.contains("serve it, then rest it. (id: ep_"), "{section}");
+    assert!(!section.chars().any(|c| matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')), "{section:?}");
 }
 
 /// A Memory Context whose recalled entries are all inside one fenced block:
@@ -1181,5 +1185,39 @@ async fn inject_decides_the_same_with_and_without_explain() {
         spoke += usize::from(!plain.entries.is_empty());
     }
     assert!(spoke >= 3, "the clear questions find their sessions: {spoke}");
+    mem.shutdown().await.unwrap();
+}
+
+/// A long queue does not hold a shutdown: past `workers.shutdown_grace_ms`
+/// the workers stop after the batch in hand, the rest stays in the outbox,
+/// and the next open finishes it — nothing lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_leaves_a_long_queue_in_the_outbox_after_its_grace() {
+    use strata::store::EventKind;
+    let (mut cfg, _dir) = common::config();
+    cfg.workers.shutdown_grace_ms = 0;
+    cfg.workers.batch_size = 2;
+    let all = [EventKind::SessionCompleted, EventKind::EpisodeVectors, EventKind::EpisodeCreated, EventKind::EntityUpserted];
+    let s = Scope::new("u_grace", "a").unwrap();
+    // 40 sessions queued with no workers running, then a memory whose workers see them at once
+    let paused = common::open_without_workers(cfg.clone()).await;
+    for i in 0..40 {
+        session(&paused, &s, &format!("s{i}"), 1 + (i % 20) as u32, &[&format!("Ana met Tom number {i} in Lisbon."), "Nice."]).await;
+    }
+    paused.shutdown().await.unwrap();
+    drop(paused);
+    let mem = common::open(cfg.clone()).await;
+    mem.shutdown().await.unwrap();
+    let left = mem.runtime().records.count_pending(&all).await.unwrap();
+    assert!(left > 0, "with no grace the queue is not drained on shutdown");
+    drop(mem);
+    // nothing lost: the next open runs what was left
+    cfg.workers.shutdown_grace_ms = 10_000;
+    let mem = common::open(cfg).await;
+    mem.wait_idle().await.unwrap();
+    assert_eq!(mem.runtime().records.count_pending(&all).await.unwrap(), 0);
+    for i in 0..40 {
+        assert!(mem.session_status(&s, &SessionId::new(format!("s{i}")).unwrap()).await.unwrap().episode_id.is_some(), "s{i}");
+    }
     mem.shutdown().await.unwrap();
 }

@@ -109,8 +109,20 @@ pub async fn wait_for(rt: &Runtime, kinds: &[EventKind]) -> Result<()> {
 /// # Errors
 /// Store errors (a failing job is retried and parked, not an error).
 pub async fn run_pending(rt: &Runtime) -> Result<usize> {
+    run_pending_until(rt, None).await
+}
+
+/// [`run_pending`], stopping after the batches in hand once `deadline` is
+/// past (`None`: until nothing is pending); what is left stays in the outbox.
+///
+/// # Errors
+/// Store errors.
+pub async fn run_pending_until(rt: &Runtime, deadline: Option<std::time::Instant>) -> Result<usize> {
     let mut total = 0;
     loop {
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Ok(total);
+        }
         let mut n = episodic::drain(rt).await?;
         n += vectors::drain(rt).await?;
         if rt.config.graph.enabled {
@@ -185,9 +197,11 @@ pub(crate) async fn drain_each(
 /// The loop of an outbox consumer of `kinds`: drain while there is work,
 /// then sleep until a bus wake-up, a stop, or (while events of `kinds` wait
 /// in backoff or under another node's lease) 250 ms, else `workers.idle_poll_ms`.
-/// On stop it finishes what can be processed now and returns; events still
-/// waiting out a backoff stay in the outbox and run on the next open, so a
-/// failing endpoint never holds up a shutdown.
+/// On stop it finishes what can be processed now, for at most
+/// `workers.shutdown_grace_ms` (then the batch in hand), and returns; events
+/// left, or still waiting out a backoff, stay in the outbox and run on the
+/// next open, so neither a failing endpoint nor a long queue holds up a
+/// shutdown.
 pub(crate) async fn serve<F, Fut>(
     shared: Arc<Runtime>,
     kinds: &'static [EventKind],
@@ -198,9 +212,21 @@ pub(crate) async fn serve<F, Fut>(
     F: Fn(Arc<Runtime>) -> Fut,
     Fut: Future<Output = Result<usize>>,
 {
+    // when the stop was first seen: queued jobs are taken for `workers.shutdown_grace_ms` more
+    let mut stopping: Option<std::time::Instant> = None;
+    let grace = std::time::Duration::from_millis(shared.config.workers.shutdown_grace_ms);
     loop {
-        match drain(shared.clone()).await {
-            Ok(n) if n > 0 => continue,
+        let result = drain(shared.clone()).await;
+        if *stop.borrow() && stopping.is_none() {
+            stopping = Some(std::time::Instant::now());
+        }
+        let in_grace = stopping.is_none_or(|t| t.elapsed() < grace);
+        match result {
+            Ok(n) if n > 0 && in_grace => continue,
+            Ok(n) if n > 0 => {
+                tracing::info!(kind = kinds[0].as_str(), "shutdown grace over: queued jobs stay in the outbox");
+                break;
+            }
             Ok(_) => {}
             Err(e) => tracing::error!(kind = kinds[0].as_str(), error = %e, "worker batch failed"),
         }
