@@ -246,6 +246,15 @@ async fn every_route_end_to_end() {
     let (default, one, zero) = (graph(json!({"query": "Miso"})).await, graph(json!({"query": "Miso", "hops": 1})).await, graph(json!({"query": "Miso", "hops": 0})).await);
     assert_eq!(default.body, one.body);
     assert!(zero.body["relations"].as_array().unwrap().len() <= one.body["relations"].as_array().unwrap().len());
+    for (body, says) in [
+        (json!({"query": "Miso", "limit": 0}), "limit must be within 1..=1000"),
+        (json!({"query": "Miso", "limit": 1001}), "limit must be within 1..=1000"),
+        (json!({"entity": " "}), "entity must be an ent_ id or a name"),
+    ] {
+        let r = graph(body).await;
+        assert_eq!(r.status, 400, "{:?}", r.body);
+        assert!(r.body.to_string().contains(says), "{:?}", r.body);
+    }
     // batch across two sessions, then both are there
     let r = call(
         "POST",

@@ -88,11 +88,17 @@ pub fn render_section(entries: &[SearchHit]) -> String {
 }
 
 /// `text` on one line: line breaks, tabs and other control characters
-/// become single spaces (runs collapsed), ends trimmed.
+/// become single spaces (runs collapsed), the bidirectional embedding,
+/// override and isolate controls (U+202A–U+202E, U+2066–U+2069) are dropped
+/// so no recalled text can reverse how the rest of its line (its id) reads,
+/// ends trimmed.
 fn one_line(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut space = false;
     for c in text.chars() {
+        if matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}') {
+            continue;
+        }
         if c.is_control() || c == '\u{2028}' || c == '\u{2029}' || c.is_whitespace() {
             space = !out.is_empty();
         } else {

@@ -62,8 +62,9 @@ pub struct GraphSearchResult {
 /// Invalidated facts are left out unless `include_invalid`.
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for hops above 3, neither query nor entity
-/// given, a blank or over-long query, or an empty predicate; store errors.
+/// [`Error::InvalidInput`] for hops above 3, a limit outside 1..=1000,
+/// neither query nor entity given, a blank or over-long query or entity,
+/// or an empty predicate; store errors.
 pub async fn search(graph: &dyn GraphStore, config: &GraphConfig, scope: &Scope, req: &GraphSearch) -> Result<GraphSearchResult> {
     if req.hops > 3 {
         return Err(Error::InvalidInput(format!(
@@ -71,10 +72,16 @@ pub async fn search(graph: &dyn GraphStore, config: &GraphConfig, scope: &Scope,
             req.hops
         )));
     }
+    if let Some(l) = req.limit.filter(|l| !(1..=1000).contains(l)) {
+        return Err(Error::InvalidInput(format!("limit must be within 1..=1000, got {l}")));
+    }
     let limit = req.limit.unwrap_or(config.max_results).clamp(1, 1000);
     let seeds: Vec<Entity> = match (&req.entity, &req.query) {
         (Some(e), _) if EntityId::parse(e).is_ok() => graph.entities(scope, &[EntityId::parse(e)?]).await?,
         (Some(e), _) => {
+            if crate::model::is_blank(e) {
+                return Err(Error::InvalidInput("entity must be an ent_ id or a name, not empty or blank".into()));
+            }
             check_query(e)?;
             graph.resolve(scope, e, 1).await?
         }
