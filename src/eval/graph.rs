@@ -626,6 +626,7 @@ pub async fn fit_types(config: &Config, args: &GraphArgs, out: &Path) -> Result<
     };
     // (conversation, name, turn text, type) of every gold entity with evidence
     let mut rows: Vec<(String, String, String, String)> = Vec::new();
+    let mut skipped = 0usize;
     for (id, g) in &gold {
         let turn = |ev: &str| -> Option<String> {
             if let Some(c) = convs.iter().find(|c| &c.sample_id == id) {
@@ -638,15 +639,26 @@ pub async fn fit_types(config: &Config, args: &GraphArgs, out: &Path) -> Result<
         };
         for e in &g.entities {
             let kind = canonical_type(&e.kind);
-            let Some(text) = e.evidence.as_deref().and_then(turn) else { continue };
-            if crate::graph::typer::NAMED_TYPES.contains(&kind) {
+            if !crate::graph::typer::NAMED_TYPES.contains(&kind) {
+                continue;
+            }
+            let Some(text) = e.evidence.as_deref().and_then(turn) else {
+                skipped += 1;
+                continue;
+            };
+            {
                 let text: String = text.chars().take(crate::graph::typer::CONTEXT_CHARS).collect();
                 rows.push((id.clone(), e.name.clone(), text, kind.to_string()));
             }
         }
     }
-    if !rows.iter().any(|r| TYPER_FIT.contains(&r.0.as_str())) {
-        return Err(Error::Data("no gold entity of the typer's conversations found in --data / --multilingual".into()));
+    if skipped > 0 {
+        eprintln!("warning: {skipped} gold entities left out: their evidence names no turn of --data / --multilingual");
+    }
+    if let Some(c) = TYPER_FIT.iter().find(|c| !rows.iter().any(|r| r.0 == **c)) {
+        return Err(Error::Data(format!(
+            "the typer is fitted on {TYPER_FIT:?}, and {c} has no gold entity whose evidence turn is in --data / --multilingual (give both, and gold files with evidence ids)"
+        )));
     }
     let embedder = crate::embed::load::embedder(config).await?;
     let pairs: Vec<(String, String)> = rows.iter().map(|r| (r.1.clone(), r.2.clone())).collect();
@@ -697,7 +709,7 @@ pub async fn fit_types(config: &Config, args: &GraphArgs, out: &Path) -> Result<
         let (r, a) = accuracy(&typer, &idx);
         println!("    {g:<8} {:.3} ({r}/{a})", ratio(r, a));
     }
-    std::fs::write(out, serde_json::to_string(&typer)?)?;
+    std::fs::write(out, serde_json::to_string(&typer)?).map_err(|e| Error::Data(format!("{}: {e}", out.display())))?;
     println!("weights written to {}", out.display());
     Ok(())
 }

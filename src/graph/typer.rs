@@ -18,7 +18,8 @@
 //!   speakers, whose type the conversation gives; `off`).
 //!
 //! Measured (docs/measurements.md, 2026-12-07 (5)): typed accuracy on the
-//! six gold conversations it was not fitted on, against the patterns alone.
+//! nine gold conversations it was not fitted on 0.43 with the patterns
+//! alone, 0.84 with it (`untyped`).
 
 use std::sync::LazyLock;
 
@@ -164,14 +165,21 @@ pub fn context_of(name: &str, turns: &[TranscriptTurn]) -> String {
     text.chars().take(CONTEXT_CHARS).collect()
 }
 
-/// The features of names in their contexts: one embedding call for all.
+/// The features of names in their contexts. Each text is embedded alone:
+/// the int8 query kernel quantises a batch's activations with one scale, so
+/// a text's vector would depend on the texts batched with it, and the fit
+/// and promotion would see different features for the same name.
 ///
 /// # Errors
 /// Embedder errors.
 pub async fn features(embedder: &dyn Embedder, pairs: &[(String, String)]) -> Result<Vec<Vec<f32>>> {
-    let texts: Vec<String> = pairs.iter().flat_map(|(n, c)| [n.clone(), c.clone()]).collect();
-    let v = embedder.embed_query(&texts).await?;
-    Ok(v.chunks(2).map(|p| p.concat()).collect())
+    let mut out = Vec::with_capacity(pairs.len());
+    for (name, context) in pairs {
+        let mut x = embedder.embed_query(std::slice::from_ref(name)).await?.concat();
+        x.extend(embedder.embed_query(std::slice::from_ref(context)).await?.concat());
+        out.push(x);
+    }
+    Ok(out)
 }
 
 /// Types the entities of `ex` as `mode` says (module docs), with `typer`'s

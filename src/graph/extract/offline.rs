@@ -377,7 +377,7 @@ fn patterns() -> &'static Patterns {
             // an inner colon ("CS:GO") belong to it
             span: Regex::new(r"\p{Lu}[\w'’\-]*(?::\p{Lu}[\w'’\-]*)?(?:\s+(?:(?:of|de|van|von|da|di)\s+(?:the\s+)?)?\p{Lu}[\w'’\-]*(?::\p{Lu}[\w'’\-]*)?)*(?:\s+\d{1,4}\b)?").expect("span regex"),
             verb: Regex::new(&format!(
-                r"{subj}\s+(?:(?:also|now|recently|just|finally|still)\s+)?(?P<v>{VERBS})\s+(?:the\s+)?(?P<o>{name})(?:,?\s+and\s+(?:(?:also|now)\s+)?(?P<v2>{VERBS})\s+(?:the\s+)?(?P<o2>{name}))?"
+                r"{subj}\s+(?:(?:also|now|recently|just|finally|still)\s+)?(?P<v>{VERBS})\s+(?:the\s+)?(?P<o>{name})(?:(?:\s+(?:[a-z]+|\d+)){{0,3}}?,?\s+and\s+(?:(?:also|now)\s+)?(?P<v2>{VERBS})\s+(?:the\s+)?(?P<o2>{name}))?"
             ))
             .expect("verb regex"),
             possessive_kin: Regex::new(&format!(r"(?P<x>{name})(?:'s|’s)\s+(?:(?:older|younger|little|big|best|new)\s+)?(?P<k>{KIN}),?\s+(?P<y>{name})"))
@@ -1302,6 +1302,12 @@ mod tests {
 
     #[test]
     fn lexical_patterns() {
+        // the second clause shares the subject across an adverbial of up to three lowercase words
+        let adv = extract(&[turn("Ana", "I moved to Lisbon last spring and work at Nimbus Labs as a designer.")]);
+        assert!(has(&adv, "Ana", "works_at", "Nimbus Labs"), "{:?}", adv.relations);
+        // a name in between ends the clause: Tom is not said to work at Acme
+        let other = extract(&[turn("Ana", "Alex lives in Seattle with Tom and works at Acme.")]);
+        assert!(!has(&other, "Tom", "works_at", "Acme") && !has(&other, "Seattle", "works_at", "Acme"), "{:?}", other.relations);
         let ex = extract(&[
             turn("user", "Alex works at Acme Robotics and lives in Seattle."),
             turn(
