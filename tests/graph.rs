@@ -955,3 +955,32 @@ async fn the_embedder_types_names_the_patterns_leave_untyped() {
     assert_eq!(kinds[0], ["entity", "entity", "entity"].map(String::from), "the patterns alone leave them untyped");
     assert_eq!(kinds[1], ["place", "place", "place"].map(String::from));
 }
+
+/// Offline, only equal aliases, the same letters and digits or case forms
+/// merge (ARCHITECTURE.md, "Dedup"): a name embedding's cosine can send a
+/// pair to the LLM, never merge it alone — e5's cosines of short unknown
+/// names run above 0.99 ("Cefobu" / "Cefupam Cafe", found by a helper).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn name_embeddings_alone_never_merge_offline() {
+    let (cfg, _dir) = common::config();
+    let mem = common::open(cfg).await;
+    let s = scope("u_cefe");
+    let sid = SessionId::new("s1").unwrap();
+    for (i, t) in [
+        "Yesterday I had lunch with Cefobu at Cefupam Cafe in Zefiboz.",
+        "Then Zefebaz Cafe was closed, so we walked to the Cefupam Cafe again.",
+        "Cefobu said Zefiboz Cafe and Zefebaz Cafe are owned by Cefobu's cousin.",
+    ]
+    .iter()
+    .enumerate()
+    {
+        mem.record(&s, &sid, NewMessage::user(*t, day(1) + Duration::minutes(i as i64))).await.unwrap();
+    }
+    mem.end_session(&s, &sid).await.unwrap();
+    mem.wait_idle().await.unwrap();
+    let live: Vec<String> = mem.runtime().graph.entities_of_type(&s, None, 100).await.unwrap().into_iter().map(|e| e.name).collect();
+    for n in ["Cefobu", "Cefupam Cafe", "Zefebaz Cafe"] {
+        assert!(live.iter().any(|l| l == n), "{n} was merged away: {live:?}");
+    }
+    mem.shutdown().await.unwrap();
+}

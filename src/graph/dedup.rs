@@ -4,7 +4,9 @@
 //! Candidates come from the same scope and type only. A pair scores by the
 //! best of: equal alias keys (1.0), case forms of one Cyrillic or Greek name
 //! (1.0, [`inflected_forms`]), Jaro-Winkler similarity of the identity
-//! keys (`strsim`; Winkler 1990), and the cosine of the name embeddings.
+//! keys (`strsim`; Winkler 1990), and the cosine of the name embeddings
+//! (capped under the merge threshold by the dedup worker: it asks, never
+//! merges alone).
 //! Guards veto a merge whatever the score:
 //! - the digits in the names differ ("INC-2024-117" vs "INC-2024-118");
 //! - one name is negated and the other is not ("worth paging on" vs "not worth paging on");

@@ -4,7 +4,9 @@
 //! Candidates: live entities of the same scope whose type is the same or
 //! unknown. Similarity is the best of equal aliases, Jaro-Winkler of the
 //! identity keys and, for candidates past `graph.embedding_prefilter`, the
-//! cosine of the name embeddings. The older entity survives a merge. Every
+//! cosine of the name embeddings, capped just under `graph.merge_threshold`
+//! (it can send a pair to the LLM, never merge it alone). The older entity
+//! survives a merge. Every
 //! judged pair is written to `dedup_log`; merges go to the `merges` log and
 //! can be undone (`strata graph unmerge ID`).
 
@@ -89,12 +91,16 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
     if scored.is_empty() {
         return shared.records.finish_event(ev.id, vec![]).await;
     }
-    // name embeddings can only raise a score (synonyms, transliterations)
+    // name embeddings can only raise a score (synonyms, transliterations), and only
+    // up to asking: e5's cosines of two short unknown names run above 0.99
+    // ("Zefebaz Cafe" / "Zefiboz Cafe"), so a cosine alone never merges (offline, such
+    // pairs stay apart; with an LLM it is asked)
     let mut names = vec![entity.name.clone()];
     names.extend(scored.iter().map(|(c, _)| c.name.clone()));
     if let Ok(vecs) = shared.embedder.embed(&names).await {
+        let ceiling = g.ask_threshold.max(g.merge_threshold - 1e-6);
         for (i, (_, s)) in scored.iter_mut().enumerate() {
-            *s = s.max(cosine(&vecs[0], &vecs[i + 1]));
+            *s = s.max(cosine(&vecs[0], &vecs[i + 1]).min(ceiling));
         }
     }
     let mut merges = Vec::new();
