@@ -527,15 +527,8 @@ pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
     }
     let gold = load_gold(&args.gold)?;
     let wanted = |id: &str| gold.contains_key(id) && (args.conversations.is_empty() || args.conversations.iter().any(|c| c == id));
-    let mut convs = match &args.data {
-        Some(d) => load_locomo(d).map_err(|e| Error::Data(e.to_string()))?,
-        None => Vec::new(),
-    };
+    let (mut convs, mut users) = sources(&args)?;
     convs.retain(|c| wanted(&c.sample_id));
-    let mut users = match &args.multilingual {
-        Some(d) => super::multilingual::load(d)?.users,
-        None => Vec::new(),
-    };
     users.retain(|u| wanted(&u.user));
     if convs.is_empty() && users.is_empty() {
         return Err(Error::Data("no conversation of --data or user of --multilingual has gold labels (or matches --conversations)".into()));
@@ -616,14 +609,7 @@ pub const TYPER_LAMBDAS: &[f64] = &[0.003, 0.01, 0.03, 0.1];
 /// Data errors (an evidence turn not found), embedder errors.
 pub async fn fit_types(config: &Config, args: &GraphArgs, out: &Path) -> Result<()> {
     let gold = load_gold(&args.gold)?;
-    let convs = match &args.data {
-        Some(d) => load_locomo(d).map_err(|e| Error::Data(e.to_string()))?,
-        None => Vec::new(),
-    };
-    let users = match &args.multilingual {
-        Some(d) => super::multilingual::load(d)?.users,
-        None => Vec::new(),
-    };
+    let (convs, users) = sources(args)?;
     // (conversation, name, turn text, type) of every gold entity with evidence
     let mut rows: Vec<(String, String, String, String)> = Vec::new();
     let mut skipped = 0usize;
@@ -646,10 +632,8 @@ pub async fn fit_types(config: &Config, args: &GraphArgs, out: &Path) -> Result<
                 skipped += 1;
                 continue;
             };
-            {
-                let text: String = text.chars().take(crate::graph::typer::CONTEXT_CHARS).collect();
-                rows.push((id.clone(), e.name.clone(), text, kind.to_string()));
-            }
+            let text: String = text.chars().take(crate::graph::typer::CONTEXT_CHARS).collect();
+            rows.push((id.clone(), e.name.clone(), text, kind.to_string()));
         }
     }
     if skipped > 0 {
@@ -712,6 +696,23 @@ pub async fn fit_types(config: &Config, args: &GraphArgs, out: &Path) -> Result<
     std::fs::write(out, serde_json::to_string(&typer)?).map_err(|e| Error::Data(format!("{}: {e}", out.display())))?;
     println!("weights written to {}", out.display());
     Ok(())
+}
+
+/// The LoCoMo conversations of `--data` and the users of `--multilingual`
+/// (each empty when not given).
+///
+/// # Errors
+/// Unreadable or malformed data files.
+fn sources(args: &GraphArgs) -> Result<(Vec<super::locomo::LocomoConversation>, Vec<super::multilingual::User>)> {
+    let convs = match &args.data {
+        Some(d) => load_locomo(d).map_err(|e| Error::Data(e.to_string()))?,
+        None => Vec::new(),
+    };
+    let users = match &args.multilingual {
+        Some(d) => super::multilingual::load(d)?.users,
+        None => Vec::new(),
+    };
+    Ok((convs, users))
 }
 
 /// Scores the graph of `scope` against `gold[id]` and prints its row.

@@ -53,8 +53,7 @@ use crate::Memory;
 /// The format string a data file must carry.
 pub const FORMAT: &str = "strata-multilingual/1";
 
-/// Agent id of every scope the eval writes.
-/// The agent of every multilingual user's scope.
+/// Agent id of every scope the eval writes (each multilingual user's scope).
 pub const AGENT: &str = "multilingual";
 
 /// `strata eval multilingual` arguments.

@@ -71,7 +71,7 @@ pub struct LocomoArgs {
     /// `strata eval calibrate --inject`.
     #[arg(long)]
     pub inject_records: Option<PathBuf>,
-    /// Write every answerable fresh-turn probe as it was injected (JSON lines:
+    /// Write every fresh-turn probe as it was injected (JSON lines:
     /// conversation, category, question, answer, gold and injected sessions,
     /// the section, its estimated tokens and the answer's share in it), to
     /// read what the chatbot would see.

@@ -94,24 +94,26 @@ pub const MIN_INFLECTED_LETTERS: usize = 4;
 /// differing inside ("маша" / "миша") or by more ("кира" / "кирилл") stay
 /// apart; Latin-script names are never folded this way.
 pub fn inflected_forms(a: &str, b: &str) -> bool {
-    let (wa, wb): (Vec<&str>, Vec<&str>) = (a.split(' ').collect(), b.split(' ').collect());
-    if a == b || wa.len() != wb.len() {
+    // Cyrillic, Greek and Greek Extended letters
+    let declined = |c: char| matches!(c, '\u{0400}'..='\u{04FF}' | '\u{0370}'..='\u{03FF}' | '\u{1F00}'..='\u{1FFF}');
+    // dedup compares every pair of a scope's names: most are Latin, out before any allocation
+    if a == b || !a.chars().any(declined) || !b.chars().any(declined) {
         return false;
     }
-    let declined = |w: &str| w.chars().all(|c| matches!(c, '\u{0400}'..='\u{04FF}' | '\u{0370}'..='\u{03FF}' | '\u{1F00}'..='\u{1FFF}'));
-    wa.iter().zip(&wb).all(|(x, y)| {
-        if x == y {
-            return true;
-        }
-        let (x, y): (Vec<char>, Vec<char>) = (x.chars().collect(), y.chars().collect());
-        let (short, long) = if x.len() <= y.len() { (&x, &y) } else { (&y, &x) };
-        let common = x.iter().zip(&y).take_while(|(p, q)| p == q).count();
-        declined(&x.iter().collect::<String>())
-            && declined(&y.iter().collect::<String>())
-            && short.len() >= MIN_INFLECTED_LETTERS
-            && common + 1 >= short.len()
-            && common + 2 >= long.len()
-    })
+    let (wa, wb): (Vec<&str>, Vec<&str>) = (a.split(' ').collect(), b.split(' ').collect());
+    wa.len() == wb.len()
+        && wa.iter().zip(&wb).all(|(x, y)| {
+            if x == y {
+                return true;
+            }
+            let (x, y): (Vec<char>, Vec<char>) = (x.chars().collect(), y.chars().collect());
+            let (short, long) = if x.len() <= y.len() { (&x, &y) } else { (&y, &x) };
+            let common = x.iter().zip(&y).take_while(|(p, q)| p == q).count();
+            x.iter().chain(&y).all(|c| declined(*c))
+                && short.len() >= MIN_INFLECTED_LETTERS
+                && common + 1 >= short.len()
+                && common + 2 >= long.len()
+        })
 }
 
 /// The decision for one candidate pair.

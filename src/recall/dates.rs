@@ -261,26 +261,22 @@ pub fn resolve_relative(query: &str, now: DateTime<Utc>) -> String {
                 let after = i >= 2 && w(i - 1) == "after" && w(i - 2) == "day";
                 out.push(day_token(today + Duration::days(if after { 2 } else { 1 })));
             }
-            "next" => match w(i + 1) {
-                n if weekday(n).is_some() => {
-                    if let Some(wd) = weekday(n) {
-                        out.push(day_token(first_after(today, wd)));
-                    }
-                }
-                "weekend" => {
+            "next" => match (w(i + 1), weekday(w(i + 1))) {
+                (_, Some(wd)) => out.push(day_token(first_after(today, wd))),
+                ("weekend", _) => {
                     let saturday = first_after(today, Weekday::Sat);
                     out.span(saturday, saturday + Duration::days(1));
                 }
-                "week" => {
+                ("week", _) => {
                     let monday = today + Duration::days(7 - today.weekday().num_days_from_monday() as i64);
                     out.span(monday, monday + Duration::days(6));
                 }
-                "month" => {
+                ("month", _) => {
                     if let Some(d) = today.checked_add_months(Months::new(1)) {
                         out.push(month_token(d));
                     }
                 }
-                "year" => out.push(year_token(today.year() + 1)),
+                ("year", _) => out.push(year_token(today.year() + 1)),
                 _ => {}
             },
             "this" => match w(i + 1) {

@@ -149,68 +149,72 @@ pub fn best_snippet_for(
         }
     }
     let (score, mut turn, mut sentence) = best?;
-    // a question is no answer: its reply is
-    if crate::text::is_question(sentence) {
-        let asker = &turns[turn];
-        // another speaker: another role, or two different names of the same role
-        let other = |n: &&Turn<'_>| n.role != asker.role || matches!((n.name, asker.name), (Some(a), Some(b)) if a != b);
-        if turns.get(turn + 1).is_some_and(|n| other(&n)) {
-            // its statement with the most of the message, the first on a tie
-            let reply = sentences
-                .iter()
-                .filter(|(t, s, _)| *t == turn + 1 && !crate::text::is_question(s))
-                .fold(None, |b: Option<(f64, &str)>, (_, s, terms)| {
-                    let m = mine(terms) * typed(s);
-                    if b.is_none_or(|(x, _)| m > x) { Some((m, *s)) } else { b }
-                });
-            if let Some((_, s)) = reply {
-                turn += 1;
-                sentence = s;
-            }
+    // the statement of turn `at` that `weigh` rates highest (the first on a tie)
+    let best_statement = |at: usize, weigh: &dyn Fn(&str, &HashSet<String>) -> f64| -> Option<&str> {
+        sentences
+            .iter()
+            .filter(|(t, s, _)| *t == at && !crate::text::is_question(s))
+            .fold(None, |b: Option<(f64, &str)>, (_, s, terms)| {
+                let m = weigh(s, terms);
+                if b.is_none_or(|(x, _)| m > x) { Some((m, *s)) } else { b }
+            })
+            .map(|(_, s)| s)
+    };
+    // a question is no answer: its reply is (its statement with the most of the message)
+    if crate::text::is_question(sentence) && turns.get(turn + 1).is_some_and(|n| replies(n, &turns[turn])) {
+        if let Some(s) = best_statement(turn + 1, &|s, terms| mine(terms) * typed(s)) {
+            turn += 1;
+            sentence = s;
         }
     }
     let t = &turns[turn];
-    let speaker = match t.name.map(str::trim).filter(|n| !n.is_empty()) {
-        Some(n) => crate::text::clip_head(n, 40).to_string(),
-        None => t.role.as_str().to_string(),
-    };
+    let speaker = display_name(t);
     // the whole turn when it is short enough: the answer is often the
     // sentence after the one that matched ("I went to a workshop. It was
     // on pottery.")
     let whole = grapheme_len(t.text) <= turn_chars;
-    let mut text = if whole { fold_whitespace(t.text) } else { clip_around(sentence, own) };
-    if let Some(d) = t.at.and_then(|at| crate::recall::dates::resolved_for_reader(&text, at)) {
-        text.push_str(&format!(" [{d}]"));
-    }
+    let mut text = dated(if whole { fold_whitespace(t.text) } else { clip_around(sentence, own) }, t);
     // a whole turn that ends by asking: what was asked is answered in the
     // next turn, when another speaker says it ("What made you choose that
-    // shade?" — "Nate: purple, ..."): its first statement follows, clipped
-    let other = |n: &Turn<'_>| n.role != t.role || matches!((n.name, t.name), (Some(a), Some(b)) if a != b);
+    // shade?" — "Nate: purple, ..."): whole when short, else its statement
+    // with the most of the message, clipped
     if whole && crate::text::is_question(t.text) {
-        if let Some(next) = turns.get(turn + 1).filter(|n| other(n)) {
-            // whole when short, else its statement with the most of the message (the first on a tie)
+        if let Some(next) = turns.get(turn + 1).filter(|n| replies(n, t)) {
             let reply = if grapheme_len(next.text) <= SNIPPET_CHARS {
                 Some(fold_whitespace(next.text))
             } else {
-                sentences
-                    .iter()
-                    .filter(|(i, s, _)| *i == turn + 1 && !crate::text::is_question(s))
-                    .fold(None, |b: Option<(f64, &str)>, (_, s, terms)| {
-                        let m = mine(terms);
-                        if b.is_none_or(|(x, _)| m > x) { Some((m, *s)) } else { b }
-                    })
-                    .map(|(_, s)| clip_around(s, own))
+                best_statement(turn + 1, &|_, terms| mine(terms)).map(|s| clip_around(s, own))
             };
-            if let Some(mut said) = reply {
-                let who = next.name.map(str::trim).filter(|n| !n.is_empty()).map_or(next.role.as_str(), |n| crate::text::clip_head(n, 40));
-                if let Some(d) = next.at.and_then(|at| crate::recall::dates::resolved_for_reader(&said, at)) {
-                    said.push_str(&format!(" [{d}]"));
-                }
-                text.push_str(&format!(" — {who}: {said}"));
+            if let Some(said) = reply {
+                text.push_str(&format!(" — {}: {}", display_name(next), dated(said, next)));
             }
         }
     }
     Some(Snippet { speaker, text, score })
+}
+
+/// True when `next` is another speaker than `asker`: another role, or two
+/// different names of the same role.
+fn replies(next: &Turn<'_>, asker: &Turn<'_>) -> bool {
+    next.role != asker.role || matches!((next.name, asker.name), (Some(a), Some(b)) if a != b)
+}
+
+/// The speaker of `t` as shown: its display name (at most 40 graphemes),
+/// else "user" or "assistant".
+fn display_name(t: &Turn<'_>) -> String {
+    match t.name.map(str::trim).filter(|n| !n.is_empty()) {
+        Some(n) => crate::text::clip_head(n, 40).to_string(),
+        None => t.role.as_str().to_string(),
+    }
+}
+
+/// `text` said in `t`, with the date a relative date in it resolves to
+/// appended, " [7 May 2023]", when it has one.
+fn dated(mut text: String, t: &Turn<'_>) -> String {
+    if let Some(d) = t.at.and_then(|at| crate::recall::dates::resolved_for_reader(&text, at)) {
+        text.push_str(&format!(" [{d}]"));
+    }
+    text
 }
 
 /// `sentence` clipped to [`SNIPPET_CHARS`] graphemes: whole when it fits,
