@@ -217,6 +217,14 @@ async fn one_name_in_four_sessions_is_one_entity() {
         .collect();
     assert_eq!(dana.len(), 1, "{dana:?}");
     assert_eq!(dana[0].episodes.len(), 4);
+    // "Mina mentions Dana" four times is no fact: one weighted hint, apart
+    let r = search(&mem, &s, "Dana Whitfield", 1, false).await;
+    assert!(r.subgraph.relations.iter().all(|x| !x.is_co_occurrence()), "{:?}", facts(&r));
+    let mina = r.subgraph.entities.iter().find(|e| e.name == "Mina").expect("Mina one hop away").id.clone();
+    let hint: Vec<_> = r.related.iter().filter(|c| [&c.source, &c.target].contains(&&mina)).collect();
+    assert_eq!(hint.len(), 1, "{:?}", r.related);
+    assert_eq!((hint[0].weight, hint[0].episodes.len()), (4, 4), "{hint:?}");
+    assert_eq!(hint[0].last_seen.map(|t| t.date_naive()), Some(day(4).date_naive()));
     mem.shutdown().await.unwrap();
 }
 
@@ -260,7 +268,7 @@ async fn dedup_never_merges_across_digits_negation_or_types_and_merges_can_be_un
             .unwrap();
         let ex = Extraction {
             entities: vec![b.clone()],
-            relations: vec![fact(&b.name, "mentioned_with", "Ops Team")],
+            relations: vec![fact(&b.name, "member_of", "Ops Team")],
         };
         let rep = g
             .apply_extraction(&s, &ep(10 * i as u32 + 1), day(2), &ex, &rules)
@@ -320,7 +328,7 @@ async fn dedup_never_merges_across_digits_negation_or_types_and_merges_can_be_un
     assert!(
         facts(&r)
             .iter()
-            .any(|f| f.1 == "mentioned_with" && f.2 == "Ops Team"),
+            .any(|f| f.1 == "member_of" && f.2 == "Ops Team"),
         "{:?}",
         facts(&r)
     );

@@ -202,7 +202,6 @@ pub async fn run(mut config: Config, file: &Path, json: bool, keep: bool) -> Res
                 .subgraph
                 .relations
                 .iter()
-                .filter(|x| x.predicate != "mentioned_with" && x.predicate != "mentions")
                 .take(8)
             {
                 let since = rel

@@ -303,7 +303,7 @@ pub fn canonical_predicate(p: &str) -> (&str, bool) {
 /// Predicates that hold both ways.
 const SYMMETRIC: &[&str] = &["sibling_of", "partner_of", "friend_of", "colleague_of", "mentioned_with"];
 /// Co-occurrence edges: no fact, left out of typed relation precision.
-const COOCCURRENCE: &[&str] = &["mentioned_with", "mentions"];
+const COOCCURRENCE: &[&str] = &crate::model::graph::CO_OCCURRENCE_PREDICATES;
 
 fn words(s: &str) -> BTreeSet<String> {
     identity_key(s)

@@ -3,10 +3,10 @@
 
 use serde::Serialize;
 
-use super::{Entity, EntityId, GraphStore, Subgraph, Walk};
+use super::{Entity, EntityId, GraphStore, Relation, Subgraph, Walk};
 use crate::config::GraphConfig;
 use crate::error::{Error, Result};
-use crate::model::{check_query, Scope};
+use crate::model::{check_query, EpisodeId, Scope};
 
 /// Most entities a `knowledge_graph_search` query resolves to (start points of the walk).
 pub const MAX_GRAPH_SEEDS: usize = 10;
@@ -49,16 +49,82 @@ impl Default for GraphSearch {
 pub struct GraphSearchResult {
     /// The entities the request resolved to.
     pub seeds: Vec<EntityId>,
-    /// Entities (with provenance) and relations (with validity).
+    /// Entities (with provenance) and relations: facts only, each with its
+    /// validity; co-occurrence edges are in `related`.
     #[serde(flatten)]
     pub subgraph: Subgraph,
+    /// Pairs of the returned entities that were said together (in one
+    /// sentence, or a named speaker saying the other's name) — a hint of
+    /// association, not a fact, heaviest first.
+    pub related: Vec<CoOccurrence>,
+}
+
+/// Two entities said together (edges `mentions` and `mentioned_with`): a
+/// weighted hint, never a fact. The pair is unordered.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct CoOccurrence {
+    /// One entity of the pair.
+    pub source: EntityId,
+    /// The other.
+    pub target: EntityId,
+    /// Co-occurrence edges between the two, either way: one per episode (or
+    /// per dated statement) that said them together, so how often they go
+    /// together.
+    pub weight: usize,
+    /// The episodes that said them together (provenance), distinct, oldest
+    /// statement first.
+    pub episodes: Vec<EpisodeId>,
+    /// When they were last said together (the latest statement's date).
+    pub last_seen: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// Moves the co-occurrence edges out of `relations` and folds them into one
+/// [`CoOccurrence`] per unordered pair, heaviest first (ties: most recent,
+/// then by ids, so the order is stable).
+pub fn split_co_occurrences(relations: &mut Vec<Relation>) -> Vec<CoOccurrence> {
+    use std::collections::BTreeMap;
+    let mut pairs: BTreeMap<(EntityId, EntityId), Vec<Relation>> = BTreeMap::new();
+    relations.retain(|r| {
+        if !r.is_co_occurrence() {
+            return true;
+        }
+        let key = if r.source.as_str() <= r.target.as_str() {
+            (r.source.clone(), r.target.clone())
+        } else {
+            (r.target.clone(), r.source.clone())
+        };
+        pairs.entry(key).or_default().push(r.clone());
+        false
+    });
+    let mut out: Vec<CoOccurrence> = pairs
+        .into_iter()
+        .map(|((source, target), mut edges)| {
+            edges.sort_by_key(|e| e.valid_from);
+            let mut episodes: Vec<EpisodeId> = Vec::new();
+            for e in edges.iter().filter_map(|e| e.episode_id.clone()) {
+                if !episodes.contains(&e) {
+                    episodes.push(e);
+                }
+            }
+            CoOccurrence { source, target, weight: edges.len(), episodes, last_seen: edges.iter().filter_map(|e| e.valid_from).max() }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.weight
+            .cmp(&a.weight)
+            .then(b.last_seen.cmp(&a.last_seen))
+            .then_with(|| (a.source.as_str(), a.target.as_str()).cmp(&(b.source.as_str(), b.target.as_str())))
+    });
+    out
 }
 
 /// Resolves the start entities — `entity` (an id, or a name) or, failing
 /// that, `query` (exact identity key, then aliases, then names contained in
 /// the query or containing it; at most [`MAX_GRAPH_SEEDS`]) — and walks
-/// `hops` (0..=3) relations from them in `scope`. Returns the entities with
-/// their provenance episodes and the relations with their validity.
+/// `hops` (0..=3) relations from them in `scope` (co-occurrence edges are
+/// walked too). Returns the entities with their provenance episodes, the
+/// relations that state facts with their validity, and the co-occurrence
+/// edges among the entities folded into weighted pairs (`related`).
 /// Invalidated facts are left out unless `include_invalid`.
 ///
 /// # Errors
@@ -108,9 +174,56 @@ pub async fn search(graph: &dyn GraphStore, config: &GraphConfig, scope: &Scope,
         include_invalid: req.include_invalid,
         limit,
     };
-    let subgraph = graph.traverse(scope, &walk).await?;
+    let mut subgraph = graph.traverse(scope, &walk).await?;
+    let related = split_co_occurrences(&mut subgraph.relations);
     Ok(GraphSearchResult {
         seeds: walk.seeds,
         subgraph,
+        related,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::RelationId;
+
+    fn rel(s: &Scope, a: &str, p: &str, b: &str, day: u32, ep: &str) -> Relation {
+        let episode = EpisodeId::for_session(s, &crate::model::SessionId::new(ep).unwrap());
+        let at = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 3, day, 9, 0, 0).unwrap();
+        Relation {
+            id: RelationId::for_fact(s, a, p, b, &episode, at.timestamp_millis()),
+            source: EntityId::for_key(s, a),
+            target: EntityId::for_key(s, b),
+            predicate: p.into(),
+            attributes: serde_json::json!({}),
+            valid_from: Some(at),
+            invalid_at: None,
+            episode_id: Some(episode),
+            memory_id: None,
+        }
+    }
+
+    #[test]
+    fn co_occurrences_leave_the_facts_and_fold_into_weighted_pairs() {
+        let s = Scope::new("u", "a").unwrap();
+        let mut rels = vec![
+            rel(&s, "mina", "mentions", "dana", 1, "s1"),
+            rel(&s, "dana", "mentioned_with", "mina", 2, "s2"),
+            rel(&s, "mina", "mentions", "dana", 3, "s2"),
+            rel(&s, "mina", "works_at", "acme", 1, "s1"),
+            rel(&s, "dana", "mentioned_with", "acme", 4, "s3"),
+        ];
+        let related = split_co_occurrences(&mut rels);
+        assert_eq!(rels.len(), 1, "only the fact stays");
+        assert_eq!(rels[0].predicate, "works_at");
+        assert_eq!(related.len(), 2, "{related:?}");
+        // both directions and both predicates are one unordered pair, heaviest first
+        let pair: std::collections::BTreeSet<_> = [&related[0].source, &related[0].target].into_iter().cloned().collect();
+        assert_eq!(pair, [EntityId::for_key(&s, "mina"), EntityId::for_key(&s, "dana")].into_iter().collect());
+        assert_eq!(related[0].weight, 3);
+        assert_eq!(related[0].episodes.len(), 2, "distinct episodes");
+        assert_eq!(related[0].last_seen.map(|t| chrono::Datelike::day(&t)), Some(3));
+        assert_eq!(related[1].weight, 1);
+    }
 }

@@ -167,6 +167,21 @@ pub struct Relation {
     pub memory_id: Option<super::typed::MemoryId>,
 }
 
+/// Predicates that record names said together rather than a fact: a named
+/// speaker `mentions` every name they say, and two names in one sentence
+/// with no other relation are `mentioned_with` each other (the offline
+/// extractor). `knowledge_graph_search` returns them apart, as weighted
+/// co-occurrence hints, never among its relations.
+pub const CO_OCCURRENCE_PREDICATES: [&str; 2] = ["mentions", "mentioned_with"];
+
+impl Relation {
+    /// True for a co-occurrence edge ([`CO_OCCURRENCE_PREDICATES`]), which
+    /// states no fact.
+    pub fn is_co_occurrence(&self) -> bool {
+        CO_OCCURRENCE_PREDICATES.contains(&self.predicate.as_str())
+    }
+}
+
 /// A typed memory's write to the graph ([`crate::graph::GraphStore::put_typed`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum TypedGraphWrite {

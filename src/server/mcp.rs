@@ -227,7 +227,7 @@ impl McpServer {
     /// L2 graph.
     #[tool(
         name = "knowledge_graph_search",
-        description = "Look up what you know about people, places, organisations and projects the user has mentioned, and how they relate (who works where, who lives where, who is whose sister), with the dates each fact held. Call it for questions about a named entity or a relationship; set include_invalid to also see facts that changed (a former employer)."
+        description = "Look up what you know about people, places, organisations and projects the user has mentioned, and how they relate (who works where, who lives where, who is whose sister), with the dates each fact held. Call it for questions about a named entity or a relationship; set include_invalid to also see facts that changed (a former employer). `relations` are stated facts; `related` only lists names said together (weight = how often), a hint, not a fact."
     )]
     async fn knowledge_graph_search(
         &self,

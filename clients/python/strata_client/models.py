@@ -44,6 +44,15 @@ class Candidate(TypedDict):
     vector_probability: NotRequired[Optional[float]]
 
 
+class CoOccurrence(TypedDict):
+    """Two entities said together (edges `mentions` and `mentioned_with`): a"""
+    episodes: List["EpisodeId"]
+    last_seen: NotRequired[Optional[str]]
+    source: "EntityId"
+    target: "EntityId"
+    weight: int
+
+
 class DeleteCounts(TypedDict):
     """Counts of rows removed by an erasure or prune, per table."""
     rows: Dict[str, Any]

@@ -572,6 +572,32 @@ export interface components {
          * @enum {string}
          */
         Category: "knowledge" | "entity" | "event";
+        /**
+         * @description Two entities said together (edges `mentions` and `mentioned_with`): a
+         *     weighted hint, never a fact. The pair is unordered.
+         */
+        CoOccurrence: {
+            /**
+             * @description The episodes that said them together (provenance), distinct, oldest
+             *     statement first.
+             */
+            episodes: components["schemas"]["EpisodeId"][];
+            /**
+             * Format: date-time
+             * @description When they were last said together (the latest statement's date).
+             */
+            last_seen?: string | null;
+            /** @description One entity of the pair. */
+            source: components["schemas"]["EntityId"];
+            /** @description The other. */
+            target: components["schemas"]["EntityId"];
+            /**
+             * @description Co-occurrence edges between the two, either way: one per episode (or
+             *     per dated statement) that said them together, so how often they go
+             *     together.
+             */
+            weight: number;
+        };
         /** @description Counts of rows removed by an erasure or prune, per table. */
         DeleteCounts: {
             /** @description Rows per table name. */
@@ -792,6 +818,12 @@ export interface components {
         };
         /** @description Result of `knowledge_graph_search`. */
         GraphSearchResult: components["schemas"]["Subgraph"] & {
+            /**
+             * @description Pairs of the returned entities that were said together (in one
+             *     sentence, or a named speaker saying the other's name) — a hint of
+             *     association, not a fact, heaviest first.
+             */
+            related: components["schemas"]["CoOccurrence"][];
             /** @description The entities the request resolved to. */
             seeds: components["schemas"]["EntityId"][];
         };

@@ -282,7 +282,7 @@ pub(crate) async fn graph(
         match st.memory.knowledge_graph_search(&scope, &req).await {
             Ok(r) if !r.seeds.is_empty() => {
                 let seeds: Vec<String> = r.seeds.iter().map(|s| s.as_str().to_string()).collect();
-                let d = svg::graph(&r.subgraph, &seeds, GRAPH_NODES);
+                let d = svg::graph(&r.subgraph, &r.related, &seeds, GRAPH_NODES);
                 for n in &d.nodes {
                     if !kinds.contains(&n.kind) {
                         kinds.push(n.kind.clone());

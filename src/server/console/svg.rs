@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::graph::search::CoOccurrence;
 use crate::graph::Subgraph;
 
 /// Drawing width of both pictures, in SVG user units (the page scales it).
@@ -141,6 +142,8 @@ pub struct Edge {
     pub ly: f64,
     /// Every relation of the pair has `invalid_at` set: drawn dashed.
     pub invalid: bool,
+    /// The pair was only said together (a co-occurrence hint, no fact): drawn dotted.
+    pub hint: bool,
 }
 
 /// Nodes and edges placed for drawing.
@@ -157,7 +160,9 @@ pub struct GraphDrawing {
 /// ring, the furthest on the outer one; on each ring beyond the first, in the
 /// angular order of the neighbour that reached them, so a branch stays
 /// together). At most `max_nodes`; edges to entities left out are not drawn.
-pub fn graph(sub: &Subgraph, seeds: &[String], max_nodes: usize) -> GraphDrawing {
+/// The co-occurrence hints of `related` are drawn dotted, labelled with their
+/// weight, where no fact joins the pair.
+pub fn graph(sub: &Subgraph, related: &[CoOccurrence], seeds: &[String], max_nodes: usize) -> GraphDrawing {
     use std::collections::HashMap;
     use std::f64::consts::{FRAC_PI_2, PI, TAU};
     let (cx, cy) = (WIDTH / 2.0, GRAPH_HEIGHT / 2.0);
@@ -169,12 +174,19 @@ pub fn graph(sub: &Subgraph, seeds: &[String], max_nodes: usize) -> GraphDrawing
     let mut parent: HashMap<&str, &str> = HashMap::new();
     let mut frontier: Vec<&str> = shown.iter().filter(|e| is_seed(e)).map(|e| e.id.as_str()).collect();
     let drawn: std::collections::HashSet<&str> = shown.iter().map(|e| e.id.as_str()).collect();
+    // (source, target, label, invalid, hint): the facts, then the hints
+    let lines: Vec<(&str, &str, String, bool, bool)> = sub
+        .relations
+        .iter()
+        .map(|r| (r.source.as_str(), r.target.as_str(), r.predicate.clone(), r.invalid_at.is_some(), false))
+        .chain(related.iter().map(|c| (c.source.as_str(), c.target.as_str(), format!("together \u{d7}{}", c.weight), false, true)))
+        .collect();
     let mut depth = 0;
     while !frontier.is_empty() {
         depth += 1;
         let mut next = Vec::new();
-        for r in &sub.relations {
-            for (a, b) in [(r.source.as_str(), r.target.as_str()), (r.target.as_str(), r.source.as_str())] {
+        for (s, t, ..) in &lines {
+            for (a, b) in [(*s, *t), (*t, *s)] {
                 if frontier.contains(&a) && drawn.contains(b) && !hop.contains_key(b) {
                     hop.insert(b, depth);
                     parent.insert(b, a);
@@ -218,23 +230,26 @@ pub fn graph(sub: &Subgraph, seeds: &[String], max_nodes: usize) -> GraphDrawing
     let at = |id: &str| nodes.iter().find(|n| n.id == id).map(|n| (n.x, n.y));
     // the relations between one pair of entities share one line and one label
     let mut edges: Vec<(String, String, Edge)> = Vec::new();
-    for r in &sub.relations {
-        let (Some((x1, y1)), Some((x2, y2))) = (at(r.source.as_str()), at(r.target.as_str())) else { continue };
-        let (a, b) = (r.source.as_str().to_string(), r.target.as_str().to_string());
+    for (source, target, label, invalid, hint) in lines {
+        let (Some((x1, y1)), Some((x2, y2))) = (at(source), at(target)) else { continue };
+        let (a, b) = (source.to_string(), target.to_string());
         let key = if a <= b { (a, b) } else { (b, a) };
         match edges.iter_mut().find(|(s, t, _)| (s, t) == (&key.0, &key.1)) {
+            // a hint adds nothing to a pair a fact already joins
+            Some(_) if hint => {}
             Some((_, _, e)) => {
-                if !e.predicate.split(", ").any(|p| p == r.predicate) {
-                    e.predicate = format!("{}, {}", e.predicate, r.predicate);
+                if !e.predicate.split(", ").any(|p| p == label) {
+                    e.predicate = format!("{}, {label}", e.predicate);
                 }
-                e.invalid &= r.invalid_at.is_some();
+                e.invalid &= invalid;
             }
             None => edges.push((key.0, key.1, Edge {
-                predicate: r.predicate.clone(),
+                predicate: label,
                 x1, y1, x2, y2,
                 lx: (x1 + x2) / 2.0,
                 ly: (y1 + y2) / 2.0 - 4.0,
-                invalid: r.invalid_at.is_some(),
+                invalid,
+                hint,
             })),
         }
     }
@@ -299,7 +314,22 @@ mod tests {
             relations: vec![r("alice", "sister_of", "rita", false), r("rita", "friend_of", "bob", false), r("alice", "lives_in", "lisbon", true), r("alice", "moved_to", "lisbon", false)],
         };
         let seed = EntityId::for_key(&s, "rita").as_str().to_string();
-        let d = graph(&sub, &[seed], 40);
+        // a hint to a node no fact reaches, and one beside a fact (not drawn twice)
+        let hint = |a: &str, b: &str, weight| CoOccurrence {
+            source: EntityId::for_key(&s, a),
+            target: EntityId::for_key(&s, b),
+            weight,
+            episodes: vec![],
+            last_seen: None,
+        };
+        let mut with_hint = sub.clone();
+        with_hint.entities.push(e("porto"));
+        let h = graph(&with_hint, &[hint("bob", "porto", 3), hint("rita", "bob", 2)], &[seed.clone()], 40);
+        let dotted: Vec<&Edge> = h.edges.iter().filter(|e| e.hint).collect();
+        assert_eq!(dotted.len(), 1, "{:?}", h.edges);
+        assert_eq!(dotted[0].predicate, "together \u{d7}3");
+        assert_eq!(h.edges.iter().find(|e| e.predicate == "friend_of").map(|e| e.hint), Some(false));
+        let d = graph(&sub, &[], &[seed], 40);
         let dist = |n: &str| {
             let n = d.nodes.iter().find(|x| x.name == n).unwrap();
             ((n.x - WIDTH / 2.0).powi(2) + (n.y - GRAPH_HEIGHT / 2.0).powi(2)).sqrt()
@@ -312,6 +342,6 @@ mod tests {
         assert_eq!(pair.predicate, "lives_in, moved_to");
         assert!(!pair.invalid, "dashed only when every relation of the pair is invalid");
         // a node left out by max_nodes takes its edges with it
-        assert_eq!(graph(&sub, &[EntityId::for_key(&s, "rita").as_str().to_string()], 3).edges.len(), 2);
+        assert_eq!(graph(&sub, &[], &[EntityId::for_key(&s, "rita").as_str().to_string()], 3).edges.len(), 2);
     }
 }
