@@ -23,6 +23,7 @@ pub struct GraphSearch {
     /// MCP, the CLI, the console and the clients default to; 0 = the
     /// entities and the relations among them).
     #[serde(default = "one_hop")]
+    #[schema(minimum = 0, maximum = 3)]
     pub hops: u8,
     /// Follow only this predicate (synonyms resolved).
     pub predicate: Option<String>,
@@ -30,6 +31,7 @@ pub struct GraphSearch {
     #[serde(default)]
     pub include_invalid: bool,
     /// Most entities returned (default `graph.max_results`), 1..=1000.
+    #[schema(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
 }
 
@@ -54,8 +56,9 @@ pub struct GraphSearchResult {
     #[serde(flatten)]
     pub subgraph: Subgraph,
     /// Pairs of the returned entities that were said together (in one
-    /// sentence, or a named speaker saying the other's name) — a hint of
-    /// association, not a fact, heaviest first.
+    /// sentence, or a speaker — the user's own node when the messages carry
+    /// no name — saying the other's name): a hint of association, not a
+    /// fact, heaviest first. Walks with `hops` follow these pairs too.
     pub related: Vec<CoOccurrence>,
 }
 

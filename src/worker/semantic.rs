@@ -122,6 +122,8 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
         let typed = crate::graph::typer::retype(shared.embedder.as_ref(), typer, mode, &turns, &speakers, &mut extraction).await?;
         tracing::debug!(episode_id = %episode_id, typed, "entities typed by the embedder");
     }
+    let framed = crate::graph::extract::frames::apply(&turns, &mut extraction);
+    tracing::debug!(episode_id = %episode_id, framed, "relations from typed frames");
     let report = shared
         .graph
         .apply_extraction(

@@ -820,8 +820,9 @@ export interface components {
         GraphSearchResult: components["schemas"]["Subgraph"] & {
             /**
              * @description Pairs of the returned entities that were said together (in one
-             *     sentence, or a named speaker saying the other's name) — a hint of
-             *     association, not a fact, heaviest first.
+             *     sentence, or a speaker — the user's own node when the messages carry
+             *     no name — saying the other's name): a hint of association, not a
+             *     fact, heaviest first. Walks with `hops` follow these pairs too.
              */
             related: components["schemas"]["CoOccurrence"][];
             /** @description The entities the request resolved to. */

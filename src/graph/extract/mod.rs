@@ -13,6 +13,7 @@
 
 #[doc(hidden)]
 pub mod combine;
+pub mod frames;
 pub mod model;
 #[doc(hidden)]
 pub mod offline;

@@ -6,7 +6,7 @@
 //!   not sentence-initial function words, months or weekdays (`entity`,
 //!   typed more precisely when a pattern places them).
 //! - Patterns (subject and object are names or a resolved pronoun):
-//!   "X works at/for Y" (`works_at`), "X moved to Y" (`moved_to`, a synonym of
+//!   "X works at/for Y", "X got the offer from Y" (`works_at`), "X moved to Y" (`moved_to`, a synonym of
 //!   `lives_in` by default), "X lives in Y" (`lives_in`), "X's sister Y" and
 //!   "my sister Y" (`sister_of` from Y to X or the speaker; also brother,
 //!   mother, father, wife, husband, partner, friend, colleague, manager,
@@ -226,12 +226,12 @@ fn months_days() -> &'static std::collections::HashSet<&'static str> {
 }
 const KIN: &str = "sister|brother|mother|mom|mum|father|dad|wife|husband|partner|friend|best friend|colleague|coworker|co-worker|manager|boss|son|daughter|cousin|roommate|mentor|neighbor|neighbour|girlfriend|boyfriend|fiancée|fiancee|fiancé|fiance|aunt|uncle|grandmother|grandma|grandfather|grandpa";
 const PRONOUNS: &[&str] = &["he", "she", "they"];
-const VERBS: &str = "moving to|moving from \\p{Lu}[\\w'’\\-]*(?: \\p{Lu}[\\w'’\\-]*)* to|moved from \\p{Lu}[\\w'’\\-]*(?: \\p{Lu}[\\w'’\\-]*)* to|work at|work for|live in|am living in|am moving to|works at|works for|worked at|worked for|is working at|started at|joined|moved to|is moving to|relocated to|lives in|lived in|is living in|mentors|mentored|manages|managed|married|visited|founded|leads|led|studies at|studied at|teaches at|owns|adopted";
+const VERBS: &str = "moving to|moving from \\p{Lu}[\\w'’\\-]*(?: \\p{Lu}[\\w'’\\-]*)* to|moved from \\p{Lu}[\\w'’\\-]*(?: \\p{Lu}[\\w'’\\-]*)* to|work at|work for|live in|am living in|am moving to|works at|works for|worked at|worked for|is working at|started at|joined|moved to|is moving to|relocated to|lives in|lived in|is living in|mentors|mentored|manages|managed|married|visited|founded|leads|led|studies at|studied at|teaches at|owns|adopted|got an offer from|got the offer from|got a job offer from|got the job at|got a job at|accepted the offer from|accepted an offer from";
 
 /// A liked object: a quoted title (`q`), a name (`n`) or a lowercase phrase (`l`).
 const LIKED: &str = r"[\x22“‘](?P<q>[^\x22”’]{2,60})[\x22”’]|(?P<n>\p{Lu}[\w'’\-]*(?::\p{Lu}[\w'’\-]*)?(?:\s+(?:of\s+(?:the\s+)?)?\p{Lu}[\w'’\-]*)*(?:\s+\d{1,4}\b)?)|(?P<l>[a-z][a-z\-]+(?:\s+[a-z][a-z\-+]+){0,5})";
 
-fn name_re() -> &'static str {
+pub(super) fn name_re() -> &'static str {
     // a name: capitalised words (letters, digits, hyphens, apostrophes inside), joined by spaces
     r"(?:\p{Lu}[\w'’\-]*(?:\s+(?:(?:of|de|van|von|the|da|di|le|la)\s+(?:the\s+)?)?\p{Lu}[\w'’\-]*)*)"
 }
@@ -483,6 +483,10 @@ fn predicate_of(verb: &str) -> (&'static str, &'static str) {
     match verb {
         "works at" | "works for" | "worked at" | "worked for" | "is working at" | "started at"
         | "work at" | "work for" => ("works_at", "organization"),
+        // an offer taken or announced: the employer from then on
+        v if v.contains("offer from") || v.starts_with("got the job at") || v.starts_with("got a job at") => {
+            ("works_at", "organization")
+        }
         "joined" => ("member_of", "organization"),
         v if v.starts_with("moving from ") || v.starts_with("moved from ") || v == "moving to" => {
             ("moved_to", "place")
@@ -688,7 +692,7 @@ fn mention(out: &mut Extraction, name: &str, kind: &str) {
 /// Predicates whose object changes over time (a restatement after a change is a new fact).
 const CHANGING: &[&str] = &["lives_in", "moved_to", "works_at", "member_of"];
 
-fn relate(
+pub(super) fn relate(
     out: &mut Extraction,
     s: &str,
     p: &str,
@@ -1094,6 +1098,16 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                     // sentence that the session also writes in lowercase is a preposition or
                     // an article, not part of the name (no list: the session's own spelling)
                     Some((first, rest)) if start == 0 && first.chars().count() <= 2 && lower.contains(&first.to_lowercase()) => rest,
+                    // "Later Dana Whitfield texted…" after "Dana Whitfield" was named: the
+                    // word opening the sentence is no part of a name the session already knows
+                    Some((_, rest))
+                        if start == 0
+                            && clean_name(rest).is_some_and(|r| {
+                                out.entities.iter().any(|e| crate::graph::identity_key(&e.name) == crate::graph::identity_key(&r))
+                            }) =>
+                    {
+                        rest
+                    }
                     _ => raw,
                 };
                 let Some(n) = clean_name(raw) else {
@@ -1305,6 +1319,15 @@ mod tests {
         // the second clause shares the subject across an adverbial of up to three lowercase words
         let adv = extract(&[turn("Ana", "I moved to Lisbon last spring and work at Nimbus Labs as a designer.")]);
         assert!(has(&adv, "Ana", "works_at", "Nimbus Labs"), "{:?}", adv.relations);
+        // an offer announced is the employer from then on
+        let offer = extract(&[turn("Ana", "Big news: I finally got the offer from Volga Logic!")]);
+        assert!(has(&offer, "Ana", "works_at", "Volga Logic"), "{:?}", offer.relations);
+        // a word opening the sentence before a name the session knows is not part of it
+        let later = extract(&[
+            turn("Ana", "Marco Rossi called Dana Whitfield this morning."),
+            turn("Ana", "Later Dana Whitfield texted Marco Rossi a photo."),
+        ]);
+        assert!(!later.entities.iter().any(|e| e.name.starts_with("Later")), "{:?}", later.entities);
         // a name in between ends the clause: Tom is not said to work at Acme
         let other = extract(&[turn("Ana", "Alex lives in Seattle with Tom and works at Acme.")]);
         assert!(!has(&other, "Tom", "works_at", "Acme") && !has(&other, "Seattle", "works_at", "Acme"), "{:?}", other.relations);

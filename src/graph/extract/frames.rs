@@ -1,0 +1,132 @@
+//! Relations whose frame needs the entities' types, read once every name of
+//! the session is typed (the patterns' types, then the embedder's,
+//! [`crate::graph::typer`]), so the frame itself carries no word list:
+//!
+//! - "X in Y" with X an organisation or a place and Y a place:
+//!   `X -[located_in]-> Y` ("a hotel called Cross Hotel Osaka in
+//!   Shinsaibashi", "Nimbus Labs in Lisbon"). A person in a place ("Dana in
+//!   Boston") is where they were that day, not a fact, and is left alone.
+//!
+//! A pair the frame relates loses its `mentioned_with` edge (a relation
+//! replaces the co-occurrence, as in the offline patterns).
+
+use regex::Regex;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use unicode_normalization::UnicodeNormalization;
+
+use crate::graph::{identity_key, Extraction};
+use crate::model::TranscriptTurn;
+use crate::text::split_sentences;
+
+/// Entity types that can be located in a place.
+const LOCATABLE: [&str; 2] = ["organization", "place"];
+
+fn located() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        let name = super::offline::name_re();
+        Regex::new(&format!(r"(?P<x>{name})\s+in\s+(?P<y>{name})")).expect("located-in regex")
+    })
+}
+
+/// The entity of `ex` a capitalised span names: the whole span, else its
+/// shortest tail of words that is a known name ("Stayed at Cross Hotel
+/// Osaka" opening a sentence → "Cross Hotel Osaka"). Returns (name, type).
+fn entity_of<'a>(kinds: &'a HashMap<String, (String, String)>, span: &str) -> Option<&'a (String, String)> {
+    let words: Vec<&str> = span.split_whitespace().collect();
+    (0..words.len()).find_map(|i| kinds.get(&identity_key(&words[i..].join(" "))))
+}
+
+/// Adds the typed frames' relations of `turns` to `ex` (see the module
+/// docs); returns how many relations it added.
+pub fn apply(turns: &[TranscriptTurn], ex: &mut Extraction) -> usize {
+    // identity key (and alias keys) → (name, type)
+    let mut kinds: HashMap<String, (String, String)> = HashMap::new();
+    for e in &ex.entities {
+        for n in std::iter::once(&e.name).chain(&e.aliases) {
+            kinds.entry(identity_key(n)).or_insert_with(|| (e.name.clone(), e.kind.clone()));
+        }
+    }
+    let before = ex.relations.len();
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for t in turns {
+        let text: String = t.text.nfkc().collect();
+        for sentence in split_sentences(&text) {
+            for c in located().captures_iter(sentence) {
+                let (Some((x, kx)), Some((y, ky))) = (entity_of(&kinds, &c["x"]), entity_of(&kinds, &c["y"])) else {
+                    continue;
+                };
+                // the second span must be the place's whole name: "Lisbon Airport" is not Lisbon
+                if identity_key(&c["y"]) != identity_key(y) || !LOCATABLE.contains(&kx.as_str()) || ky != "place" || x == y {
+                    continue;
+                }
+                super::offline::relate(ex, x, "located_in", y, t.at);
+                pairs.push((identity_key(x), identity_key(y)));
+            }
+        }
+    }
+    let added = ex.relations.len() - before;
+    if !pairs.is_empty() {
+        ex.relations.retain(|r| {
+            r.predicate != "mentioned_with" || {
+                let (a, b) = (identity_key(&r.source), identity_key(&r.target));
+                !pairs.iter().any(|(x, y)| (&a, &b) == (x, y) || (&a, &b) == (y, x))
+            }
+        });
+    }
+    added
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::EntityMention;
+
+    fn turn(text: &str) -> TranscriptTurn {
+        TranscriptTurn { speaker: "user".into(), text: text.into(), at: None }
+    }
+
+    fn entity(name: &str, kind: &str) -> EntityMention {
+        EntityMention { name: name.into(), kind: kind.into(), aliases: vec![] }
+    }
+
+    fn located(ex: &Extraction) -> Vec<(String, String)> {
+        ex.relations.iter().filter(|r| r.predicate == "located_in").map(|r| (r.source.clone(), r.target.clone())).collect()
+    }
+
+    #[test]
+    fn an_organisation_or_place_in_a_place_is_located_there() {
+        let mut ex = Extraction {
+            entities: vec![
+                entity("Cross Hotel Osaka", "place"),
+                entity("Shinsaibashi", "place"),
+                entity("Nimbus Labs", "organization"),
+                entity("Lisbon", "place"),
+                entity("Dana", "person"),
+                entity("Boston", "place"),
+            ],
+            relations: vec![crate::graph::RelationMention {
+                source: "Shinsaibashi".into(),
+                predicate: "mentioned_with".into(),
+                target: "Cross Hotel Osaka".into(),
+                valid_from: None,
+            }],
+        };
+        let turns = [
+            turn("We stayed at Cross Hotel Osaka in Shinsaibashi, 3 nights."),
+            turn("I got the offer from Nimbus Labs in Lisbon!"),
+            turn("Dana in Boston says hi."),
+            turn("Nimbus Labs in Lisbon Airport? No, downtown."),
+        ];
+        assert_eq!(apply(&turns, &mut ex), 2);
+        assert_eq!(
+            located(&ex),
+            [("Cross Hotel Osaka".to_string(), "Shinsaibashi".to_string()), ("Nimbus Labs".into(), "Lisbon".into())]
+        );
+        assert!(ex.relations.iter().all(|r| r.predicate != "mentioned_with"), "the relation replaces the co-occurrence");
+        // typed otherwise, the same words relate nothing
+        let mut ex = Extraction { entities: vec![entity("Cross Hotel Osaka", "person"), entity("Shinsaibashi", "place")], relations: vec![] };
+        assert_eq!(apply(&turns[..1], &mut ex), 0);
+    }
+}
