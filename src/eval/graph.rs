@@ -47,8 +47,16 @@ pub const VALUE_TYPES: &[&str] = &["role", "activity", "topic", "value"];
 #[derive(Debug, Clone, Args)]
 pub struct GraphArgs {
     /// Path to a LoCoMo JSON file (e.g. ../shared/data/locomo/locomo-dev.json).
-    #[arg(long, required_unless_present = "multilingual")]
+    #[arg(long, required_unless_present_any = ["multilingual", "longmemeval"])]
     pub data: Option<PathBuf>,
+    /// Path to a LongMemEval file, best the oracle one
+    /// (`../shared/data/longmemeval/longmemeval_oracle-dev.json`: each
+    /// question's evidence sessions alone): each question with gold labels
+    /// (`graph_gold/longmemeval/<question_id>.json`) has its haystack
+    /// replayed as one unnamed user's sessions with an assistant, in a scope
+    /// whose user id is the question id.
+    #[arg(long)]
+    pub longmemeval: Option<PathBuf>,
     /// Path to a multilingual dev set (`tests/fixtures/multilingual/dev.json`):
     /// its users with gold labels are replayed as unnamed users talking to an
     /// assistant, each in their own scope.
@@ -530,8 +538,13 @@ pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
     let (mut convs, mut users) = sources(&args)?;
     convs.retain(|c| wanted(&c.sample_id));
     users.retain(|u| wanted(&u.user));
-    if convs.is_empty() && users.is_empty() {
-        return Err(Error::Data("no conversation of --data or user of --multilingual has gold labels (or matches --conversations)".into()));
+    let mut questions = match &args.longmemeval {
+        Some(p) => super::longmemeval::load(p)?,
+        None => Vec::new(),
+    };
+    questions.retain(|q| wanted(&q.question_id));
+    if convs.is_empty() && users.is_empty() && questions.is_empty() {
+        return Err(Error::Data("no conversation of --data, user of --multilingual or question of --longmemeval has gold labels (or matches --conversations)".into()));
     }
     let (mut cfg, _dir) = super::systems::eval_config(&config)?;
     cfg.graph.enabled = true;
@@ -556,6 +569,11 @@ pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
         let scope = Scope::new(u.user.clone(), super::multilingual::AGENT)?;
         rows.push(score_row(&mem, &scope, &u.user, &gold, t0).await?);
     }
+    for q in &questions {
+        let t0 = std::time::Instant::now();
+        let (scope, _) = super::longmemeval::replay(&mem, q).await?;
+        rows.push(score_row(&mem, &scope, &q.question_id, &gold, t0).await?);
+    }
     for (id, s, _) in &rows {
         if TUNED_ON.contains(&id.as_str()) { tuned.add(s) } else { held.add(s) }
     }
@@ -570,7 +588,9 @@ pub async fn run_graph(config: Config, args: GraphArgs) -> Result<()> {
     print_predicates(&total);
     let llm = match &metrics {
         Some(handle) => {
-            let sessions: usize = convs.iter().map(|c| c.sessions.len()).sum::<usize>() + users.iter().map(|u| u.sessions.len()).sum::<usize>();
+            let sessions: usize = convs.iter().map(|c| c.sessions.len()).sum::<usize>()
+                + users.iter().map(|u| u.sessions.len()).sum::<usize>()
+                + questions.iter().map(|q| q.haystack_sessions.len()).sum::<usize>();
             llm_report(handle, &mem, sessions, started.elapsed().as_secs_f64()).await?
         }
         None => serde_json::Value::Null,
@@ -938,7 +958,10 @@ mod tests {
     #[test]
     fn the_gold_files_in_the_repo_load_and_name_only_labelled_entities() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/eval/graph_gold");
-        let gold = load_gold(&[dir]).unwrap();
+        let gold = load_gold(&[dir.clone()]).unwrap();
+        // LongMemEval haystacks among them (a user with an AI assistant)
+        let lme = gold.keys().filter(|k| dir.join("longmemeval").join(format!("{k}.json")).exists()).count();
+        assert!(lme >= 4, "{lme} LongMemEval gold files");
         // at least 12, half of them never tuned on, three non-Latin scripts among them
         assert!(gold.len() >= 12, "at least twelve conversations: {:?}", gold.keys());
         assert!(gold.keys().filter(|k| !TUNED_ON.contains(&k.as_str())).count() >= gold.len() / 2);

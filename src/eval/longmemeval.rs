@@ -181,7 +181,7 @@ pub fn load(path: &Path) -> Result<Vec<Question>> {
 /// Returns the scope and the number of blank turns skipped (empty,
 /// whitespace-only or invisible-only content, which `record` refuses:
 /// [`crate::model::is_blank`]).
-async fn replay(mem: &Memory, q: &Question) -> Result<(Scope, usize)> {
+pub(crate) async fn replay(mem: &Memory, q: &Question) -> Result<(Scope, usize)> {
     let scope = Scope::new(q.question_id.clone(), "longmemeval")?;
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     let mut blank = 0;

@@ -117,6 +117,9 @@ async fn process(shared: &Runtime, ev: &OutboxEvent) -> Result<()> {
         tracing::warn!(event_id = %ev.id, error = %e, "could not record LLM usage");
     }
     let mut extraction = llm?;
+    let assistant: Vec<bool> = messages.iter().map(|m| m.message.role == crate::model::Role::Assistant).collect();
+    let dropped = crate::graph::extract::voices::keep_what_others_say(&turns, &assistant, &mut extraction);
+    tracing::debug!(episode_id = %episode_id, dropped, "names only the assistant said left out");
     if let Some(typer) = crate::graph::typer::EntityTyper::shipped() {
         let mode = shared.config.graph.entity_typer;
         let typed = crate::graph::typer::retype(shared.embedder.as_ref(), typer, mode, &turns, &speakers, &mut extraction).await?;

@@ -14,6 +14,7 @@
 #[doc(hidden)]
 pub mod combine;
 pub mod frames;
+pub mod voices;
 pub mod model;
 #[doc(hidden)]
 pub mod offline;

@@ -405,7 +405,7 @@ fn patterns() -> &'static Patterns {
             ))
             .expect("work regex"),
             visit: Regex::new(&format!(
-                r"\b(?:went|been|go|going|traveled|travelled|trip|flew|drove|headed|vacation|holiday|visit|visiting)\s+(?:back\s+)?(?:to\s+)(?:the\s+)?(?P<y>{name})"
+                r"\b(?P<v>went|been|go|going|traveled|travelled|trip|flew|drove|headed|vacation|holiday|visit|visiting)\s+(?:back\s+)?(?:to\s+)(?:the\s+)?(?P<y>{name})"
             ))
             .expect("visit regex"),
             member: Regex::new(&format!(r"\b(?:member of|joined|part of)\s+(?:the\s+)?(?P<y>{name})")).expect("member regex"),
@@ -785,7 +785,9 @@ fn cued(
                     continue;
                 }
                 mention(out, &y, "place");
-                relate(out, me, "visited", &y, at);
+                // "I'm going to Vancouver to see Mark": the progressive of "go" is a plan
+                let predicate = if &c["v"] == "going" { "plans_to_visit" } else { "visited" };
+                relate(out, me, predicate, &y, at);
                 related.push((me.clone(), y));
             }
         }

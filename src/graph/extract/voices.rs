@@ -1,0 +1,91 @@
+//! Whose names a user's graph keeps. A chatbot's answers are long and full
+//! of names the user never takes up (ten restaurants, a reading list,
+//! headings); kept, they bury the user's own (on four LongMemEval haystacks,
+//! 742 entities were stored for 82 the user talks about). So a name from an
+//! assistant turn stays only when a turn of someone else in the session (the
+//! user, or a named speaker) says it too; relations lose an end that went.
+//! A session without assistant turns (two people talking) is left as it is.
+
+use crate::graph::{identity_key, Extraction};
+use crate::model::TranscriptTurn;
+use crate::store::analyzer::is_unspaced_script;
+
+/// True when `name` occurs in `lower` (a lowercased text): as a run of
+/// whole words, or anywhere for a name in an unspaced script.
+fn says(lower: &str, name: &str) -> bool {
+    let key = identity_key(name);
+    if key.is_empty() {
+        return false;
+    }
+    if key.chars().any(is_unspaced_script) {
+        return lower.contains(&key);
+    }
+    lower.match_indices(&key).any(|(i, _)| {
+        let before = lower[..i].chars().next_back();
+        let after = lower[i + key.len()..].chars().next();
+        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+    })
+}
+
+/// Drops from `ex` the entities only assistant turns name (`assistant[i]`
+/// says whether `turns[i]` is the assistant's) and the relations that lose
+/// an end; returns how many entities went.
+pub fn keep_what_others_say(turns: &[TranscriptTurn], assistant: &[bool], ex: &mut Extraction) -> usize {
+    if !assistant.iter().any(|a| *a) {
+        return 0;
+    }
+    let others: Vec<String> = turns
+        .iter()
+        .zip(assistant)
+        .filter(|(_, a)| !**a)
+        .flat_map(|(t, _)| [t.speaker.to_lowercase(), t.text.to_lowercase()])
+        .collect();
+    let before = ex.entities.len();
+    ex.entities.retain(|e| std::iter::once(&e.name).chain(&e.aliases).any(|n| others.iter().any(|t| says(t, n))));
+    let kept: std::collections::HashSet<String> =
+        ex.entities.iter().flat_map(|e| std::iter::once(&e.name).chain(&e.aliases)).map(|n| identity_key(n)).collect();
+    ex.relations.retain(|r| kept.contains(&identity_key(&r.source)) && kept.contains(&identity_key(&r.target)));
+    before - ex.entities.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{EntityMention, RelationMention};
+
+    fn turn(speaker: &str, text: &str) -> TranscriptTurn {
+        TranscriptTurn { speaker: speaker.into(), text: text.into(), at: None }
+    }
+
+    fn entity(name: &str) -> EntityMention {
+        EntityMention { name: name.into(), kind: "place".into(), aliases: vec![] }
+    }
+
+    fn rel(s: &str, p: &str, o: &str) -> RelationMention {
+        RelationMention { source: s.into(), predicate: p.into(), target: o.into(), valid_from: None }
+    }
+
+    #[test]
+    fn names_only_the_assistant_says_are_dropped_with_their_relations() {
+        let turns = [
+            turn("ana", "Any ramen places near Shinjuku? I loved Fuunji last time."),
+            turn("assistant", "Try Fuunji, Afuri in Ebisu or Ichiran in Shibuya."),
+            turn("ana", "afuri sounds good!"),
+            turn("assistant", "渋谷のAFURIも人気です。"),
+        ];
+        let mut ex = Extraction {
+            entities: ["ana", "Shinjuku", "Fuunji", "Afuri", "Ebisu", "Ichiran", "Shibuya"].map(entity).to_vec(),
+            relations: vec![rel("ana", "likes", "Fuunji"), rel("Afuri", "located_in", "Ebisu"), rel("ana", "mentions", "Afuri")],
+        };
+        assert_eq!(keep_what_others_say(&turns, &[false, true, false, true], &mut ex), 3);
+        let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["ana", "Shinjuku", "Fuunji", "Afuri"], "the user said these (in any case)");
+        assert_eq!(ex.relations.len(), 2, "Afuri located_in Ebisu lost an end: {:?}", ex.relations);
+        // whole words: "Ana" is not said by "banana"
+        assert!(!says("a banana split", "Ana") && says("ana's plan", "Ana"));
+        // no assistant turn: nothing changes
+        let mut two = Extraction { entities: vec![entity("Boston")], relations: vec![] };
+        assert_eq!(keep_what_others_say(&turns[..1], &[false], &mut two), 0);
+        assert_eq!(two.entities.len(), 1);
+    }
+}
