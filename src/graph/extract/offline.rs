@@ -231,9 +231,15 @@ const VERBS: &str = "moving to|moving from \\p{Lu}[\\w'’\\-]*(?: \\p{Lu}[\\w'�
 /// A liked object: a quoted title (`q`), a name (`n`) or a lowercase phrase (`l`).
 const LIKED: &str = r"[\x22“‘](?P<q>[^\x22”’]{2,60})[\x22”’]|(?P<n>\p{Lu}[\w'’\-]*(?::\p{Lu}[\w'’\-]*)?(?:\s+(?:of\s+(?:the\s+)?)?\p{Lu}[\w'’\-]*)*(?:\s+\d{1,4}\b)?)|(?P<l>[a-z][a-z\-]+(?:\s+[a-z][a-z\-+]+){0,5})";
 
+/// A character inside a capitalised name word: a letter, digit, hyphen or
+/// apostrophe, but not of a script written without spaces ("Starlit的终面过了"
+/// is the name "Starlit" and a Chinese clause, not one word).
+const NAME_CHAR: &str = r"[[\w'’\-]&&[^\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}]]";
+
 pub(super) fn name_re() -> &'static str {
     // a name: capitalised words (letters, digits, hyphens, apostrophes inside), joined by spaces
-    r"(?:\p{Lu}[\w'’\-]*(?:\s+(?:(?:of|de|van|von|the|da|di|le|la)\s+(?:the\s+)?)?\p{Lu}[\w'’\-]*)*)"
+    static R: OnceLock<String> = OnceLock::new();
+    R.get_or_init(|| format!(r"(?:\p{{Lu}}{w}*(?:\s+(?:(?:of|de|van|von|the|da|di|le|la)\s+(?:the\s+)?)?\p{{Lu}}{w}*)*)", w = NAME_CHAR))
 }
 
 struct Patterns {
@@ -375,7 +381,7 @@ fn patterns() -> &'static Patterns {
         Patterns {
             // capitalised words, joined by "of (the)", "de", ...; a title's number ("FIFA 23") and
             // an inner colon ("CS:GO") belong to it
-            span: Regex::new(r"\p{Lu}[\w'’\-]*(?::\p{Lu}[\w'’\-]*)?(?:\s+(?:(?:of|de|van|von|da|di)\s+(?:the\s+)?)?\p{Lu}[\w'’\-]*(?::\p{Lu}[\w'’\-]*)?)*(?:\s+\d{1,4}\b)?").expect("span regex"),
+            span: Regex::new(&format!(r"\p{{Lu}}{w}*(?::\p{{Lu}}{w}*)?(?:\s+(?:(?:of|de|van|von|da|di)\s+(?:the\s+)?)?\p{{Lu}}{w}*(?::\p{{Lu}}{w}*)?)*(?:\s+\d{{1,4}}\b)?", w = NAME_CHAR)).expect("span regex"),
             verb: Regex::new(&format!(
                 r"{subj}\s+(?:(?:also|now|recently|just|finally|still)\s+)?(?P<v>{VERBS})\s+(?:the\s+)?(?P<o>{name})(?:(?:\s+(?:[a-z]+|\d+)){{0,3}}?,?\s+and\s+(?:(?:also|now)\s+)?(?P<v2>{VERBS})\s+(?:the\s+)?(?P<o2>{name}))?"
             ))
@@ -1117,9 +1123,11 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                 };
                 // a single capitalised word opening the sentence is only a name if seen elsewhere as one
                 let first_word = sentence[..first_word_end].trim_end_matches(|c: char| c.is_ascii_punctuation());
+                // ("Στις 9 Φεβρουαρίου": a sentence-opening word and a number is no title)
+                let words: Vec<&str> = n.split(' ').filter(|w| !w.chars().all(|c| c.is_ascii_digit())).collect();
                 let sentence_initial = start == 0
-                    && !n.contains(' ')
-                    && first_word.trim_end_matches("'s").trim_end_matches("’s") == n;
+                    && words.len() == 1
+                    && first_word.trim_end_matches("'s").trim_end_matches("’s") == words[0];
                 let known = out.entities.iter().any(|e| crate::graph::identity_key(&e.name) == crate::graph::identity_key(&n));
                 if sentence_initial && !known {
                     // not an entity, but maybe a person: a later "she" stays ambiguous
@@ -1314,6 +1322,17 @@ mod tests {
             !ex.entities.iter().any(|e| e.name == "May"),
             "months are not entities"
         );
+    }
+
+    #[test]
+    fn a_name_ends_where_an_unspaced_script_begins_and_an_opening_word_with_a_number_is_none() {
+        let ex = extract(&[turn("user", "对了，Starlit的终面过了！我下周去Starlit上班。")]);
+        let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
+        assert!(names.contains(&"Starlit") && !names.iter().any(|n| n.contains('的')), "{names:?}");
+        let ex = extract(&[turn("user", "Στις 9 πήγαμε στη Θεσσαλονίκη. Season 5 of The Office is next.")]);
+        let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
+        assert!(!names.iter().any(|n| n.starts_with("Στις") || n.starts_with("Season")), "{names:?}");
+        assert!(names.contains(&"Θεσσαλονίκη"), "{names:?}");
     }
 
     #[test]
