@@ -2,7 +2,8 @@
 //! the session is typed (the patterns' types, then the embedder's,
 //! [`crate::graph::typer`]), so the frame itself carries no word list:
 //!
-//! - "X in Y" with X an organisation or a place and Y a place:
+//! - "X in Y" with X an organisation or a place named in two words or more
+//!   and Y a place:
 //!   `X -[located_in]-> Y` ("a hotel called Cross Hotel Osaka in
 //!   Shinsaibashi", "Nimbus Labs in Lisbon"). A person in a place ("Dana in
 //!   Boston") is where they were that day, not a fact, and is left alone.
@@ -57,8 +58,10 @@ pub fn apply(turns: &[TranscriptTurn], ex: &mut Extraction) -> usize {
                 let (Some((x, kx)), Some((y, ky))) = (entity_of(&kinds, &c["x"]), entity_of(&kinds, &c["y"])) else {
                     continue;
                 };
-                // the second span must be the place's whole name: "Lisbon Airport" is not Lisbon
-                if identity_key(&c["y"]) != identity_key(y) || !LOCATABLE.contains(&kx.as_str()) || ky != "place" || x == y {
+                // the second span must be the place's whole name ("Lisbon Airport" is not
+                // Lisbon), and the first of two words or more: a one-word place name may be
+                // a person's ("I met Florence in Rome")
+                if identity_key(&c["y"]) != identity_key(y) || !x.contains(' ') || !LOCATABLE.contains(&kx.as_str()) || ky != "place" || x == y {
                     continue;
                 }
                 super::offline::relate(ex, x, "located_in", y, t.at);
@@ -105,6 +108,8 @@ mod tests {
                 entity("Lisbon", "place"),
                 entity("Dana", "person"),
                 entity("Boston", "place"),
+                entity("Florence", "place"),
+                entity("Rome", "place"),
             ],
             relations: vec![crate::graph::RelationMention {
                 source: "Shinsaibashi".into(),
@@ -116,7 +121,7 @@ mod tests {
         let turns = [
             turn("We stayed at Cross Hotel Osaka in Shinsaibashi, 3 nights."),
             turn("I got the offer from Nimbus Labs in Lisbon!"),
-            turn("Dana in Boston says hi."),
+            turn("Dana in Boston says hi. I met Florence in Rome."),
             turn("Nimbus Labs in Lisbon Airport? No, downtown."),
         ];
         assert_eq!(apply(&turns, &mut ex), 2);

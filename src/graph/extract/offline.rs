@@ -232,9 +232,11 @@ const VERBS: &str = "moving to|moving from \\p{Lu}[\\w'’\\-]*(?: \\p{Lu}[\\w'�
 const LIKED: &str = r"[\x22“‘](?P<q>[^\x22”’]{2,60})[\x22”’]|(?P<n>\p{Lu}[\w'’\-]*(?::\p{Lu}[\w'’\-]*)?(?:\s+(?:of\s+(?:the\s+)?)?\p{Lu}[\w'’\-]*)*(?:\s+\d{1,4}\b)?)|(?P<l>[a-z][a-z\-]+(?:\s+[a-z][a-z\-+]+){0,5})";
 
 /// A character inside a capitalised name word: a letter, digit, hyphen or
-/// apostrophe, but not of a script written without spaces ("Starlit的终面过了"
-/// is the name "Starlit" and a Chinese clause, not one word).
-const NAME_CHAR: &str = r"[[\w'’\-]&&[^\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}]]";
+/// apostrophe, but not of a script written without spaces or without
+/// capitals, which a Latin, Greek or Cyrillic name runs into only when the
+/// two are glued ("Starlit的终面过了" is the name "Starlit" and a Chinese
+/// clause, "Starlit에서" the name and a Korean particle).
+const NAME_CHAR: &str = r"[[\w'’\-]&&[^\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Hangul}\p{Arabic}\p{Hebrew}\p{Devanagari}]]";
 
 pub(super) fn name_re() -> &'static str {
     // a name: capitalised words (letters, digits, hyphens, apostrophes inside), joined by spaces
@@ -644,7 +646,9 @@ pub fn type_cue(name: &str) -> Option<&'static str> {
 /// title ("Painting's great", "Family is everything"), not a name.
 pub(crate) fn lowercase_words(turns: &[TranscriptTurn]) -> std::collections::HashSet<String> {
     let mut out = std::collections::HashSet::new();
-    for t in turns {
+    // a turn typed all in lowercase ("ok i will go to afuri") says nothing about
+    // which of its words are names
+    for t in turns.iter().filter(|t| t.text.chars().any(char::is_uppercase)) {
         for w in t.text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’' || c == '-')) {
             let w = w.trim_end_matches("'s").trim_end_matches("’s").trim_matches(|c: char| c == '\'' || c == '’' || c == '-');
             if w.chars().next().is_some_and(|c| c.is_lowercase()) {
@@ -791,8 +795,12 @@ fn cued(
                     continue;
                 }
                 mention(out, &y, "place");
-                // "I'm going to Vancouver to see Mark": the progressive of "go" is a plan
-                let predicate = if &c["v"] == "going" { "plans_to_visit" } else { "visited" };
+                // "I'm going to Vancouver to see Mark", "I will go to Osaka", "want to visit
+                // Kyoto": the progressive, a modal or an infinitive before "go"/"visit" is a plan
+                let before = sentence[..c.get(0).map_or(0, |m| m.start())].trim_end().to_lowercase();
+                let modal = before.ends_with(" to") || before.ends_with(" will") || before.ends_with("'ll") || before.ends_with("’ll") || before.ends_with(" gonna");
+                let planned = &c["v"] == "going" || (matches!(&c["v"], "go" | "visit") && modal);
+                let predicate = if planned { "plans_to_visit" } else { "visited" };
                 relate(out, me, predicate, &y, at);
                 related.push((me.clone(), y));
             }
@@ -1333,6 +1341,17 @@ mod tests {
         let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
         assert!(!names.iter().any(|n| n.starts_with("Στις") || n.starts_with("Season")), "{names:?}");
         assert!(names.contains(&"Θεσσαλονίκη"), "{names:?}");
+        let ex = extract(&[turn("user", "어제 Starlit에서 최종 면접 봤어요")]);
+        assert!(ex.entities.iter().any(|e| e.name == "Starlit"), "{:?}", ex.entities);
+        // a turn typed all lowercase is no evidence that a word is common
+        let ex = extract(&[turn("assistant", "Great choice, Afuri is famous for yuzu ramen."), turn("user", "ok i will go to afuri")]);
+        assert!(ex.entities.iter().any(|e| e.name == "Afuri"), "{:?}", ex.entities);
+        // a modal or an infinitive before "go" or "visit" is a plan
+        for t in ["I will go to Osaka in May.", "I want to visit Osaka soon.", "I'm going to Osaka!"] {
+            let ex = extract(&[turn("Ana", t)]);
+            assert!(has(&ex, "Ana", "plans_to_visit", "Osaka") && !has(&ex, "Ana", "visited", "Osaka"), "{t}: {:?}", ex.relations);
+        }
+        assert!(has(&extract(&[turn("Ana", "We went to Osaka in May.")]), "Ana", "visited", "Osaka"));
     }
 
     #[test]

@@ -10,10 +10,18 @@ use crate::graph::{identity_key, Extraction};
 use crate::model::TranscriptTurn;
 use crate::store::analyzer::is_unspaced_script;
 
-/// True when `name` occurs in `lower` (a lowercased text): as a run of
+/// `text` folded for comparison: its identity key (NFKC, lowercase,
+/// whitespace runs as one space) without combining marks, so "Zoë" and
+/// "zoe", "Menya  Musashi" and "menya musashi" compare equal.
+fn fold(text: &str) -> String {
+    use unicode_normalization::{char::is_combining_mark, UnicodeNormalization};
+    identity_key(text).nfd().filter(|c| !is_combining_mark(*c)).nfc().collect()
+}
+
+/// True when `name` occurs in `lower` (a [`fold`]ed text): as a run of
 /// whole words, or anywhere for a name in an unspaced script.
 fn says(lower: &str, name: &str) -> bool {
-    let key = identity_key(name);
+    let key = fold(name);
     if key.is_empty() {
         return false;
     }
@@ -38,7 +46,7 @@ pub fn keep_what_others_say(turns: &[TranscriptTurn], assistant: &[bool], ex: &m
         .iter()
         .zip(assistant)
         .filter(|(_, a)| !**a)
-        .flat_map(|(t, _)| [t.speaker.to_lowercase(), t.text.to_lowercase()])
+        .flat_map(|(t, _)| [fold(&t.speaker), fold(&t.text)])
         .collect();
     let before = ex.entities.len();
     ex.entities.retain(|e| std::iter::once(&e.name).chain(&e.aliases).any(|n| others.iter().any(|t| says(t, n))));
@@ -81,8 +89,9 @@ mod tests {
         let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["ana", "Shinjuku", "Fuunji", "Afuri"], "the user said these (in any case)");
         assert_eq!(ex.relations.len(), 2, "Afuri located_in Ebisu lost an end: {:?}", ex.relations);
-        // whole words: "Ana" is not said by "banana"
+        // whole words: "Ana" is not said by "banana"; spacing and diacritics do not count
         assert!(!says("a banana split", "Ana") && says("ana's plan", "Ana"));
+        assert!(says(&fold("I went to Menya  Musashi"), "Menya Musashi") && says(&fold("Zoe loves jazz"), "Zoë"));
         // no assistant turn: nothing changes
         let mut two = Extraction { entities: vec![entity("Boston")], relations: vec![] };
         assert_eq!(keep_what_others_say(&turns[..1], &[false], &mut two), 0);
