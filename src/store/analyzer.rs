@@ -39,26 +39,8 @@ pub fn stop_words() -> &'static std::collections::HashSet<&'static str> {
     S.get_or_init(|| crate::text::lexicon::english().stop_words.iter().map(String::as_str).collect())
 }
 
-fn is_cjk(c: char) -> bool {
-    matches!(c as u32,
-        0x1100..=0x11FF | 0x3130..=0x318F | 0xAC00..=0xD7AF | // Hangul
-        0x3040..=0x30FF | // Hiragana, Katakana
-        0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FFFF)
-    // CJK ideographs
-}
-
-/// Scripts written without spaces between words whose letters are not CJK:
-/// Thai, Lao, Myanmar and Khmer (their combining vowels and tone marks included).
-fn is_unspaced(c: char) -> bool {
-    matches!(c as u32, 0x0E00..=0x0EFF | 0x1000..=0x109F | 0x1780..=0x17FF | 0x19E0..=0x19FF)
-}
-
-/// True for a letter of a script written without spaces between words, in
-/// which the analyzer makes bigrams: CJK (Hangul, kana, ideographs) and Thai,
-/// Lao, Myanmar, Khmer.
-pub fn is_unspaced_script(c: char) -> bool {
-    is_cjk(c) || is_unspaced(c)
-}
+pub use crate::text::is_unspaced_script;
+use crate::text::{is_cjk, is_unspaced};
 
 fn is_mark(c: char) -> bool {
     matches!(c as u32, 0x0300..=0x036F | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F)

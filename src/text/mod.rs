@@ -16,6 +16,28 @@ fn abbreviations() -> &'static HashSet<&'static str> {
     A.get_or_init(|| lexicon::union(|l| &l.abbreviations))
 }
 
+/// A Hangul, kana or CJK ideograph letter.
+pub fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x1100..=0x11FF | 0x3130..=0x318F | 0xAC00..=0xD7AF | // Hangul
+        0x3040..=0x30FF | // Hiragana, Katakana
+        0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FFFF)
+    // CJK ideographs
+}
+
+/// Scripts written without spaces between words whose letters are not CJK:
+/// Thai, Lao, Myanmar and Khmer (their combining vowels and tone marks included).
+pub fn is_unspaced(c: char) -> bool {
+    matches!(c as u32, 0x0E00..=0x0EFF | 0x1000..=0x109F | 0x1780..=0x17FF | 0x19E0..=0x19FF)
+}
+
+/// True for a letter of a script written without spaces between words, in
+/// which the analyzer makes bigrams: CJK (Hangul, kana, ideographs) and Thai,
+/// Lao, Myanmar, Khmer.
+pub fn is_unspaced_script(c: char) -> bool {
+    is_cjk(c) || is_unspaced(c)
+}
+
 /// Number of extended grapheme clusters in `s` (what a user sees as characters).
 pub fn grapheme_len(s: &str) -> usize {
     s.graphemes(true).count()

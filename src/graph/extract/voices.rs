@@ -8,7 +8,7 @@
 
 use crate::graph::{identity_key, Extraction};
 use crate::model::TranscriptTurn;
-use crate::store::analyzer::is_unspaced_script;
+use crate::text::is_unspaced_script;
 
 /// `text` folded for comparison: its identity key (NFKC, lowercase,
 /// whitespace runs as one space) without combining marks, so "Zoë" and
@@ -31,13 +31,21 @@ fn says(lower: &str, name: &str) -> bool {
     lower.match_indices(&key).any(|(i, _)| {
         let before = lower[..i].chars().next_back();
         let after = lower[i + key.len()..].chars().next();
-        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+        !before.is_some_and(continues) && !after.is_some_and(continues)
     })
+}
+
+/// True when `c` beside a name of a cased script would make it part of a
+/// longer word: a letter or digit, unless of a script such a name is glued
+/// to without a space ("Starlit的", "Starlit에서", as the extractor's spans end).
+fn continues(c: char) -> bool {
+    c.is_alphanumeric() && !is_unspaced_script(c) && !matches!(c as u32, 0x0590..=0x06FF | 0x0900..=0x097F)
 }
 
 /// Drops from `ex` the entities only assistant turns name (`assistant[i]`
 /// says whether `turns[i]` is the assistant's) and the relations that lose
-/// an end; returns how many entities went.
+/// an end; returns how many entities went. A name no turn says as written
+/// (a chat model's spelling of it) is left alone.
 pub fn keep_what_others_say(turns: &[TranscriptTurn], assistant: &[bool], ex: &mut Extraction) -> usize {
     if !assistant.iter().any(|a| *a) {
         return 0;
@@ -48,8 +56,14 @@ pub fn keep_what_others_say(turns: &[TranscriptTurn], assistant: &[bool], ex: &m
         .filter(|(_, a)| !**a)
         .flat_map(|(t, _)| [fold(&t.speaker), fold(&t.text)])
         .collect();
+    let assistants: Vec<String> = turns.iter().zip(assistant).filter(|(_, a)| **a).map(|(t, _)| fold(&t.text)).collect();
     let before = ex.entities.len();
-    ex.entities.retain(|e| std::iter::once(&e.name).chain(&e.aliases).any(|n| others.iter().any(|t| says(t, n))));
+    // a name no turn says as written (a model's canonical form) is not the assistant's either
+    ex.entities.retain(|e| {
+        let names = || std::iter::once(&e.name).chain(&e.aliases);
+        // (inside a word counts for the assistant: "Tunes" cut from its "iTunes")
+        names().any(|n| others.iter().any(|t| says(t, n))) || !names().any(|n| assistants.iter().any(|t| t.contains(&fold(n))))
+    });
     let kept: std::collections::HashSet<String> =
         ex.entities.iter().flat_map(|e| std::iter::once(&e.name).chain(&e.aliases)).map(|n| identity_key(n)).collect();
     ex.relations.retain(|r| kept.contains(&identity_key(&r.source)) && kept.contains(&identity_key(&r.target)));
@@ -92,6 +106,10 @@ mod tests {
         // whole words: "Ana" is not said by "banana"; spacing and diacritics do not count
         assert!(!says("a banana split", "Ana") && says("ana's plan", "Ana"));
         assert!(says(&fold("I went to Menya  Musashi"), "Menya Musashi") && says(&fold("Zoe loves jazz"), "Zoë"));
+        assert!(says(&fold("对了，Starlit的终面过了"), "Starlit") && says(&fold("어제 Starlit에서"), "Starlit"));
+        // a name nobody writes as such (a model's form of it) is not the assistant's
+        let mut model = Extraction { entities: vec![entity("Christophe Nolan")], relations: vec![] };
+        assert_eq!(keep_what_others_say(&turns, &[false, true, false, true], &mut model), 0);
         // no assistant turn: nothing changes
         let mut two = Extraction { entities: vec![entity("Boston")], relations: vec![] };
         assert_eq!(keep_what_others_say(&turns[..1], &[false], &mut two), 0);
