@@ -930,6 +930,15 @@ async fn an_unnamed_user_is_the_subject_of_their_first_person_statements() {
     assert!(f.iter().any(|x| x.0 == "u_4711" && (x.1 == "moved_to" || x.1 == "lives_in") && x.2 == "Portland"), "{f:?}");
     assert!(f.iter().any(|x| x.2 == "Biscuit" && x.0 == "u_4711" || x.0 == "Biscuit" && x.2 == "u_4711"), "the pet: {f:?}");
     assert!(!f.iter().any(|x| x.0 == "user" || x.2 == "user"), "the role is no entity: {f:?}");
+    // the user saying "Acme Robotics" is a fact here (works_at), so no hint repeats it
+    let r = search(&mem, &s, "u_4711", 1, false).await;
+    for c in &r.related {
+        assert!(
+            !r.subgraph.relations.iter().any(|x| [&x.source, &x.target] == [&c.source, &c.target] || [&x.source, &x.target] == [&c.target, &c.source]),
+            "a hint beside a fact: {:?}",
+            r.related
+        );
+    }
     mem.shutdown().await.unwrap();
 }
 

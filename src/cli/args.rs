@@ -60,9 +60,10 @@ impl ScopeArgs {
 pub enum Command {
     /// Replay the example conversation as a chatbot backend would and show what memory injects.
     Demo {
-        /// Conversation file (see examples/demo_conversation.json for the shape).
-        #[arg(long, default_value = "examples/demo_conversation.json")]
-        file: PathBuf,
+        /// Conversation file (see examples/demo_conversation.json for the shape;
+        /// default: that example, built into the binary, so the demo runs from any directory).
+        #[arg(long)]
+        file: Option<PathBuf>,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,

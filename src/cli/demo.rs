@@ -43,18 +43,26 @@ struct DemoMessage {
     timestamp: DateTime<Utc>,
 }
 
-/// Runs the demo: in a temporary data directory, or in `config.data_dir`
+/// The example conversation, built in: `strata demo` without `--file` runs
+/// it from any directory.
+const BUILT_IN: &str = include_str!("../../examples/demo_conversation.json");
+
+/// Runs the demo (`file`, else [`BUILT_IN`]): in a temporary data directory, or in `config.data_dir`
 /// when `keep` (the user gave `--data-dir`).
 ///
 /// # Errors
 /// [`Error::Data`] for an unreadable or malformed file;
 /// [`Error::InvalidInput`] when the kept data directory already holds one of
 /// the demo's sessions.
-pub async fn run(mut config: Config, file: &Path, json: bool, keep: bool) -> Result<()> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| Error::Data(format!("cannot read {}: {e}", file.display())))?;
-    let demo: DemoFile =
-        serde_json::from_str(&text).map_err(|e| Error::Data(format!("{}: {e}", file.display())))?;
+pub async fn run(mut config: Config, file: Option<&Path>, json: bool, keep: bool) -> Result<()> {
+    let (text, name) = match file {
+        Some(f) => (
+            std::fs::read_to_string(f).map_err(|e| Error::Data(format!("cannot read {}: {e}", f.display())))?,
+            f.display().to_string(),
+        ),
+        None => (BUILT_IN.to_string(), "the built-in examples/demo_conversation.json".to_string()),
+    };
+    let demo: DemoFile = serde_json::from_str(&text).map_err(|e| Error::Data(format!("{name}: {e}")))?;
     let temp = if keep {
         None
     } else {

@@ -191,7 +191,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             mem.shutdown().await?;
             r.map(|_| ExitCode::SUCCESS)
         }
-        Command::Demo { file, json } => demo::run(config, &file, json, cli.data_dir.is_some())
+        Command::Demo { file, json } => demo::run(config, file.as_deref(), json, cli.data_dir.is_some())
             .await
             .map(|_| ExitCode::SUCCESS),
         Command::Eval {

@@ -58,7 +58,8 @@ pub struct GraphSearchResult {
     /// Pairs of the returned entities that were said together (in one
     /// sentence, or a speaker — the user's own node when the messages carry
     /// no name — saying the other's name): a hint of association, not a
-    /// fact, heaviest first. Walks with `hops` follow these pairs too.
+    /// fact, heaviest first; a pair a returned relation joins is left out.
+    /// Walks with `hops` follow these pairs too.
     pub related: Vec<CoOccurrence>,
 }
 
@@ -178,7 +179,11 @@ pub async fn search(graph: &dyn GraphStore, config: &GraphConfig, scope: &Scope,
         limit,
     };
     let mut subgraph = graph.traverse(scope, &walk).await?;
-    let related = split_co_occurrences(&mut subgraph.relations);
+    let mut related = split_co_occurrences(&mut subgraph.relations);
+    // a pair a fact already joins needs no hint ("Lena friend_of alice" and alice saying "Lena")
+    related.retain(|c| {
+        !subgraph.relations.iter().any(|r| (r.source == c.source && r.target == c.target) || (r.source == c.target && r.target == c.source))
+    });
     Ok(GraphSearchResult {
         seeds: walk.seeds,
         subgraph,

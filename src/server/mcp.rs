@@ -69,6 +69,13 @@ pub struct GraphArgs {
     /// Include facts that a newer one replaced (e.g. a former address).
     #[serde(default)]
     pub include_invalid: bool,
+    /// Follow only this relation (e.g. lives_in, works_at; synonyms resolved).
+    #[serde(default)]
+    pub predicate: Option<String>,
+    /// Most entities returned (1..=1000, default the server's `graph.max_results`).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
 }
 
 /// The MCP server: one per stdio process, one per HTTP request.
@@ -116,6 +123,8 @@ async fn graph(memory: &Memory, scope: &Scope, a: GraphArgs) -> std::result::Res
         query: Some(a.query),
         hops: a.hops.unwrap_or(1),
         include_invalid: a.include_invalid,
+        predicate: a.predicate,
+        limit: a.limit,
         ..Default::default()
     };
     json(&memory.knowledge_graph_search(scope, &req).await.map_err(readable)?)

@@ -822,7 +822,8 @@ export interface components {
              * @description Pairs of the returned entities that were said together (in one
              *     sentence, or a speaker — the user's own node when the messages carry
              *     no name — saying the other's name): a hint of association, not a
-             *     fact, heaviest first. Walks with `hops` follow these pairs too.
+             *     fact, heaviest first; a pair a returned relation joins is left out.
+             *     Walks with `hops` follow these pairs too.
              */
             related: components["schemas"]["CoOccurrence"][];
             /** @description The entities the request resolved to. */
