@@ -482,10 +482,15 @@ pub struct Extractive {
 /// session is about. Chosen by hand; not tuned on the eval sets.
 const NAME_WEIGHT: f64 = 1.5;
 
+/// Weight of a sentence's cue bonuses (names, numbers, dates, first person)
+/// beside its topic coverage when the abstract is chosen: half, so the line
+/// on what the session is about beats a detail that carries a date.
+const ABSTRACT_CUE_WEIGHT: f64 = 0.5;
+
 /// The extractive summary of [module docs](self) with its lines in
 /// conversation order, and its abstract: of the selected lines, the one with
-/// the highest topic coverage plus the sentence's cue bonuses (names,
-/// numbers, dates, first-person facts: step 4). Coverage weighs the
+/// the highest topic coverage plus half the sentence's cue bonuses (names,
+/// numbers, dates, first-person facts: step 4; [`ABSTRACT_CUE_WEIGHT`]). Coverage weighs the
 /// sentence's distinct recurring words (session term frequency ≥ 2),
 /// `Σ ln(1 + tf(w)) · (NAME_WEIGHT if w is a name)` over `sqrt(max(4, d))`
 /// for `d` distinct content words, so the sentence that covers the session's
@@ -647,7 +652,7 @@ pub fn extract_session(turns: &[Turn<'_>], opts: &ExtractiveOptions) -> Extracti
             .filter(|&&id| tf[id as usize] >= 2)
             .map(|&id| (1.0 + tf[id as usize] as f64).ln() * if named.contains(&id) { NAME_WEIGHT } else { 1.0 })
             .sum();
-        w / (s.set.len().max(4) as f64).sqrt() + s.adjust
+        w / (s.set.len().max(4) as f64).sqrt() + ABSTRACT_CUE_WEIGHT * s.adjust
     };
     // a user's statement, when the summary has one: a question is no
     // abstract, and an assistant's line repeats or answers what the user said
@@ -752,6 +757,21 @@ mod tests {
         let turns = [t("user", "Project Atlas?"), t("assistant", "Project Atlas cut the p99 latency to 38 ms after the cutover.")];
         let a = extract_session(&turns, &ExtractiveOptions::default()).abstract_.expect("abstract");
         assert!(a.starts_with("assistant: Project Atlas cut"), "{a}");
+    }
+
+    #[test]
+    fn the_abstract_says_what_the_session_is_about_not_its_dated_detail() {
+        // the README demo's moving session: the move, not the movers' date
+        let turns = [
+            t("Mina", "Big personal news: I'm moving from Seattle to Portland at the end of the month. My partner got a job there and my company is fine with me being fully remote."),
+            t("assistant", "That's exciting! Have you found a place in Portland yet?"),
+            t("Mina", "Yes, an apartment in the Sellwood neighborhood, close to the river. The movers come on March 28, right in the middle of Atlas crunch, which is terrible timing."),
+            t("assistant", "Moving during a migration crunch is a lot; maybe block off a couple of days with Dana ahead of time."),
+            t("Mina", "Good idea. Also, any tips for food spots? I'm vegetarian, and in Seattle I basically lived on tofu bowls and pho with veggie broth."),
+            t("assistant", "Portland is very vegetarian-friendly; its food carts alone will keep you busy. Start with the pods near your new place."),
+        ];
+        let a = extract_session(&turns, &ExtractiveOptions::default()).abstract_.expect("abstract");
+        assert!(a.starts_with("Mina: Big personal news: I'm moving from Seattle to Portland"), "{a}");
     }
 
     #[test]
