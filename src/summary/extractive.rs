@@ -485,7 +485,7 @@ const NAME_WEIGHT: f64 = 1.5;
 /// Weight of a sentence's cue bonuses (names, numbers, dates, first person)
 /// beside its topic coverage when the abstract is chosen: half, so the line
 /// on what the session is about beats a detail that carries a date.
-const ABSTRACT_CUE_WEIGHT: f64 = 0.5;
+pub const ABSTRACT_CUE_WEIGHT: f64 = 0.5;
 
 /// The extractive summary of [module docs](self) with its lines in
 /// conversation order, and its abstract: of the selected lines, the one with
