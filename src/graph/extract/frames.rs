@@ -31,9 +31,9 @@ fn located() -> &'static Regex {
     })
 }
 
-/// The entity of `ex` a capitalised span names: the whole span, else its
-/// shortest tail of words that is a known name ("Stayed at Cross Hotel
-/// Osaka" opening a sentence → "Cross Hotel Osaka"). Returns (name, type).
+/// The entity a capitalised span names: the whole span, else the longest
+/// tail of its words that is a known name or alias ("Stayed At Cross Hotel
+/// Osaka" → "Cross Hotel Osaka"). Returns (name, type).
 fn entity_of<'a>(kinds: &'a HashMap<String, (String, String)>, span: &str) -> Option<&'a (String, String)> {
     let words: Vec<&str> = span.split_whitespace().collect();
     (0..words.len()).find_map(|i| kinds.get(&identity_key(&words[i..].join(" "))))
@@ -61,7 +61,7 @@ pub fn apply(turns: &[TranscriptTurn], ex: &mut Extraction) -> usize {
                 // the second span must be the place's whole name ("Lisbon Airport" is not
                 // Lisbon), and the first of two words or more: a one-word place name may be
                 // a person's ("I met Florence in Rome")
-                if identity_key(&c["y"]) != identity_key(y) || !x.contains(' ') || !LOCATABLE.contains(&kx.as_str()) || ky != "place" || x == y {
+                if !kinds.contains_key(&identity_key(&c["y"])) || !x.contains(' ') || !LOCATABLE.contains(&kx.as_str()) || ky != "place" || x == y {
                     continue;
                 }
                 super::offline::relate(ex, x, "located_in", y, t.at);
