@@ -66,8 +66,8 @@ fn print_subgraph(r: &crate::memory::GraphSearchResult) {
     if !r.related.is_empty() {
         println!("said together (a hint, not a fact):");
     }
+    let name = |id: &crate::graph::EntityId| names.get(id.as_str()).copied().unwrap_or(id.as_str()).to_string();
     for c in &r.related {
-        let name = |id: &crate::graph::EntityId| names.get(id.as_str()).copied().unwrap_or(id.as_str()).to_string();
         let last = c.last_seen.map(|t| format!(", last {}", t.format("%Y-%m-%d"))).unwrap_or_default();
         println!("  {} ~ {}  ({} time(s) in {} episode(s){last})", name(&c.source), name(&c.target), c.weight, c.episodes.len());
     }

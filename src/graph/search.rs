@@ -83,10 +83,11 @@ pub struct CoOccurrence {
 }
 
 /// Moves the co-occurrence edges out of `relations` and folds them into one
-/// [`CoOccurrence`] per unordered pair, heaviest first (ties: most recent,
-/// then by ids, so the order is stable).
+/// [`CoOccurrence`] per unordered pair that no remaining relation (a fact)
+/// already joins, heaviest first (ties: most recent, then by ids, so the
+/// order is stable).
 pub fn split_co_occurrences(relations: &mut Vec<Relation>) -> Vec<CoOccurrence> {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, HashSet};
     let mut pairs: BTreeMap<(EntityId, EntityId), Vec<Relation>> = BTreeMap::new();
     relations.retain(|r| {
         if !r.is_co_occurrence() {
@@ -100,8 +101,12 @@ pub fn split_co_occurrences(relations: &mut Vec<Relation>) -> Vec<CoOccurrence> 
         pairs.entry(key).or_default().push(r.clone());
         false
     });
+    // a pair a fact already joins needs no hint ("Lena friend_of alice" and alice saying "Lena")
+    let facts: HashSet<(&EntityId, &EntityId)> =
+        relations.iter().flat_map(|r| [(&r.source, &r.target), (&r.target, &r.source)]).collect();
     let mut out: Vec<CoOccurrence> = pairs
         .into_iter()
+        .filter(|((a, b), _)| !facts.contains(&(a, b)))
         .map(|((source, target), mut edges)| {
             edges.sort_by_key(|e| e.valid_from);
             let mut episodes: Vec<EpisodeId> = Vec::new();
@@ -179,11 +184,7 @@ pub async fn search(graph: &dyn GraphStore, config: &GraphConfig, scope: &Scope,
         limit,
     };
     let mut subgraph = graph.traverse(scope, &walk).await?;
-    let mut related = split_co_occurrences(&mut subgraph.relations);
-    // a pair a fact already joins needs no hint ("Lena friend_of alice" and alice saying "Lena")
-    related.retain(|c| {
-        !subgraph.relations.iter().any(|r| (r.source == c.source && r.target == c.target) || (r.source == c.target && r.target == c.source))
-    });
+    let related = split_co_occurrences(&mut subgraph.relations);
     Ok(GraphSearchResult {
         seeds: walk.seeds,
         subgraph,
@@ -221,6 +222,7 @@ mod tests {
             rel(&s, "mina", "mentions", "dana", 3, "s2"),
             rel(&s, "mina", "works_at", "acme", 1, "s1"),
             rel(&s, "dana", "mentioned_with", "acme", 4, "s3"),
+            rel(&s, "acme", "mentioned_with", "mina", 1, "s1"),
         ];
         let related = split_co_occurrences(&mut rels);
         assert_eq!(rels.len(), 1, "only the fact stays");
@@ -233,5 +235,7 @@ mod tests {
         assert_eq!(related[0].episodes.len(), 2, "distinct episodes");
         assert_eq!(related[0].last_seen.map(|t| chrono::Datelike::day(&t)), Some(3));
         assert_eq!(related[1].weight, 1);
+        let acme = EntityId::for_key(&s, "acme");
+        assert!(related.iter().all(|c| c.source != acme || c.target != EntityId::for_key(&s, "mina")), "mina works_at acme is a fact: no hint");
     }
 }

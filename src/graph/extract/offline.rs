@@ -675,6 +675,12 @@ pub(crate) fn weak_name_ok(name: &str, lower: &std::collections::HashSet<String>
     !(shouting && (lexicon::contains(lexicon::OPENERS, &l) || lower.iter().any(|w| w.eq_ignore_ascii_case(&l))))
 }
 
+/// True when `out` already holds an entity named `name` (by identity key).
+fn known(out: &Extraction, name: &str) -> bool {
+    let key = crate::graph::identity_key(name);
+    out.entities.iter().any(|e| crate::graph::identity_key(&e.name) == key)
+}
+
 /// Adds (or types) an entity mention.
 fn mention(out: &mut Extraction, name: &str, kind: &str) {
     let key = crate::graph::identity_key(name);
@@ -1116,14 +1122,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                     Some((first, rest)) if start == 0 && first.chars().count() <= 2 && lower.contains(&first.to_lowercase()) => rest,
                     // "Later Dana Whitfield texted…" after "Dana Whitfield" was named: the
                     // word opening the sentence is no part of a name the session already knows
-                    Some((_, rest))
-                        if start == 0
-                            && clean_name(rest).is_some_and(|r| {
-                                out.entities.iter().any(|e| crate::graph::identity_key(&e.name) == crate::graph::identity_key(&r))
-                            }) =>
-                    {
-                        rest
-                    }
+                    Some((_, rest)) if start == 0 && clean_name(rest).is_some_and(|r| known(&out, &r)) => rest,
                     _ => raw,
                 };
                 let Some(n) = clean_name(raw) else {
@@ -1136,7 +1135,7 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                 let sentence_initial = start == 0
                     && words.len() == 1
                     && first_word.trim_end_matches("'s").trim_end_matches("’s") == words[0];
-                let known = out.entities.iter().any(|e| crate::graph::identity_key(&e.name) == crate::graph::identity_key(&n));
+                let known = known(&out, &n);
                 if sentence_initial && !known {
                     // not an entity, but maybe a person: a later "she" stays ambiguous
                     if weak_name_ok(&n, &lower) {
