@@ -983,6 +983,32 @@ where
         .unwrap();
     let r = serde_json::to_value(&r).unwrap();
     assert_ne!(r["isError"], true, "{r}");
+    // predicate and limit reach the graph: wait for the extraction job of the
+    // seeded session ("I adopted a grey cat called Miso": the user owns_pet Miso)
+    let graph = |a: Value| async move {
+        let r = client.call_tool(CallToolRequestParams::new("knowledge_graph_search").with_arguments(a.as_object().unwrap().clone())).await.unwrap();
+        let r = serde_json::to_value(&r).unwrap();
+        (r["isError"] == true, tool_text(&r))
+    };
+    let parsed = |t: &str| serde_json::from_str::<Value>(t).unwrap();
+    let mut pets = Value::Null;
+    for _ in 0..100 {
+        let (err, text) = graph(json!({"query": "Miso", "predicate": "owns_pet"})).await;
+        assert!(!err, "{text}");
+        pets = parsed(&text);
+        if !pets["relations"].as_array().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rels = pets["relations"].as_array().unwrap();
+    assert!(!rels.is_empty() && rels.iter().all(|r| r["predicate"] == "owns_pet"), "{pets}");
+    let (_, text) = graph(json!({"query": "Miso", "predicate": "works_at"})).await;
+    assert!(parsed(&text)["relations"].as_array().unwrap().is_empty(), "{text}");
+    let (_, text) = graph(json!({"query": "Miso", "limit": 1})).await;
+    assert_eq!(parsed(&text)["entities"].as_array().unwrap().len(), 1, "{text}");
+    let (err, text) = graph(json!({"query": "Miso", "limit": 0})).await;
+    assert!(err && text.contains("limit must be within 1..=1000"), "{text}");
     // tool errors are tool errors, readable, and the server carries on
     let r = client
         .call_tool(
@@ -1141,16 +1167,10 @@ async fn mcp_over_stdio_with_a_real_client() {
         let m = common::open(cfg.clone()).await;
         let scope = strata::Scope::new("alice", "bot").unwrap();
         let sid = strata::SessionId::new("s1").unwrap();
-        m.record(
-            &scope,
-            &sid,
-            strata::NewMessage::user(
-                "Miso sleeps on the radiator every afternoon.",
-                chrono::Utc::now(),
-            ),
-        )
-        .await
-        .unwrap();
+        // the same session as `seed` (the graph part of exercise_mcp needs its pet)
+        for text in ["I adopted a grey cat called Miso last spring.", "Miso sleeps on the radiator every afternoon."] {
+            m.record(&scope, &sid, strata::NewMessage::user(text, chrono::Utc::now())).await.unwrap();
+        }
         m.end_session(&scope, &sid).await.unwrap();
         m.wait_idle().await.unwrap();
         m.shutdown().await.unwrap();
