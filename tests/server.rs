@@ -1009,6 +1009,12 @@ where
     assert_eq!(parsed(&text)["entities"].as_array().unwrap().len(), 1, "{text}");
     let (err, text) = graph(json!({"query": "Miso", "limit": 0})).await;
     assert!(err && text.contains("limit must be within 1..=1000"), "{text}");
+    // one start entity by name (as REST's `entity`), and neither is a readable error
+    let (err, text) = graph(json!({"entity": "miso", "hops": 0})).await;
+    let one = parsed(&text);
+    assert!(!err && one["entities"].as_array().unwrap().len() == 1 && one["entities"][0]["name"] == "Miso", "{text}");
+    let (err, text) = graph(json!({"hops": 1})).await;
+    assert!(err && text.contains("needs a query or an entity"), "{text}");
     // tool errors are tool errors, readable, and the server carries on
     let r = client
         .call_tool(

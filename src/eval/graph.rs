@@ -162,6 +162,9 @@ pub struct GraphScores {
     pub unmatched: Vec<String>,
     /// Gold entities not found (names).
     pub missed: Vec<String>,
+    /// Typed relations predicted that match no gold relation (`[subject,
+    /// predicate, object]`), for reading.
+    pub wrong_relations: Vec<[String; 3]>,
     /// Relation counts per predicate ([`canonical_predicate`]; co-occurrence
     /// edges included, under their own names).
     pub by_predicate: BTreeMap<String, PredicateScores>,
@@ -418,6 +421,8 @@ pub fn score(gold: &Gold, pred: &Predicted) -> GraphScores {
         if matched {
             s.matched_relations += 1;
             s.by_predicate.entry(pc.to_string()).or_default().matched += 1;
+        } else if !COOCCURRENCE.contains(&pp.as_str()) {
+            s.wrong_relations.push([ps.clone(), pp.clone(), po.clone()]);
         }
     }
     s.found_relations = found_rel.len();

@@ -181,15 +181,87 @@ pub async fn search(graph: &dyn GraphStore, config: &GraphConfig, scope: &Scope,
         hops: req.hops,
         predicate,
         include_invalid: req.include_invalid,
-        limit,
+        // the store cuts by hops then id; the pool leaves `rank_and_cut` room to choose
+        limit: (limit * POOL_FACTOR).clamp(POOL_MIN, 1000),
     };
     let mut subgraph = graph.traverse(scope, &walk).await?;
+    rank_and_cut(&mut subgraph, &walk.seeds, req.hops, limit);
+    let returned: std::collections::HashSet<&EntityId> = subgraph.entities.iter().map(|e| &e.id).collect();
+    let seeds = walk.seeds.iter().filter(|s| returned.contains(s)).cloned().collect();
     let related = split_co_occurrences(&mut subgraph.relations);
     Ok(GraphSearchResult {
-        seeds: walk.seeds,
+        seeds,
         subgraph,
         related,
     })
+}
+
+/// The walk's candidate pool is this many times the request's `limit`…
+const POOL_FACTOR: usize = 5;
+/// …and at least this many entities (both chosen, not fitted: a pool a
+/// few times the answer, bounded by the stores' 1,000).
+const POOL_MIN: usize = 100;
+
+/// Keeps the `limit` entities of a walked pool a reader wants first, and the
+/// relations among them (at most 4 × `limit`, facts before co-occurrence
+/// edges, newest first). Order: the seeds, in the order they were resolved
+/// (best match first); then by hops from a seed (over the pool's relations);
+/// then an entity a fact (a typed relation) joins to one nearer the seeds
+/// before one only a co-occurrence hint joins; then more relations within
+/// the pool first; then by id, so the cut is stable. Before, the stores cut
+/// by hops and then by id (a hash), so `limit` kept an arbitrary mention
+/// over the user's `works_at`.
+pub fn rank_and_cut(sub: &mut Subgraph, seeds: &[EntityId], hops: u8, limit: usize) {
+    use std::collections::HashMap;
+    let seed_rank: HashMap<&EntityId, usize> = seeds.iter().enumerate().map(|(i, s)| (s, i)).collect();
+    // hops from the seeds over the pool's relations (breadth first)
+    let mut depth: HashMap<EntityId, u8> = seeds.iter().map(|s| (s.clone(), 0)).collect();
+    let mut fact_link: std::collections::HashSet<EntityId> = Default::default();
+    let mut frontier: std::collections::HashSet<EntityId> = seeds.iter().cloned().collect();
+    for d in 1..=hops {
+        let mut next = std::collections::HashSet::new();
+        for r in &sub.relations {
+            for (from, to) in [(&r.source, &r.target), (&r.target, &r.source)] {
+                if frontier.contains(from) && depth.get(to).is_none_or(|&t| t == d) {
+                    if !r.is_co_occurrence() {
+                        fact_link.insert(to.clone());
+                    }
+                    if !depth.contains_key(to) {
+                        depth.insert(to.clone(), d);
+                        next.insert(to.clone());
+                    }
+                }
+            }
+        }
+        frontier = next;
+    }
+    let mut degree: HashMap<&EntityId, usize> = HashMap::new();
+    for r in &sub.relations {
+        *degree.entry(&r.source).or_default() += 1;
+        *degree.entry(&r.target).or_default() += 1;
+    }
+    let key = |e: &Entity| {
+        (
+            seed_rank.get(&e.id).copied().unwrap_or(usize::MAX),
+            depth.get(&e.id).copied().unwrap_or(u8::MAX),
+            !fact_link.contains(&e.id),
+            std::cmp::Reverse(degree.get(&e.id).copied().unwrap_or(0)),
+            e.id.as_str().to_string(),
+        )
+    };
+    let mut keyed: Vec<_> = std::mem::take(&mut sub.entities).into_iter().map(|e| (key(&e), e)).collect();
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.truncate(limit);
+    sub.entities = keyed.into_iter().map(|(_, e)| e).collect();
+    let kept: std::collections::HashSet<EntityId> = sub.entities.iter().map(|e| e.id.clone()).collect();
+    sub.relations.retain(|r| kept.contains(&r.source) && kept.contains(&r.target));
+    sub.relations.sort_by(|a, b| {
+        a.is_co_occurrence()
+            .cmp(&b.is_co_occurrence())
+            .then(b.valid_from.cmp(&a.valid_from))
+            .then_with(|| a.id.as_str().cmp(b.id.as_str()))
+    });
+    sub.relations.truncate(limit * 4);
 }
 
 #[cfg(test)]
@@ -211,6 +283,54 @@ mod tests {
             episode_id: Some(episode),
             memory_id: None,
         }
+    }
+
+    fn ent(s: &Scope, key: &str) -> Entity {
+        let at = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 3, 1, 9, 0, 0).unwrap();
+        Entity {
+            id: EntityId::for_key(s, key),
+            identity_key: key.into(),
+            name: key.into(),
+            kind: "person".into(),
+            aliases: vec![],
+            attributes: serde_json::json!({}),
+            created_at: at,
+            updated_at: at,
+            episodes: vec![],
+        }
+    }
+
+    #[test]
+    fn the_cut_keeps_seeds_in_resolve_order_then_facts_before_mentions() {
+        let s = Scope::new("u", "a").unwrap();
+        let id = |k: &str| EntityId::for_key(&s, k);
+        let pool = || Subgraph {
+            entities: ["erik", "nora", "blue harbor", "nora lindqvist", "petra"].iter().map(|k| ent(&s, k)).collect(),
+            relations: vec![
+                rel(&s, "nora", "mentions", "erik", 1, "s1"),
+                rel(&s, "nora", "works_at", "blue harbor", 2, "s1"),
+                rel(&s, "nora", "mentioned_with", "nora lindqvist", 2, "s1"),
+                rel(&s, "blue harbor", "mentioned_with", "petra", 3, "s2"),
+                // erik has more edges than blue harbor, none of them a fact
+                rel(&s, "erik", "mentioned_with", "petra", 3, "s3"),
+                rel(&s, "erik", "mentioned_with", "nora lindqvist", 3, "s3"),
+            ],
+        };
+        let seeds = [id("nora"), id("nora lindqvist")];
+        let mut sub = pool();
+        rank_and_cut(&mut sub, &seeds, 1, 3);
+        let names: Vec<&str> = sub.entities.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["nora", "nora lindqvist", "blue harbor"], "the fact's end before the mention's");
+        assert!(sub.relations.iter().all(|r| r.predicate != "mentions"), "erik's edge went with erik");
+        assert_eq!(sub.relations[0].predicate, "works_at", "facts first");
+        let mut one = pool();
+        rank_and_cut(&mut one, &[id("nora lindqvist"), id("nora")], 1, 1);
+        assert_eq!(one.entities[0].name, "nora lindqvist", "the best-resolved seed first");
+        assert!(one.relations.is_empty());
+        // petra is two hops away: after every one-hop entity
+        let mut two = pool();
+        rank_and_cut(&mut two, &seeds, 2, 5);
+        assert_eq!(two.entities.last().unwrap().name, "petra");
     }
 
     #[test]

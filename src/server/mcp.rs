@@ -60,8 +60,14 @@ pub struct ExpandArgs {
 /// Arguments of `knowledge_graph_search`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GraphArgs {
-    /// Text naming the people, places, organisations or projects to look up.
-    pub query: String,
+    /// Text naming the people, places, organisations or projects to look up
+    /// (give this or `entity`).
+    #[serde(default)]
+    pub query: Option<String>,
+    /// One start entity instead: an `ent_` id from an earlier result, or a
+    /// name (wins over `query`).
+    #[serde(default)]
+    pub entity: Option<String>,
     /// Relations to walk from them (0..=3, default 1).
     #[serde(default)]
     #[schemars(range(min = 0, max = 3))]
@@ -120,7 +126,8 @@ async fn expand(memory: &Memory, scope: &Scope, a: ExpandArgs) -> std::result::R
 /// `knowledge_graph_search` for `scope`.
 async fn graph(memory: &Memory, scope: &Scope, a: GraphArgs) -> std::result::Result<String, String> {
     let req = GraphSearch {
-        query: Some(a.query),
+        query: a.query,
+        entity: a.entity,
         hops: a.hops.unwrap_or(1),
         include_invalid: a.include_invalid,
         predicate: a.predicate,

@@ -158,7 +158,12 @@ pub struct Remembered {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetrieveRequest {
-    /// Filter object (see [`crate::model::filter`]); omitted or `{}` = all.
+    /// Filter object: every key a condition, all must hold. Paths `type`,
+    /// `category`, `id`, `created_at`, `updated_at`, `metadata.<key>`;
+    /// a bare value is equality; operators `$ne`, `$gt`, `$gte`, `$lt`,
+    /// `$lte`, `$in`, `$nin`, `$exists`, `$and`, `$or`, e.g. `{"type":
+    /// "event", "metadata.timestamp": {"$gte": "2026-01-01T00:00:00Z"}}`.
+    /// Omitted or `{}` = all. (The language: `crate::model::filter`.)
     #[serde(default)]
     #[schema(value_type = Object)]
     pub filter: serde_json::Value,
