@@ -1120,7 +1120,14 @@ export interface components {
             cursor?: string | null;
             /** @description `desc` (default) or `asc`. */
             direction?: components["schemas"]["Direction"];
-            /** @description Filter object (see [`crate::model::filter`]); omitted or `{}` = all. */
+            /**
+             * @description Filter object: every key a condition, all must hold. Paths `type`,
+             *     `category`, `id`, `created_at`, `updated_at`, `metadata.<key>`;
+             *     a bare value is equality; operators `$ne`, `$gt`, `$gte`, `$lt`,
+             *     `$lte`, `$in`, `$nin`, `$exists`, `$and`, `$or`, e.g. `{"type":
+             *     "event", "metadata.timestamp": {"$gte": "2026-01-01T00:00:00Z"}}`.
+             *     Omitted or `{}` = all. (The language: `crate::model::filter`.)
+             */
             filter?: Record<string, never>;
             /** @description Include facts superseded by a newer one with the same key. */
             include_superseded?: boolean;
