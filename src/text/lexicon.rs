@@ -12,6 +12,7 @@
 //!   that the index keeps; the summariser ignores them.
 //! - `months` (12, in order), `month_abbreviations` (word → 1..=12),
 //!   `weekdays` (7, Monday first), `weekday_abbreviations` (word → 1..=7),
+//!   `calendar_forms` (their cases and plurals),
 //!   `time_words`, `relative_time`, `time_units`: dates and time cues (the
 //!   summariser's cue bonus, relative-date resolution, LoCoMo's dates, the
 //!   offline graph extractor's non-names).
@@ -34,6 +35,8 @@ use serde::Deserialize;
 /// The compiled-in files: (language code, TOML text).
 pub const FILES: &[(&str, &str)] = &[
     ("en", include_str!("lexicon/en.toml")),
+    ("de", include_str!("lexicon/de.toml")),
+    ("el", include_str!("lexicon/el.toml")),
     ("ko", include_str!("lexicon/ko.toml")),
     ("ja", include_str!("lexicon/ja.toml")),
     ("zh", include_str!("lexicon/zh.toml")),
@@ -70,6 +73,11 @@ pub struct Lexicon {
     /// Weekday abbreviations → weekday number (1 = Monday ..= 7).
     #[serde(default)]
     pub weekday_abbreviations: BTreeMap<String, u32>,
+    /// Other forms of the month and weekday names: cases and plurals
+    /// ("mondays", Greek "μαΐου", "σάββατο"'s genitive "σαββάτου"), which
+    /// the offline graph extractor treats as no names like the lists above.
+    #[serde(default)]
+    pub calendar_forms: Vec<String>,
     /// Words that date what is said on their own ("yesterday", "어제").
     #[serde(default)]
     pub time_words: Vec<String>,
@@ -183,8 +191,9 @@ mod tests {
     fn every_file_is_valid() {
         assert_eq!(all().len(), FILES.len());
         for l in all() {
-            let lists: [(&str, &Vec<String>); 16] = [
+            let lists: [(&str, &Vec<String>); 17] = [
                 ("stop_words", &l.stop_words),
+                ("calendar_forms", &l.calendar_forms),
                 ("weak_words", &l.weak_words),
                 ("months", &l.months),
                 ("weekdays", &l.weekdays),

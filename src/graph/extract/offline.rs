@@ -208,19 +208,23 @@ const STOP: &[&str] = &[
     "night",
     "morning",
 ];
-/// Month and weekday names and abbreviations of every language
-/// ([`crate::text::lexicon`]), which are no names, except "may": May is a
-/// given name too, and its month reads as a date by the digits beside it.
+/// Month and weekday names, their abbreviations and their other forms
+/// (cases, plurals) of every language ([`crate::text::lexicon`]), which are
+/// no names, except "may" and "mai": May is a given name too (and its month
+/// reads as a date by the digits beside it), Mai a Vietnamese given name and
+/// the end of "Chiang Mai".
 fn months_days() -> &'static std::collections::HashSet<&'static str> {
     static M: OnceLock<std::collections::HashSet<&'static str>> = OnceLock::new();
     M.get_or_init(|| {
         let mut m = crate::text::lexicon::union(|l| &l.months);
         m.extend(crate::text::lexicon::union(|l| &l.weekdays));
+        m.extend(crate::text::lexicon::union(|l| &l.calendar_forms));
         for l in crate::text::lexicon::all() {
             m.extend(l.month_abbreviations.keys().map(String::as_str));
             m.extend(l.weekday_abbreviations.keys().map(String::as_str));
         }
         m.remove("may");
+        m.remove("mai");
         m
     })
 }
@@ -300,18 +304,34 @@ struct Patterns {
     as_role: Regex,
 }
 
-/// A liked object: a quoted title, a name, or a short lowercase phrase. The
-/// phrase ends at the first function word and at most three words are kept.
-fn liked_object(c: &regex::Captures) -> Option<(String, &'static str)> {
+/// The liked objects of a match: a quoted title, a name, or a short
+/// lowercase phrase. The phrase ends at the first function word and at most
+/// three words are kept; "action and sci-fi movies" (a lone modifier, then a
+/// phrase whose last word is a plural head) is both "action movies" and
+/// "sci-fi movies", as the head belongs to each conjunct.
+fn liked_objects(c: &regex::Captures) -> Vec<(String, &'static str)> {
     if let Some(q) = c.name("q") {
-        return clean_title(q.as_str()).map(|t| (t, "work"));
+        return clean_title(q.as_str()).map(|t| (t, "work")).into_iter().collect();
     }
     if let Some(n) = c.name("n") {
-        return clean_name(n.as_str()).map(|n| (n, UNKNOWN_TYPE));
+        return clean_name(n.as_str()).map(|n| (n, UNKNOWN_TYPE)).into_iter().collect();
     }
-    let l = c.name("l")?.as_str();
-    value_phrase(l, 3).map(|v| (v, "activity"))
+    let Some(l) = c.name("l").map(|l| l.as_str()) else { return Vec::new() };
+    let Some(v) = value_phrase(l, 3) else { return Vec::new() };
+    let mut rest = l.split_whitespace().skip(v.split(' ').count());
+    if !v.contains(' ') && !v.ends_with("ing") && !v.ends_with('s') && matches!(rest.next(), Some("and" | "or")) {
+        let other: Vec<&str> = rest.take_while(|w| !PHRASE_END.contains(w)).take(3).collect();
+        if let (true, Some(head)) = (other.len() >= 2, other.last().filter(|w| w.ends_with('s'))) {
+            let first = format!("{v} {head}");
+            return [Some(first), value_phrase(&other.join(" "), 3)].into_iter().flatten().map(|x| (x, "activity")).collect();
+        }
+    }
+    vec![(v, "activity")]
 }
+
+/// Particles that make an "-ing" word before them a phrasal verb ("curling
+/// up", "hanging out"): a way of doing something, not a liked thing.
+const PARTICLES: &[&str] = &["up", "out", "down", "off", "away", "back", "over", "around"];
 
 /// Words that end a value phrase ("camping trips with my fam" → "camping trips").
 const PHRASE_END: &[&str] = &[
@@ -322,6 +342,7 @@ const PHRASE_END: &[&str] = &[
     "like", "just", "also", "ever", "and", "these", "days", "lately", "recently", "together", "again",
     "yesterday", "today", "last", "next", "i", "you", "we", "they", "he", "she", "by", "into", "around",
     "has", "have", "had", "been", "be", "will", "would", "can", "could", "do", "did", "does", "not", "always",
+    "even", "still", "already", "anymore",
 ];
 /// First words that make a phrase no value ("I love that", "I love how ...", "I love being ...").
 const PHRASE_REJECT: &[&str] = &[
@@ -356,6 +377,10 @@ fn value_phrase(text: &str, max: usize) -> Option<String> {
     }
     // "I love making it", "I love taking pics of the": a verb form whose object follows is no value
     if words.len() == 1 && first.ends_with("ing") && OBJECT_STARTS.contains(&ended_by) {
+        return None;
+    }
+    // "curling up (on the couch)", "fixing up things": a phrasal verb
+    if first.ends_with("ing") && words.get(1).is_some_and(|w| PARTICLES.contains(w)) {
         return None;
     }
     Some(words.join(" "))
@@ -468,7 +493,7 @@ fn patterns() -> &'static Patterns {
             .expect("name-my-pet regex"),
             pet_name_is: Regex::new(&format!(r"\b(?:[Hh]is|[Hh]er|[Ii]ts|[Tt]heir)\s+name(?:['’]s|\s+is)\s+(?P<y>{name})")).expect("pet-name regex"),
             plans_visit: Regex::new(&format!(
-                r"\b(?:planning\s+(?:a|my|our)\s+(?:\w+\s+)?(?:trip|visit|vacation)\s+to|plan(?:ning)?\s+to\s+(?:visit|go\s+to)|(?:can['’]t wait|want|wanna|hope|hoping|keen|would love|['’]d love|dream)\s+to\s+(?:go\s+(?:back\s+)?to|visit|explore)|(?:going|heading|off)\s+to\s+(?:the\s+)?(?P<y2>{name})\s+(?:next|soon|this\s+(?:summer|fall|autumn|winter|spring|weekend|month|year)|in\s+a\s+few|after)|(?:gonna|going to)\s+be\s+in)\s+(?:the\s+)?(?P<y>{name})?"
+                r"\b(?:planning\s+(?:a|my|our)\s+(?:\w+\s+)?(?:trip|visit|vacation)\s+to|plan(?:ning)?\s+to\s+(?:visit|go\s+to)|(?:[Cc]an['’]t wait|want|wanna|hope|hoping|keen|would love|['’]d love|dream)\s+to\s+(?:go\s+(?:back\s+)?to|visit|explore)|(?:going|heading|off)\s+to\s+(?:the\s+)?(?P<y2>{name})\s+(?:next|soon|this\s+(?:summer|fall|autumn|winter|spring|weekend|month|year)|in\s+a\s+few|after)|(?:gonna|going to)\s+be\s+in)\s+(?:the\s+)?(?P<y>{name})?"
             ))
             .expect("plans-visit regex"),
             friend_you: Regex::new(r"\b(?:(?:being|be|as|are|you['’]re|you are|have you as)\s+(?:an?|my|such\s+an?|the)\s+(?:\w+\s+)?friend|(?:great|good|nice|lucky)\s+to\s+have\s+(?:a\s+)?(?:friend|you\s+as\s+a\s+friend)|(?:you['’]re|you are)\s+(?:a\s+)?(?:true|real|good|great|best)\s+friend)\b").expect("friend-you regex"),
@@ -577,6 +602,11 @@ fn clean_name(raw: &str) -> Option<String> {
         return None;
     }
     if months_days().contains(lower.as_str()) {
+        return None;
+    }
+    // "Το Σάββατο", "Τον Αύγουστο", "Next Saturday": an article or a word
+    // before a calendar name is no name either
+    if words.len() == 2 && months_days().contains(words[1].to_lowercase().as_str()) {
         return None;
     }
     // a number, or a date ("July 20"), is no name
@@ -890,7 +920,7 @@ fn speaker_cues(
         matches!(w, "I" | "I'm" | "I’m" | "I've" | "I’ve" | "my" | "My" | "me" | "we" | "We" | "our" | "Our")
     });
     for c in p.likes_any.captures_iter(sentence) {
-        if let Some((y, kind)) = liked_object(&c) {
+        for (y, kind) in liked_objects(&c) {
             link(out, "likes", &y, kind);
         }
     }
@@ -899,7 +929,7 @@ fn speaker_cues(
         let liked = match named {
             Some(s) if s.starts_with(['"', '“']) => clean_title(s.trim_matches(|c| c == '"' || c == '“' || c == '”')).map(|t| (t, "work")),
             Some(s) => clean_name(s).map(|n| (n, UNKNOWN_TYPE)),
-            None => liked_object(&c),
+            None => liked_objects(&c).into_iter().next(),
         };
         if let Some((y, kind)) = liked {
             link(out, "likes", &y, kind);
@@ -953,6 +983,10 @@ fn speaker_cues(
         }
     }
     for c in p.plans_visit.captures_iter(sentence) {
+        // "My boss Linda is planning a trip to Tokyo": Linda's plan, not the speaker's
+        if third_person_subject(&sentence[..c.get(0).map_or(0, |m| m.start())]) {
+            continue;
+        }
         if let Some(y) = c.name("y").or(c.name("y2")).and_then(|y| clean_name(y.as_str())) {
             link(out, "plans_to_visit", &y, "place");
         }
@@ -976,6 +1010,29 @@ fn speaker_cues(
             }
         }
     }
+}
+
+/// True when the subject nearest before a verb phrase (`before`: the
+/// sentence up to it) is a third person: reading back from the verb, a
+/// third-person pronoun ("she", "they") or a capitalised word that does not
+/// open the sentence ("my boss Linda is …", "Emma and her husband Carlos
+/// want …") comes before any "I" or "we". Nothing before the verb ("Can't
+/// wait to visit Tokyo") is the speaker, as chat drops "I".
+fn third_person_subject(before: &str) -> bool {
+    let words: Vec<&str> = before
+        .split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’')
+        .filter(|w| !w.is_empty())
+        .collect();
+    for (i, w) in words.iter().enumerate().rev() {
+        let bare = w.split(['\'', '’']).next().unwrap_or(w);
+        match bare {
+            "I" | "we" | "We" => return false,
+            "he" | "she" | "they" | "He" | "She" | "They" => return true,
+            _ if i > 0 && bare.chars().next().is_some_and(char::is_uppercase) => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// True when `speaker` is a real name (not a role label).
@@ -1091,7 +1148,11 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
             cued(p, sentence, speaker, t.at, &ctx, &mut out, &mut related_pairs, &mut last_named);
             // every name of the sentence; the last one becomes the pronoun antecedent
             let mut names: Vec<String> = Vec::new();
-            let first_word_end = sentence.find(char::is_whitespace).unwrap_or(sentence.len());
+            // where the sentence's first word begins: after Spanish opening marks ("¡Genial!",
+            // "¿Sabes?"), brackets, dashes and list bullets (not quotes, which open titles)
+            let opening = |c: char| c.is_whitespace() || matches!(c, '¡' | '¿' | '(' | '[' | '-' | '–' | '—' | '*' | '•');
+            let lead = sentence.len() - sentence.trim_start_matches(opening).len();
+            let first_word_end = sentence[lead..].find(char::is_whitespace).map_or(sentence.len(), |e| lead + e);
             let mut initial_candidate = false;
             let spans = p.span.find_iter(sentence).flat_map(|m| {
                 // "Tokyo's Times Square": two names
@@ -1115,24 +1176,24 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
             for (start, raw) in spans {
                 // "Exploring Japan" opening a sentence: the verb form is no part of the name
                 let raw = match raw.split_once(' ') {
-                    Some((first, rest)) if start == 0 && (first.ends_with("ing") || first.ends_with("in'")) => rest,
+                    Some((first, rest)) if start == lead && (first.ends_with("ing") || first.ends_with("in'")) => rest,
                     // "В Казани", "На Байкале": a word of one or two letters opening the
                     // sentence that the session also writes in lowercase is a preposition or
                     // an article, not part of the name (no list: the session's own spelling)
-                    Some((first, rest)) if start == 0 && first.chars().count() <= 2 && lower.contains(&first.to_lowercase()) => rest,
+                    Some((first, rest)) if start == lead && first.chars().count() <= 2 && lower.contains(&first.to_lowercase()) => rest,
                     // "Later Dana Whitfield texted…" after "Dana Whitfield" was named: the
                     // word opening the sentence is no part of a name the session already knows
-                    Some((_, rest)) if start == 0 && clean_name(rest).is_some_and(|r| known(&out, &r)) => rest,
+                    Some((_, rest)) if start == lead && clean_name(rest).is_some_and(|r| known(&out, &r)) => rest,
                     _ => raw,
                 };
                 let Some(n) = clean_name(raw) else {
                     continue;
                 };
                 // a single capitalised word opening the sentence is only a name if seen elsewhere as one
-                let first_word = sentence[..first_word_end].trim_end_matches(|c: char| c.is_ascii_punctuation());
+                let first_word = sentence[lead..first_word_end].trim_end_matches(|c: char| c.is_ascii_punctuation());
                 // ("Στις 9 Φεβρουαρίου": a sentence-opening word and a number is no title)
                 let words: Vec<&str> = n.split(' ').filter(|w| !w.chars().all(|c| c.is_ascii_digit())).collect();
-                let sentence_initial = start == 0
+                let sentence_initial = start == lead
                     && words.len() == 1
                     && first_word.trim_end_matches("'s").trim_end_matches("’s") == words[0];
                 let known = known(&out, &n);
@@ -1557,6 +1618,31 @@ mod tests {
             assert!(names.contains(&real), "{real} missing from {names:?}");
         }
         assert!(has(&ex, "Caroline", "likes", "painting"), "{:?}", ex.relations);
+    }
+
+    #[test]
+    fn calendar_forms_opening_marks_and_half_phrases_are_no_entities() {
+        let ex = extract(&[
+            turn("Ana", "¡Genial! ¿Sabes qué? I go swimming on Saturdays with Lucía."),
+            turn("Eleni", "Το Σάββατο θα πάω στην Κρήτη με τη Μαρία. Τον Αύγουστο έχω διακοπές, από 3 Μαΐου."),
+            turn("Jonas", "Am Montag fahre ich mit Petra nach Wien."),
+        ]);
+        let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
+        for junk in ["Genial", "Sabes", "Saturdays", "Το Σάββατο", "Σάββατο", "Τον Αύγουστο", "Αύγουστο", "Μαΐου", "Montag", "Am Montag"] {
+            assert!(!names.contains(&junk), "{junk} in {names:?}");
+        }
+        for real in ["Lucía", "Κρήτη", "Μαρία", "Petra", "Wien"] {
+            assert!(names.contains(&real), "{real} missing from {names:?}");
+        }
+        let ex = extract(&[
+            turn("Sam", "My boss Linda is planning a trip to Tokyo. Emma and her husband Carlos want to visit Japan."),
+            turn("Sam", "I like action and comedy movies. I love curling up on the couch. Can't wait to visit Lisbon!"),
+        ]);
+        assert!(!has(&ex, "Sam", "plans_to_visit", "Tokyo") && !has(&ex, "Sam", "plans_to_visit", "Japan"), "{:?}", ex.relations);
+        assert!(has(&ex, "Sam", "plans_to_visit", "Lisbon"), "an implied I plans: {:?}", ex.relations);
+        let liked: Vec<&str> = ex.relations.iter().filter(|r| r.predicate == "likes").map(|r| r.target.as_str()).collect();
+        assert_eq!(liked, ["action movies", "comedy movies"], "the head belongs to both conjuncts; a phrasal verb is no liked thing");
+        assert!(third_person_subject("My boss Linda is") && third_person_subject("so she's") && !third_person_subject("Honestly I") && !third_person_subject("Mom and I"));
     }
 
     #[test]
