@@ -1266,9 +1266,68 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
             }
         }
     }
+    self_introductions(turns, &mut out);
     fold_short_forms(&mut out);
     type_by_context(&mut out, &seen_in);
     out
+}
+
+/// "Hi, I'm Nora Lindqvist", "my name is Nora", "call me Nora": a named
+/// speaker (the user's node is named by `user_id` until a name is given,
+/// [`crate::worker`]) introducing themself. The name becomes an alias of the
+/// speaker's entity, its relations move there, so the user is one node that
+/// "Nora Lindqvist" finds, not two. "I'm X" counts only when X is two or
+/// three capitalised words or starts with a common given name
+/// ([`lexicon::GIVEN_NAMES`]: "I'm Korean" introduces no one), and the name
+/// must end the clause ("I'm Sam's mom" is not Sam).
+fn self_introductions(turns: &[TranscriptTurn], out: &mut Extraction) {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(&format!(
+            r"(?:^|[.!?,;]\s*|\b(?:[Hh]i|[Hh]ello|[Hh]ey|[Oo]h)\s+)(?P<v>I['’]m|I am|[Mm]y name is|[Mm]y name['’]s|[Cc]all me)\s+(?P<n>\p{{Lu}}{c}+(?:\s+\p{{Lu}}{c}+){{0,2}})(?:\s*$|\s*[.!?,;:)]|\s+(?:and|from|here|btw|by the way)\b)",
+            c = NAME_CHAR
+        ))
+        .expect("self-introduction regex")
+    });
+    let mut found: Vec<(String, String)> = Vec::new();
+    for t in turns {
+        let speaker: String = t.speaker.nfkc().collect();
+        let speaker = speaker.trim();
+        if !named(speaker) {
+            continue;
+        }
+        let text: String = t.text.nfkc().collect();
+        for c in re.captures_iter(&text) {
+            let Some(n) = clean_name(&c["n"]) else { continue };
+            let given = n.split(' ').next().is_some_and(|w| lexicon::contains(lexicon::GIVEN_NAMES, &w.to_lowercase()));
+            let plain_i = c["v"].starts_with('I');
+            if plain_i && !(n.contains(' ') || given) {
+                continue;
+            }
+            if type_cue(&n).is_some_and(|t| t != "person") || crate::graph::identity_key(&n) == crate::graph::identity_key(speaker) {
+                continue;
+            }
+            found.push((n, speaker.to_string()));
+        }
+    }
+    for (name, speaker) in found {
+        let key = crate::graph::identity_key(&name);
+        out.entities.retain(|e| crate::graph::identity_key(&e.name) != key);
+        mention(out, &speaker, "person");
+        if let Some(me) = out.entities.iter_mut().find(|e| e.name == speaker) {
+            if !me.aliases.contains(&name) {
+                me.aliases.push(name.clone());
+            }
+        }
+        for r in &mut out.relations {
+            for end in [&mut r.source, &mut r.target] {
+                if crate::graph::identity_key(end) == key {
+                    *end = speaker.clone();
+                }
+            }
+        }
+        out.relations.retain(|r| crate::graph::identity_key(&r.source) != crate::graph::identity_key(&r.target));
+    }
 }
 
 /// "Mel" and "Caro" in a session where "Melanie" and "Caroline" are persons:
@@ -1618,6 +1677,20 @@ mod tests {
             assert!(names.contains(&real), "{real} missing from {names:?}");
         }
         assert!(has(&ex, "Caroline", "likes", "painting"), "{:?}", ex.relations);
+    }
+
+    #[test]
+    fn a_speaker_introducing_themself_is_one_node_with_the_name_as_alias() {
+        let ex = extract(&[
+            turn("u_4711", "Hi, I'm Nora Lindqvist. I work at Blue Harbor Labs."),
+            turn("u_4711", "I'm Korean, and I'm Sam's mom. My name is Nora, by the way."),
+        ]);
+        let me = ex.entities.iter().find(|e| e.name == "u_4711").expect("the user's node");
+        assert!(me.aliases.contains(&"Nora Lindqvist".to_string()) && me.aliases.contains(&"Nora".to_string()), "{me:?}");
+        let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
+        assert!(!names.contains(&"Nora Lindqvist") && !names.contains(&"Korean") && names.contains(&"Sam"), "{names:?}");
+        assert!(has(&ex, "u_4711", "works_at", "Blue Harbor Labs"), "{:?}", ex.relations);
+        assert!(ex.relations.iter().all(|r| r.source != "Nora Lindqvist" && r.target != "Nora Lindqvist"), "{:?}", ex.relations);
     }
 
     #[test]
