@@ -20,6 +20,8 @@
 //!   `recall.trivial_messages` (a message made only of these triggers no
 //!   recall); a sentence opening with a greeting or acknowledgement is
 //!   chit-chat to the summariser.
+//! - `honorific_titles`: titles and kinship terms before an honorific
+//!   suffix (the graph extractor's non-names).
 //! - `number_words`, `first_person`, `fact_verbs`, `fact_adverbs`: the
 //!   summariser's fact cues; `abbreviations`: full stops that end no
 //!   sentence ([`crate::text::split_sentences`]).
@@ -111,6 +113,12 @@ pub struct Lexicon {
     /// Declining answers ("no", "nope").
     #[serde(default)]
     pub declines: Vec<String>,
+    /// Titles, roles and kinship terms that take an honorific suffix
+    /// (Korean 팀장님, 부모님; Japanese 部長さん, お母さん's 母): the offline
+    /// graph extractor takes the word before them ("김민수 팀장님") as the
+    /// name, never the title itself.
+    #[serde(default)]
+    pub honorific_titles: Vec<String>,
 }
 
 /// Every compiled-in lexicon, in [`FILES`] order.
@@ -191,8 +199,9 @@ mod tests {
     fn every_file_is_valid() {
         assert_eq!(all().len(), FILES.len());
         for l in all() {
-            let lists: [(&str, &Vec<String>); 17] = [
+            let lists: [(&str, &Vec<String>); 18] = [
                 ("stop_words", &l.stop_words),
+                ("honorific_titles", &l.honorific_titles),
                 ("calendar_forms", &l.calendar_forms),
                 ("weak_words", &l.weak_words),
                 ("months", &l.months),

@@ -884,11 +884,49 @@ fn cued(
         speaker_cues(p, sentence, me, ctx, at, out, related);
     }
     for c in p.honorific.captures_iter(sentence) {
-        if let Some(y) = c.name("ko").or(c.name("ja")).or(c.name("vi")) {
-            mention(out, y.as_str(), "person");
-            *last_named = Some(y.as_str().to_string());
+        let Some(y) = c.name("ko").or(c.name("ja")).or(c.name("vi")) else { continue };
+        if let Some(name) = honorific_name(sentence, y.start(), y.as_str()) {
+            mention(out, &name, "person");
+            *last_named = Some(name);
         }
     }
+}
+
+/// The person an honorific names, given the word before the suffix (`word`,
+/// at byte `at` of `sentence`): the word itself, unless it is a title or
+/// kinship term ([`crate::text::lexicon::Lexicon::honorific_titles`]). Then
+/// the name is what stands before the title: in Korean the word before it
+/// ("김민수 팀장님" → 김민수; "팀장님" or "우리 팀장님" alone name no one), in
+/// Japanese the characters the title ends ("田中部長さん" → 田中; "お母さん" →
+/// no one).
+fn honorific_name(sentence: &str, at: usize, word: &str) -> Option<String> {
+    static TITLES: OnceLock<std::collections::HashSet<&'static str>> = OnceLock::new();
+    static NOT_NAMES: OnceLock<std::collections::HashSet<&'static str>> = OnceLock::new();
+    let titles = TITLES.get_or_init(|| crate::text::lexicon::union(|l| &l.honorific_titles));
+    let not_names = NOT_NAMES.get_or_init(|| {
+        let mut s = crate::text::lexicon::union(|l| &l.stop_words);
+        s.extend(crate::text::lexicon::union(|l| &l.first_person));
+        s.extend(crate::text::lexicon::union(|l| &l.time_words));
+        s
+    });
+    if !titles.contains(word) {
+        // "田中部長": a name the title ends
+        return match titles.iter().filter(|t| word.len() > t.len() && word.ends_with(**t)).max_by_key(|t| t.len()) {
+            Some(t) => Some(word[..word.len() - t.len()].to_string()),
+            None => Some(word.to_string()),
+        };
+    }
+    let before = sentence[..at].trim_end();
+    let prev: String = before.chars().rev().take_while(|c| ('가'..='힣').contains(c)).collect::<Vec<_>>().into_iter().rev().collect();
+    let n = prev.chars().count();
+    // a word with a case particle ("기념으로 강사님", "회사에서 팀장님") is no bare name; the
+    // particles that also end common given names (은, 이, 서, 도, ...) are not counted
+    let particle = ["으로", "에서", "에게", "한테", "까지", "부터", "처럼", "보다", "로", "를", "을", "에", "의", "께"]
+        .iter()
+        .any(|p| prev.ends_with(p));
+    // the title stands apart from the word before it (trailing whitespace was trimmed)
+    let apart = before.len() < at;
+    ((2..=4).contains(&n) && apart && !particle && !not_names.contains(prev.as_str()) && !titles.contains(prev.as_str())).then_some(prev)
 }
 
 /// What a sentence's cues may need from the rest of its turn and session.
@@ -1677,6 +1715,21 @@ mod tests {
             assert!(names.contains(&real), "{real} missing from {names:?}");
         }
         assert!(has(&ex, "Caroline", "likes", "painting"), "{:?}", ex.relations);
+    }
+
+    #[test]
+    fn a_title_before_an_honorific_is_no_name_and_the_word_before_it_is() {
+        let ex = extract(&[
+            turn("민지", "김민수 팀장님이 칭찬해 주셨어. 우리 팀장님은 좋아. 부모님께 전화했어. 기념으로 강사님이 사진을 찍어 주셨어."),
+            turn("Kenta", "田中部長さんと話した。お母さんも来た。"),
+        ]);
+        let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
+        for real in ["김민수", "田中"] {
+            assert!(names.contains(&real), "{real} missing from {names:?}");
+        }
+        for title in ["팀장", "우리", "부모", "母", "田中部長", "部長", "기념으로", "강사"] {
+            assert!(!names.contains(&title), "{title} in {names:?}");
+        }
     }
 
     #[test]
