@@ -205,46 +205,45 @@ const POOL_MIN: usize = 100;
 /// Keeps the `limit` entities of a walked pool a reader wants first, and the
 /// relations among them (at most 4 × `limit`, facts before co-occurrence
 /// edges, newest first). Order: the seeds, in the order they were resolved
-/// (best match first); then by hops from a seed (over the pool's relations);
-/// then an entity a fact (a typed relation) joins to one nearer the seeds
-/// before one only a co-occurrence hint joins; then more relations within
-/// the pool first; then by id, so the cut is stable. Before, the stores cut
-/// by hops and then by id (a hash), so `limit` kept an arbitrary mention
-/// over the user's `works_at`.
+/// (best match first); then the entities a path of facts (typed relations)
+/// reaches from a seed, nearest first; then those only co-occurrence hints
+/// reach, nearest first (hops over the pool's relations, at most `hops`);
+/// then more relations within the pool first; then by id, so the cut is
+/// stable. Before, the stores cut by hops and then by id (a hash), so
+/// `limit` kept an arbitrary mention over the user's `works_at`.
 pub fn rank_and_cut(sub: &mut Subgraph, seeds: &[EntityId], hops: u8, limit: usize) {
-    use std::collections::HashMap;
+    use std::collections::{HashMap, HashSet};
     let seed_rank: HashMap<&EntityId, usize> = seeds.iter().enumerate().map(|(i, s)| (s, i)).collect();
-    // hops from the seeds over the pool's relations (breadth first)
-    let mut depth: HashMap<EntityId, u8> = seeds.iter().map(|s| (s.clone(), 0)).collect();
-    let mut fact_link: std::collections::HashSet<EntityId> = Default::default();
-    let mut frontier: std::collections::HashSet<EntityId> = seeds.iter().cloned().collect();
-    for d in 1..=hops {
-        let mut next = std::collections::HashSet::new();
-        for r in &sub.relations {
-            for (from, to) in [(&r.source, &r.target), (&r.target, &r.source)] {
-                if frontier.contains(from) && depth.get(to).is_none_or(|&t| t == d) {
-                    if !r.is_co_occurrence() {
-                        fact_link.insert(to.clone());
-                    }
-                    if !depth.contains_key(to) {
+    // hops from the seeds over the pool's relations, breadth first: over every edge, and over facts alone
+    let distances = |facts_only: bool| {
+        let mut depth: HashMap<EntityId, u8> = seeds.iter().map(|s| (s.clone(), 0)).collect();
+        let mut frontier: HashSet<EntityId> = seeds.iter().cloned().collect();
+        for d in 1..=hops {
+            let mut next = HashSet::new();
+            for r in sub.relations.iter().filter(|r| !(facts_only && r.is_co_occurrence())) {
+                for (from, to) in [(&r.source, &r.target), (&r.target, &r.source)] {
+                    if frontier.contains(from) && !depth.contains_key(to) {
                         depth.insert(to.clone(), d);
                         next.insert(to.clone());
                     }
                 }
             }
+            frontier = next;
         }
-        frontier = next;
-    }
+        depth
+    };
+    let (depth, fact_depth) = (distances(false), distances(true));
     let mut degree: HashMap<&EntityId, usize> = HashMap::new();
     for r in &sub.relations {
         *degree.entry(&r.source).or_default() += 1;
         *degree.entry(&r.target).or_default() += 1;
     }
     let key = |e: &Entity| {
+        let by_fact = fact_depth.get(&e.id).copied();
         (
             seed_rank.get(&e.id).copied().unwrap_or(usize::MAX),
-            depth.get(&e.id).copied().unwrap_or(u8::MAX),
-            !fact_link.contains(&e.id),
+            by_fact.is_none(),
+            by_fact.or_else(|| depth.get(&e.id).copied()).unwrap_or(u8::MAX),
             std::cmp::Reverse(degree.get(&e.id).copied().unwrap_or(0)),
             e.id.as_str().to_string(),
         )
@@ -253,7 +252,7 @@ pub fn rank_and_cut(sub: &mut Subgraph, seeds: &[EntityId], hops: u8, limit: usi
     keyed.sort_by(|a, b| a.0.cmp(&b.0));
     keyed.truncate(limit);
     sub.entities = keyed.into_iter().map(|(_, e)| e).collect();
-    let kept: std::collections::HashSet<EntityId> = sub.entities.iter().map(|e| e.id.clone()).collect();
+    let kept: HashSet<EntityId> = sub.entities.iter().map(|e| e.id.clone()).collect();
     sub.relations.retain(|r| kept.contains(&r.source) && kept.contains(&r.target));
     sub.relations.sort_by(|a, b| {
         a.is_co_occurrence()
@@ -327,10 +326,17 @@ mod tests {
         rank_and_cut(&mut one, &[id("nora lindqvist"), id("nora")], 1, 1);
         assert_eq!(one.entities[0].name, "nora lindqvist", "the best-resolved seed first");
         assert!(one.relations.is_empty());
-        // petra is two hops away: after every one-hop entity
+        // petra is two hops away, by hints only: after every other entity
         let mut two = pool();
         rank_and_cut(&mut two, &seeds, 2, 5);
         assert_eq!(two.entities.last().unwrap().name, "petra");
+        // a fact two hops away (nora -works_at-> blue harbor -located_in-> malmo) before a hint one hop away
+        let mut far = pool();
+        far.entities.push(ent(&s, "malmo"));
+        far.relations.push(rel(&s, "blue harbor", "located_in", "malmo", 4, "s4"));
+        rank_and_cut(&mut far, &[id("nora")], 2, 3);
+        let names: Vec<&str> = far.entities.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["nora", "blue harbor", "malmo"]);
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("en", include_str!("lexicon/en.toml")),
     ("de", include_str!("lexicon/de.toml")),
     ("el", include_str!("lexicon/el.toml")),
+    ("es", include_str!("lexicon/es.toml")),
     ("ko", include_str!("lexicon/ko.toml")),
     ("ja", include_str!("lexicon/ja.toml")),
     ("zh", include_str!("lexicon/zh.toml")),

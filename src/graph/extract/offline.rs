@@ -304,6 +304,21 @@ struct Patterns {
     as_role: Regex,
 }
 
+/// True when `first`, the word opening a sentence before the capitalised
+/// words `rest`, is a greeting of any language ([`crate::text::lexicon`]),
+/// or an acknowledgement ("Gracias", "Thanks") before a single common given
+/// name (acknowledgements include adjectives: "Great Barrier Reef" keeps
+/// its first word).
+fn opening_interjection(first: &str, rest: &str) -> bool {
+    static GREET: OnceLock<std::collections::HashSet<&'static str>> = OnceLock::new();
+    static ACK: OnceLock<std::collections::HashSet<&'static str>> = OnceLock::new();
+    let greet = GREET.get_or_init(|| crate::text::lexicon::union(|l| &l.greetings));
+    let ack = ACK.get_or_init(|| crate::text::lexicon::union(|l| &l.acknowledgements));
+    let w = first.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase();
+    greet.contains(w.as_str())
+        || (ack.contains(w.as_str()) && !rest.contains(' ') && lexicon::contains(lexicon::GIVEN_NAMES, &rest.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase()))
+}
+
 /// The liked objects of a match: a quoted title, a name, or a short
 /// lowercase phrase. The phrase ends at the first function word and at most
 /// three words are kept; "action and sci-fi movies" (a lone modifier, then a
@@ -833,6 +848,10 @@ fn cued(
                 mention(out, &y, "place");
                 // "I'm going to Vancouver to see Mark", "I will go to Osaka", "want to visit
                 // Kyoto": the progressive, a modal or an infinitive before "go"/"visit" is a plan
+                // "Sara and Mikael went to Malmö": their trip, not the speaker's
+                if third_person_subject(&sentence[..c.get(0).map_or(0, |m| m.start())]) {
+                    continue;
+                }
                 let before = sentence[..c.get(0).map_or(0, |m| m.start())].trim_end().to_lowercase();
                 let modal = before.ends_with(" to") || before.ends_with(" will") || before.ends_with("'ll") || before.ends_with("’ll") || before.ends_with(" gonna");
                 let planned = &c["v"] == "going" || (matches!(&c["v"], "go" | "visit") && modal);
@@ -1061,12 +1080,25 @@ fn third_person_subject(before: &str) -> bool {
         .split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’')
         .filter(|w| !w.is_empty())
         .collect();
+    let function_word = |w: &str| crate::text::lexicon::english().stop_words.iter().any(|s| s == w);
     for (i, w) in words.iter().enumerate().rev() {
         let bare = w.split(['\'', '’']).next().unwrap_or(w);
+        let lower = bare.to_lowercase();
+        // "My sister wants…", "my parents are planning…": a person the speaker names by kin, as
+        // the subject (the possessive opens the clause; "I took my family on a trip" is an object)
+        let kin = i == 1
+            && matches!(words[0].to_lowercase().as_str(), "my" | "his" | "her" | "our" | "their")
+            && (KIN.split('|').any(|k| k == lower || format!("{k}s") == lower) || matches!(lower.as_str(), "parents" | "kids" | "family" | "folks"));
+        if function_word(&lower) && !matches!(lower.as_str(), "i" | "we" | "he" | "she" | "they") {
+            continue;
+        }
         match bare {
             "I" | "we" | "We" => return false,
             "he" | "she" | "they" | "He" | "She" | "They" => return true,
+            _ if kin => return true,
             _ if i > 0 && bare.chars().next().is_some_and(char::is_uppercase) => return true,
+            // opening the sentence, a given name or a name with a clitic ("Linda's been planning")
+            _ if i == 0 && (lexicon::contains(lexicon::GIVEN_NAMES, &lower) || (bare.len() < w.len() && bare.chars().next().is_some_and(char::is_uppercase))) => return true,
             _ => {}
         }
     }
@@ -1222,6 +1254,9 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                     // "Later Dana Whitfield texted…" after "Dana Whitfield" was named: the
                     // word opening the sentence is no part of a name the session already knows
                     Some((_, rest)) if start == lead && clean_name(rest).is_some_and(|r| known(&out, &r)) => rest,
+                    // "¡Hola Lucía!", "Gracias Marco": a greeting opening the sentence, or a
+                    // thanks before one given name, is no part of the name
+                    Some((first, rest)) if start == lead && opening_interjection(first, rest) => rest,
                     _ => raw,
                 };
                 let Some(n) = clean_name(raw) else {
@@ -1322,7 +1357,7 @@ fn self_introductions(turns: &[TranscriptTurn], out: &mut Extraction) {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
         Regex::new(&format!(
-            r"(?:^|[.!?,;]\s*|\b(?:[Hh]i|[Hh]ello|[Hh]ey|[Oo]h)\s+)(?P<v>I['’]m|I am|[Mm]y name is|[Mm]y name['’]s|[Cc]all me)\s+(?P<n>\p{{Lu}}{c}+(?:\s+\p{{Lu}}{c}+){{0,2}})(?:\s*$|\s*[.!?,;:)]|\s+(?:and|from|here|btw|by the way)\b)",
+            r"(?:(?:^|[.!?,;]\s*|\b(?:[Hh]i|[Hh]ello|[Hh]ey|[Oo]h)\s+)(?P<v>I['’]m|I am)|\b(?:[Mm]y (?:full |real |first )?name(?: is|['’]s)|[Cc]all me))\s+(?P<n>\p{{Lu}}{c}+(?:\s+\p{{Lu}}{c}+){{0,2}})(?:\s*$|\s*[.!?,;:)]|\s+(?:and|from|here|btw|by the way)\b)",
             c = NAME_CHAR
         ))
         .expect("self-introduction regex")
@@ -1338,7 +1373,7 @@ fn self_introductions(turns: &[TranscriptTurn], out: &mut Extraction) {
         for c in re.captures_iter(&text) {
             let Some(n) = clean_name(&c["n"]) else { continue };
             let given = n.split(' ').next().is_some_and(|w| lexicon::contains(lexicon::GIVEN_NAMES, &w.to_lowercase()));
-            let plain_i = c["v"].starts_with('I');
+            let plain_i = c.name("v").is_some();
             if plain_i && !(n.contains(' ') || given) {
                 continue;
             }
@@ -1348,6 +1383,13 @@ fn self_introductions(turns: &[TranscriptTurn], out: &mut Extraction) {
             found.push((n, speaker.to_string()));
         }
     }
+    // the first name of a full name too ("Nice to meet you, Nora!" after "I'm Nora Lindqvist")
+    let firsts: Vec<(String, String)> = found
+        .iter()
+        .filter_map(|(n, sp)| n.split_once(' ').map(|(f, _)| (f.to_string(), sp.clone())))
+        .filter(|(f, sp)| lexicon::contains(lexicon::GIVEN_NAMES, &f.to_lowercase()) && crate::graph::identity_key(f) != crate::graph::identity_key(sp))
+        .collect();
+    found.extend(firsts);
     for (name, speaker) in found {
         let key = crate::graph::identity_key(&name);
         out.entities.retain(|e| crate::graph::identity_key(&e.name) != key);
@@ -1437,7 +1479,12 @@ fn type_by_context(out: &mut Extraction, seen_in: &[(String, String, bool)]) {
         let last = key.rsplit(' ').next().unwrap_or(&key);
         let sequel = key.contains(' ')
             && (last.chars().all(|c| c.is_ascii_digit()) || matches!(last, "ii" | "iii" | "iv" | "v" | "vi" | "vii" | "viii" | "ix" | "x"));
-        let kind = if !key.contains(' ') && pet_turns > 0 && (!given || pet_turns == seen.len()) {
+        // "We hiked in the Alps. My dog loves it there.": a name after "in", "at" or "from" is a
+        // place, whatever turn it is in (no pet is hiked in)
+        let after_place_word = seen.iter().any(|(_, s, _)| {
+            ["in", "at", "from", "near"].iter().any(|w| s.contains(&format!(" {w} {key}")) || s.contains(&format!(" {w} the {key}")))
+        });
+        let kind = if !key.contains(' ') && pet_turns > 0 && !after_place_word && (!given || pet_turns == seen.len()) {
             "pet"
         } else if given {
             "person"
@@ -1718,6 +1765,12 @@ mod tests {
     }
 
     #[test]
+    fn a_name_after_in_or_at_is_no_pet_in_a_turn_about_pets() {
+        let ex = extract(&[turn("Ana", "We hiked in the Alps with Bruno. My dog loves it there, and Bruno loves my dog.")]);
+        assert_ne!(kind(&ex, "Alps").as_deref(), Some("pet"), "{:?}", ex.entities);
+    }
+
+    #[test]
     fn a_title_before_an_honorific_is_no_name_and_the_word_before_it_is() {
         let ex = extract(&[
             turn("민지", "김민수 팀장님이 칭찬해 주셨어. 우리 팀장님은 좋아. 부모님께 전화했어. 기념으로 강사님이 사진을 찍어 주셨어."),
@@ -1737,17 +1790,23 @@ mod tests {
         let ex = extract(&[
             turn("u_4711", "Hi, I'm Nora Lindqvist. I work at Blue Harbor Labs."),
             turn("u_4711", "I'm Korean, and I'm Sam's mom. My name is Nora, by the way."),
+            turn("assistant", "Nice to meet you, Nora! Say hi to Sam."),
+            turn("u_4711", "Actually my full name is Nora Maria Lindqvist."),
         ]);
         let me = ex.entities.iter().find(|e| e.name == "u_4711").expect("the user's node");
         assert!(me.aliases.contains(&"Nora Lindqvist".to_string()) && me.aliases.contains(&"Nora".to_string()), "{me:?}");
         let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
         assert!(!names.contains(&"Nora Lindqvist") && !names.contains(&"Korean") && names.contains(&"Sam"), "{names:?}");
+        assert!(!names.contains(&"Nora") && !names.contains(&"Nora Maria Lindqvist"), "one node: {names:?}");
         assert!(has(&ex, "u_4711", "works_at", "Blue Harbor Labs"), "{:?}", ex.relations);
         assert!(ex.relations.iter().all(|r| r.source != "Nora Lindqvist" && r.target != "Nora Lindqvist"), "{:?}", ex.relations);
     }
 
     #[test]
     fn calendar_forms_opening_marks_and_half_phrases_are_no_entities() {
+        let hola = extract(&[turn("Ana", "¡Hola Lucía! ¿Qué tal tu semana? Hallo Petra.")]);
+        let names: Vec<&str> = hola.entities.iter().map(|e| e.name.as_str()).collect();
+        assert!(names.contains(&"Lucía") && names.contains(&"Petra") && !names.iter().any(|n| n.contains("Hola") || n.contains("Hallo")), "{names:?}");
         let ex = extract(&[
             turn("Ana", "¡Genial! ¿Sabes qué? I go swimming on Saturdays with Lucía."),
             turn("Eleni", "Το Σάββατο θα πάω στην Κρήτη με τη Μαρία. Τον Αύγουστο έχω διακοπές, από 3 Μαΐου."),
@@ -1766,9 +1825,14 @@ mod tests {
         ]);
         assert!(!has(&ex, "Sam", "plans_to_visit", "Tokyo") && !has(&ex, "Sam", "plans_to_visit", "Japan"), "{:?}", ex.relations);
         assert!(has(&ex, "Sam", "plans_to_visit", "Lisbon"), "an implied I plans: {:?}", ex.relations);
+        let went = extract(&[turn("Sam", "Sara and Mikael went to Malmö last week. I went to Oslo.")]);
+        assert!(!has(&went, "Sam", "visited", "Malmö") && has(&went, "Sam", "visited", "Oslo"), "{:?}", went.relations);
         let liked: Vec<&str> = ex.relations.iter().filter(|r| r.predicate == "likes").map(|r| r.target.as_str()).collect();
         assert_eq!(liked, ["action movies", "comedy movies"], "the head belongs to both conjuncts; a phrasal verb is no liked thing");
         assert!(third_person_subject("My boss Linda is") && third_person_subject("so she's") && !third_person_subject("Honestly I") && !third_person_subject("Mom and I"));
+        assert!(third_person_subject("My sister") && third_person_subject("My parents are") && third_person_subject("Linda's been") && third_person_subject("Emma"));
+        assert!(!third_person_subject("Honestly, we") && !third_person_subject("Really"));
+        assert!(!third_person_subject("Last weekend, I took my family on a road") && !third_person_subject("It's from our"));
     }
 
     #[test]
