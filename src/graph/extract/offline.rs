@@ -1270,6 +1270,18 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
                     && words.len() == 1
                     && first_word.trim_end_matches("'s").trim_end_matches("’s") == words[0];
                 let known = known(&out, &n);
+                // "I'm Tired", "feeling so Blessed", "I'm Vegan": one capitalised word after a
+                // copula or an intensifier is an adjective written for emphasis, not a name
+                let predicative = {
+                    // the span may begin before the name ("I'm Tired" is one capitalised span)
+                    let at = sentence[start..].find(n.as_str()).map_or(start, |i| start + i);
+                    let before = sentence[..at].trim_end().to_lowercase();
+                    let last = before.rsplit(|c: char| c.is_whitespace()).next().unwrap_or("");
+                    matches!(last, "i'm" | "i’m" | "am" | "feel" | "feeling" | "felt" | "so" | "very" | "really" | "too" | "totally")
+                };
+                if predicative && words.len() == 1 && !known && !lexicon::contains(lexicon::GIVEN_NAMES, &n.to_lowercase()) {
+                    continue;
+                }
                 if sentence_initial && !known {
                     // not an entity, but maybe a person: a later "she" stays ambiguous
                     if weak_name_ok(&n, &lower) {
@@ -1762,6 +1774,16 @@ mod tests {
             assert!(names.contains(&real), "{real} missing from {names:?}");
         }
         assert!(has(&ex, "Caroline", "likes", "painting"), "{:?}", ex.relations);
+    }
+
+    #[test]
+    fn a_capitalised_word_after_a_copula_is_no_name() {
+        let ex = extract(&[turn("Ana", "Honestly I'm Tired today. I'm Vegan now, feeling so Blessed. I am Jordan's aunt and I feel Sarah is right.")]);
+        let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
+        for junk in ["Tired", "Vegan", "Blessed"] {
+            assert!(!names.contains(&junk), "{junk} in {names:?} {:?}", ex.relations);
+        }
+        assert!(names.contains(&"Sarah") && names.contains(&"Jordan"), "{names:?}");
     }
 
     #[test]
