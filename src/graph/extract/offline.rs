@@ -319,29 +319,57 @@ fn opening_interjection(first: &str, rest: &str) -> bool {
         || (ack.contains(w.as_str()) && !rest.contains(' ') && lexicon::contains(lexicon::GIVEN_NAMES, &rest.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase()))
 }
 
-/// The liked objects of a match: a quoted title, a name, or a short
-/// lowercase phrase. The phrase ends at the first function word and at most
-/// three words are kept; "action and sci-fi movies" (a lone modifier, then a
-/// phrase whose last word is a plural head) is both "action movies" and
-/// "sci-fi movies", as the head belongs to each conjunct.
-fn liked_objects(c: &regex::Captures) -> Vec<(String, &'static str)> {
+/// The liked objects of a match in `sentence`: a quoted title, a name, or
+/// short lowercase phrases. A phrase ends at the first function word and
+/// keeps at most three words; a list goes on through commas, "and" and "or"
+/// while each item is a phrase of its own ("hiking, swimming and cycling":
+/// three). When the last item is a phrase whose last word is a plural head
+/// and every other is one bare word ("action, sci-fi and horror movies"),
+/// the head belongs to each ("action movies", "sci-fi movies", "horror
+/// movies").
+fn liked_objects(c: &regex::Captures, sentence: &str) -> Vec<(String, &'static str)> {
+    static TAIL: OnceLock<Regex> = OnceLock::new();
     if let Some(q) = c.name("q") {
         return clean_title(q.as_str()).map(|t| (t, "work")).into_iter().collect();
     }
     if let Some(n) = c.name("n") {
         return clean_name(n.as_str()).map(|n| (n, UNKNOWN_TYPE)).into_iter().collect();
     }
-    let Some(l) = c.name("l").map(|l| l.as_str()) else { return Vec::new() };
-    let Some(v) = value_phrase(l, 3) else { return Vec::new() };
-    let mut rest = l.split_whitespace().skip(v.split(' ').count());
-    if !v.contains(' ') && !v.ends_with("ing") && !v.ends_with('s') && matches!(rest.next(), Some("and" | "or")) {
-        let other: Vec<&str> = rest.take_while(|w| !PHRASE_END.contains(w)).take(3).collect();
-        if let (true, Some(head)) = (other.len() >= 2, other.last().filter(|w| w.ends_with('s'))) {
-            let first = format!("{v} {head}");
-            return [Some(first), value_phrase(&other.join(" "), 3)].into_iter().flatten().map(|x| (x, "activity")).collect();
+    let Some(l) = c.name("l") else { return Vec::new() };
+    // the list the phrase may open: its items after commas
+    let tail = TAIL.get_or_init(|| Regex::new(r"^(?:\s*,\s*(?:and\s+|or\s+)?[a-z][a-z\-]+(?:\s+[a-z][a-z\-+]+){0,3})+").expect("list regex"));
+    let listed = sentence.get(l.end()..).and_then(|rest| tail.find(rest));
+    let text = match listed {
+        Some(m) => format!("{}{}", l.as_str(), m.as_str()),
+        None => l.as_str().to_string(),
+    };
+    let mut items: Vec<String> = Vec::new();
+    for part in text.split(',').flat_map(|p| p.split(" and ")).flat_map(|p| p.split(" or ")) {
+        let part = part.trim().trim_start_matches("and ").trim_start_matches("or ").trim();
+        let Some(v) = value_phrase(part, 3) else { break };
+        let whole = v.split(' ').count() == part.split_whitespace().count();
+        items.push(v);
+        // something other than a list separator ended the phrase: the list ends with it
+        if !whole || items.len() == 5 {
+            break;
         }
     }
-    vec![(v, "activity")]
+    if items.len() >= 2 {
+        let last = items.last().cloned().unwrap_or_default();
+        let head = last.rsplit(' ').next().unwrap_or("").to_string();
+        let bare = |v: &String| !v.contains(' ') && !v.ends_with("ing") && !v.ends_with('s');
+        if last.contains(' ') && head.ends_with('s') && items[..items.len() - 1].iter().all(bare) {
+            let n = items.len() - 1;
+            for v in &mut items[..n] {
+                *v = format!("{v} {head}");
+            }
+        } else if listed.is_none() {
+            // "X and Y" without a comma joins too much else ("my love of gaming and connect
+            // with others") to take Y for a second liked thing
+            items.truncate(1);
+        }
+    }
+    items.into_iter().map(|v| (v, "activity")).collect()
 }
 
 /// Particles that make an "-ing" word before them a phrasal verb ("curling
@@ -977,7 +1005,7 @@ fn speaker_cues(
         matches!(w, "I" | "I'm" | "I’m" | "I've" | "I’ve" | "my" | "My" | "me" | "we" | "We" | "our" | "Our")
     });
     for c in p.likes_any.captures_iter(sentence) {
-        for (y, kind) in liked_objects(&c) {
+        for (y, kind) in liked_objects(&c, sentence) {
             link(out, "likes", &y, kind);
         }
     }
@@ -986,7 +1014,7 @@ fn speaker_cues(
         let liked = match named {
             Some(s) if s.starts_with(['"', '“']) => clean_title(s.trim_matches(|c| c == '"' || c == '“' || c == '”')).map(|t| (t, "work")),
             Some(s) => clean_name(s).map(|n| (n, UNKNOWN_TYPE)),
-            None => liked_objects(&c).into_iter().next(),
+            None => liked_objects(&c, sentence).into_iter().next(),
         };
         if let Some((y, kind)) = liked {
             link(out, "likes", &y, kind);
@@ -1851,6 +1879,9 @@ mod tests {
         assert!(!has(&went, "Sam", "visited", "Malmö") && has(&went, "Sam", "visited", "Oslo"), "{:?}", went.relations);
         let liked: Vec<&str> = ex.relations.iter().filter(|r| r.predicate == "likes").map(|r| r.target.as_str()).collect();
         assert_eq!(liked, ["action movies", "comedy movies"], "the head belongs to both conjuncts; a phrasal verb is no liked thing");
+        let lists = extract(&[turn("Sam", "I like action, sci-fi and horror movies. I enjoy hiking, swimming and cycling. I love jazz and classical music. I love hiking with friends and dogs.")]);
+        let liked: Vec<&str> = lists.relations.iter().filter(|r| r.predicate == "likes").map(|r| r.target.as_str()).collect();
+        assert_eq!(liked, ["action movies", "sci-fi movies", "horror movies", "hiking", "swimming", "cycling", "jazz"], "{liked:?}");
         assert!(third_person_subject("My boss Linda is") && third_person_subject("so she's") && !third_person_subject("Honestly I") && !third_person_subject("Mom and I"));
         assert!(third_person_subject("My sister") && third_person_subject("My parents are") && third_person_subject("Linda's been") && third_person_subject("Emma"));
         assert!(!third_person_subject("Honestly, we") && !third_person_subject("Really"));
