@@ -451,7 +451,7 @@ fn patterns() -> &'static Patterns {
         Patterns {
             // capitalised words, joined by "of (the)", "de", ...; a title's number ("FIFA 23") and
             // an inner colon ("CS:GO") belong to it
-            span: Regex::new(&format!(r"\p{{Lu}}{w}*(?::\p{{Lu}}{w}*)?(?:\s+(?:(?:of|de|van|von|da|di)\s+(?:the\s+)?)?\p{{Lu}}{w}*(?::\p{{Lu}}{w}*)?)*(?:\s+\d{{1,4}}\b)?", w = NAME_CHAR)).expect("span regex"),
+            span: Regex::new(&format!(r"\p{{Lu}}{w}*(?::\p{{Lu}}{w}*)?(?:\s+(?:(?:of|de|van|von|da|di|del|du|der|den)\s+(?:(?:the|der|den|de|la)\s+)?)?\p{{Lu}}{w}*(?::\p{{Lu}}{w}*)?)*(?:\s+\d{{1,4}}\b)?", w = NAME_CHAR)).expect("span regex"),
             verb: Regex::new(&format!(
                 r"{subj}\s+(?:(?:also|now|recently|just|finally|still)\s+)?(?P<v>{VERBS})\s+(?:the\s+)?(?P<o>{name})(?:(?:\s+(?:[a-z]+|\d+)){{0,3}}?,?\s+and\s+(?:(?:also|now)\s+)?(?P<v2>{VERBS})\s+(?:the\s+)?(?P<o2>{name}))?"
             ))
@@ -1802,6 +1802,16 @@ mod tests {
             assert!(names.contains(&real), "{real} missing from {names:?}");
         }
         assert!(has(&ex, "Caroline", "likes", "painting"), "{:?}", ex.relations);
+    }
+
+    #[test]
+    fn name_particles_keep_a_name_whole() {
+        let ex = extract(&[turn("Ana", "Congrats to Kevin van der Berg for winning. We met Ana de la Cruz and Ursula von der Leyen.")]);
+        let names: Vec<&str> = ex.entities.iter().map(|e| e.name.as_str()).collect();
+        for n in ["Kevin van der Berg", "Ana de la Cruz", "Ursula von der Leyen"] {
+            assert!(names.contains(&n), "{n} missing from {names:?}");
+        }
+        assert!(!names.contains(&"Berg") && !names.contains(&"Kevin"), "{names:?}");
     }
 
     #[test]
