@@ -1431,23 +1431,31 @@ fn self_introductions(turns: &[TranscriptTurn], out: &mut Extraction) {
         .collect();
     found.extend(firsts);
     for (name, speaker) in found {
-        let key = crate::graph::identity_key(&name);
-        out.entities.retain(|e| crate::graph::identity_key(&e.name) != key);
         mention(out, &speaker, "person");
-        if let Some(me) = out.entities.iter_mut().find(|e| e.name == speaker) {
-            if !me.aliases.contains(&name) {
-                me.aliases.push(name.clone());
-            }
-        }
-        for r in &mut out.relations {
-            for end in [&mut r.source, &mut r.target] {
-                if crate::graph::identity_key(end) == key {
-                    *end = speaker.clone();
-                }
-            }
-        }
-        out.relations.retain(|r| crate::graph::identity_key(&r.source) != crate::graph::identity_key(&r.target));
+        fold_into(out, &name, &speaker);
     }
+}
+
+/// Makes `name` an alias of the entity `into` (which must exist): the entity
+/// of that identity key goes, the relations naming it move to `into`, and a
+/// relation left joining `into` to itself goes. The one mechanism of short
+/// forms ([`fold_short_forms`]) and self-introductions.
+fn fold_into(out: &mut Extraction, name: &str, into: &str) {
+    let key = crate::graph::identity_key(name);
+    out.entities.retain(|e| crate::graph::identity_key(&e.name) != key);
+    if let Some(p) = out.entities.iter_mut().find(|e| e.name == into) {
+        if !p.aliases.iter().any(|a| a == name) {
+            p.aliases.push(name.to_string());
+        }
+    }
+    for r in &mut out.relations {
+        for end in [&mut r.source, &mut r.target] {
+            if crate::graph::identity_key(end) == key {
+                *end = into.to_string();
+            }
+        }
+    }
+    out.relations.retain(|r| crate::graph::identity_key(&r.source) != crate::graph::identity_key(&r.target));
 }
 
 /// "Mel" and "Caro" in a session where "Melanie" and "Caroline" are persons:
@@ -1480,18 +1488,7 @@ fn fold_short_forms(out: &mut Extraction) {
         }
     }
     for (short, full) in folded {
-        out.entities.retain(|e| e.name != short);
-        if let Some(p) = out.entities.iter_mut().find(|e| e.name == full) {
-            p.aliases.push(short.clone());
-        }
-        for r in &mut out.relations {
-            for end in [&mut r.source, &mut r.target] {
-                if *end == short {
-                    *end = full.clone();
-                }
-            }
-        }
-        out.relations.retain(|r| crate::graph::identity_key(&r.source) != crate::graph::identity_key(&r.target));
+        fold_into(out, &short, &full);
     }
 }
 
