@@ -14,7 +14,10 @@
 //! many-tenants group (see [`tenants`]). `STRATA_BENCH_STORES=cluster` runs the same
 //! on PostgreSQL records and (with `STRATA_TEST_QDRANT_URL`) Qdrant indexes.
 //! `STRATA_BENCH_ACCEPTOR=score` runs inject with the score-only acceptor
-//! ([`score_acceptor`]), the baseline of the shipped one. After each inject
+//! ([`score_acceptor`]), the baseline of the shipped one;
+//! `STRATA_BENCH_CONFIG=FILE.toml` layers a config file over the defaults
+//! (the environment's `STRATA__…` overrides apply too), e.g. an earlier
+//! fit of the acceptor as a baseline in the same sitting. After each inject
 //! and search bench, a line per stage of inject
 //! (`strata_inject_stage_seconds{stage}`, read through metrics-util's
 //! debugging recorder) gives its p50 and p99: where the time goes.
@@ -51,7 +54,10 @@ fn open_memory_with(
     no_workers: bool,
 ) -> (Memory, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = Config::default();
+    // STRATA_BENCH_CONFIG=FILE.toml layers a config file over the defaults
+    // (another acceptor's weights, say: a baseline in the same sitting)
+    let file = std::env::var_os("STRATA_BENCH_CONFIG").map(std::path::PathBuf::from);
+    let mut cfg = Config::load(file.as_deref(), &[]).expect("STRATA_BENCH_CONFIG is a valid config file");
     cfg.data_dir = dir.path().to_path_buf();
     cfg.pruner.enabled = false;
     if std::env::var("STRATA_BENCH_ACCEPTOR").as_deref() == Ok("score") {

@@ -631,22 +631,30 @@ pub struct AcceptorFeatures {
     pub foreign_score: f64,
     /// ... and on the coverage (`foreign × coverage`).
     pub foreign_coverage: f64,
+    /// Share of the message's distinct analysed terms that the session's
+    /// best two consecutive turns hold together
+    /// (`crate::recall::evidence::SessionEvidence::window_coverage`): the
+    /// terms of a question about one thing meet in the turns that answer it,
+    /// where a session that only mentions them apart scatters them. 0 in a
+    /// config written before it existed (it weighs nothing then).
+    #[serde(default)]
+    pub window_coverage: f64,
 }
 
 impl AcceptorFeatures {
     /// The features as a list, in the order of [`AcceptorFeatures::NAMES`].
-    pub fn values(&self) -> [f64; 15] {
+    pub fn values(&self) -> [f64; 16] {
         [
             self.score, self.own, self.keyword, self.vector, self.cross_lingual, self.rank, self.margin, self.gap,
             self.coverage, self.names_missing, self.type_missing, self.cross, self.foreign, self.foreign_score,
-            self.foreign_coverage,
+            self.foreign_coverage, self.window_coverage,
         ]
     }
 
     /// The features' names, as in config and JSON.
-    pub const NAMES: [&'static str; 15] = [
+    pub const NAMES: [&'static str; 16] = [
         "score", "own", "keyword", "vector", "cross_lingual", "rank", "margin", "gap", "coverage", "names_missing",
-        "type_missing", "cross", "foreign", "foreign_score", "foreign_coverage",
+        "type_missing", "cross", "foreign", "foreign_score", "foreign_coverage", "window_coverage",
     ];
 
     /// As weights: true when one of the features read from a candidate's
@@ -654,15 +662,17 @@ impl AcceptorFeatures {
     /// weighs anything, so inject may need the best candidate's session to
     /// decide (it reads it when the scores leave the decision open).
     pub fn reads_sessions(&self) -> bool {
-        [self.coverage, self.names_missing, self.type_missing, self.foreign_coverage].iter().any(|w| *w != 0.0)
+        [self.coverage, self.names_missing, self.type_missing, self.foreign_coverage, self.window_coverage]
+            .iter()
+            .any(|w| *w != 0.0)
     }
 
     /// Builds features from a list in the order of [`AcceptorFeatures::NAMES`].
-    pub fn from_values(v: [f64; 15]) -> Self {
+    pub fn from_values(v: [f64; 16]) -> Self {
         Self {
             score: v[0], own: v[1], keyword: v[2], vector: v[3], cross_lingual: v[4], rank: v[5], margin: v[6],
             gap: v[7], coverage: v[8], names_missing: v[9], type_missing: v[10], cross: v[11], foreign: v[12],
-            foreign_score: v[13], foreign_coverage: v[14],
+            foreign_score: v[13], foreign_coverage: v[14], window_coverage: v[15],
         }
     }
 }

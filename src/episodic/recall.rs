@@ -241,7 +241,7 @@ impl Episodic {
             let upto = if opts.explain {
                 entries.len()
             } else {
-                usize::from(evidence::needs_session(&model, &scores, foreign))
+                usize::from(evidence::needs_session(&model, &scores, foreign, &question))
             };
             for (slot, messages) in read.iter_mut().zip(self.sessions_of(scope, &entries[..upto]).await?) {
                 *slot = Some(messages);

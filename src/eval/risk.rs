@@ -391,7 +391,16 @@ pub fn read(paths: &[std::path::PathBuf]) -> Result<Vec<ProbeRecord>> {
 /// `score` itself is 0.7 × `keyword` + 0.3 × `vector` (or `cross_lingual`,
 /// the larger) so weighing it too only makes the fit ill-conditioned, and
 /// `cross`, `foreign` and their products are all but constant within a route.
-pub const FITTED: [&str; 7] = ["keyword", "vector", "cross_lingual", "margin", "coverage", "names_missing", "type_missing"];
+pub const FITTED: [&str; 8] = [
+    "keyword",
+    "vector",
+    "cross_lingual",
+    "margin",
+    "coverage",
+    "names_missing",
+    "type_missing",
+    "window_coverage",
+];
 
 fn fitted_values(f: &AcceptorFeatures) -> Vec<f64> {
     let v = f.values();
@@ -410,18 +419,38 @@ pub fn label(r: &ProbeRecord, floor: f64) -> bool {
 /// the multilingual set pull as hard as LoCoMo's 1,896, and the held-out
 /// LoCoMo hit fell from 0.69 to 0.52 at the same wrong rate). Returns
 /// (weights, intercept).
+///
+/// A feature that is not 0 for at least [`MIN_SUPPORT`] of the probes is
+/// left out of the fit (weight 0): one probe would set its weight alone
+/// (the foreign route's `type_missing`, set on 1 probe of 213, got +9.8
+/// from it and would have accepted every foreign message it fires on).
 pub fn fit(records: &[&ProbeRecord], floor: f64) -> (AcceptorFeatures, f64) {
-    let rows: Vec<(Vec<f64>, bool)> = records
+    let full: Vec<(Vec<f64>, bool)> = records
         .iter()
         .filter_map(|r| r.candidates.first().map(|c| (fitted_values(&c.features), label(r, floor))))
         .collect();
+    let used: Vec<usize> = (0..FITTED.len())
+        .filter(|&j| full.iter().filter(|(x, _)| x[j] != 0.0).count() >= MIN_SUPPORT)
+        .collect();
+    let rows: Vec<(Vec<f64>, bool)> = full
+        .iter()
+        .map(|(x, y)| (used.iter().map(|&j| x[j]).collect(), *y))
+        .collect();
     let (w, b) = super::logistic::fit_logistic(&rows);
-    let mut v = [0.0; 15];
-    for (n, x) in FITTED.iter().zip(w) {
-        v[AcceptorFeatures::NAMES.iter().position(|y| y == n).expect("a feature name")] = x;
+    let mut v = [0.0; AcceptorFeatures::NAMES.len()];
+    for (&j, x) in used.iter().zip(w) {
+        v[AcceptorFeatures::NAMES
+            .iter()
+            .position(|y| *y == FITTED[j])
+            .expect("a feature name")] = x;
     }
     (AcceptorFeatures::from_values(v), b)
 }
+
+/// The fewest probes a feature must be non-zero on to be fitted ([`fit`]);
+/// set a priori (a weight from fewer than ten examples is one example's
+/// accident), not tuned.
+pub const MIN_SUPPORT: usize = 10;
 
 /// The acceptance of a best candidate with `f` under (`weights`, `intercept`).
 pub fn predict(weights: &AcceptorFeatures, intercept: f64, f: &AcceptorFeatures) -> f64 {
@@ -676,5 +705,26 @@ mod tests {
         let (w, _) = fit(&records.iter().collect::<Vec<_>>(), 0.3);
         assert!(w.coverage > 0.0);
         assert_eq!((w.score, w.rank, w.own, w.foreign), (0.0, 0.0, 0.0, 0.0), "only the FITTED features get a weight");
+    }
+
+    #[test]
+    fn a_feature_seen_on_fewer_than_ten_probes_gets_no_weight() {
+        // type_missing fires on the 9 right answers only: it would separate them alone
+        let mut records = Vec::new();
+        for i in 0..60 {
+            let x = (i % 10) as f64 / 10.0;
+            let mut c = judged(i % 2 == 0, 0.0, x);
+            if i < 18 && i % 2 == 0 {
+                c.features.type_missing = 1.0;
+            }
+            records.push(rec("a", ProbeKind::Answerable, vec![c]));
+        }
+        let (w, _) = fit(&records.iter().collect::<Vec<_>>(), 0.3);
+        assert_eq!(w.type_missing, 0.0, "set on 9 probes: left out");
+        for r in records.iter_mut().skip(18).step_by(2).take(1) {
+            r.candidates[0].features.type_missing = 1.0;
+        }
+        let (w, _) = fit(&records.iter().collect::<Vec<_>>(), 0.3);
+        assert!(w.type_missing > 0.0, "on 10 probes it is fitted: {w:?}");
     }
 }

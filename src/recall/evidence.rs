@@ -248,6 +248,12 @@ pub struct SessionEvidence {
     /// (dates and numbers in English; places and persons in cased scripts)
     /// and no sentence of the session that holds a question term has one.
     pub type_missing: bool,
+    /// Share of the question's distinct analysed terms that two consecutive
+    /// turns of the session hold together (the best such pair; a session of
+    /// one turn, that turn), in [0, 1], at most `coverage`. Two turns, so
+    /// that a question's terms split over a statement and its reply ("What
+    /// did you buy?" / "A guitar, finally") still meet.
+    pub window_coverage: f64,
 }
 
 /// A date, time or number in `sentence` for a `kind` question asked in
@@ -285,14 +291,22 @@ pub fn session_evidence(q: &Question, turns: &[Turn<'_>]) -> SessionEvidence {
     let mut held: HashSet<String> = HashSet::new();
     let mut lower_words: HashSet<String> = HashSet::new();
     let mut type_seen: Option<bool> = None;
+    // the question terms of each turn, for the best window of two
+    let mut per_turn: Vec<HashSet<&str>> = Vec::with_capacity(turns.len());
     for t in turns {
         if let Some(n) = t.name {
             lower_words.extend(words(n));
         }
         lower_words.extend(words(t.text));
+        let mut in_turn: HashSet<&str> = HashSet::new();
         for sentence in split_sentences(t.text) {
             let terms: Vec<String> = analyze(sentence);
             let relevant = terms.iter().any(|x| q.terms.contains(x));
+            for x in &terms {
+                if let Some(k) = q.terms.get(x) {
+                    in_turn.insert(k.as_str());
+                }
+            }
             held.extend(terms.into_iter().filter(|x| q.terms.contains(x)));
             if let (true, Some((kind, lang)), Some(false) | None) = (relevant, q.asks.as_ref(), type_seen) {
                 if let Some(found) = has_answer(*kind, lang, sentence, &q.names) {
@@ -300,8 +314,25 @@ pub fn session_evidence(q: &Question, turns: &[Turn<'_>]) -> SessionEvidence {
                 }
             }
         }
+        per_turn.push(in_turn);
     }
-    let coverage = if q.terms.is_empty() { 0.0 } else { held.len() as f64 / q.terms.len() as f64 };
+    let share = |n: usize| {
+        if q.terms.is_empty() {
+            0.0
+        } else {
+            n as f64 / q.terms.len() as f64
+        }
+    };
+    let coverage = share(held.len());
+    let window_coverage = share(match per_turn.len() {
+        0 => 0,
+        1 => per_turn[0].len(),
+        _ => per_turn
+            .windows(2)
+            .map(|w| w[0].union(&w[1]).count())
+            .max()
+            .unwrap_or(0),
+    });
     let names_missing = if q.names.is_empty() {
         0.0
     } else {
@@ -312,7 +343,12 @@ pub fn session_evidence(q: &Question, turns: &[Turn<'_>]) -> SessionEvidence {
             .count();
         missing as f64 / q.names.len() as f64
     };
-    SessionEvidence { coverage, names_missing, type_missing: type_seen == Some(false) }
+    SessionEvidence {
+        coverage,
+        names_missing,
+        type_missing: type_seen == Some(false),
+        window_coverage,
+    }
 }
 
 /// The features of one inject candidate ([`crate::config::AcceptorFeatures`]:
@@ -362,6 +398,7 @@ pub fn features(scores: &[Scores], evidence: &[SessionEvidence], foreign: bool) 
                 foreign: f,
                 foreign_score: f * s.score,
                 foreign_coverage: f * e.coverage,
+                window_coverage: e.window_coverage,
             }
         })
         .collect()
@@ -387,26 +424,66 @@ pub fn acceptance(a: &AcceptorModel, f: &Features) -> f64 {
 }
 
 /// The least and the greatest acceptance a best candidate with features
-/// `f` can get under `a`, whatever its session holds: the features read
-/// from the session (coverage, names_missing, type_missing in [0, 1];
-/// foreign_coverage in [0, foreign]) each at the end its weight favours or
-/// disfavours. When both are on one side of `accept_min`, the session need
-/// not be read to decide.
-pub fn acceptance_bounds(a: &AcceptorModel, f: &Features) -> (f64, f64) {
+/// `f` can get under `a`, whatever its session holds. The features read
+/// from the session are tied: window_coverage ≤ coverage (two turns hold
+/// no more than the session), foreign_coverage = foreign × coverage; so
+/// (coverage, window_coverage) ranges over the triangle with corners
+/// (0, 0), (1, 0), (1, 1), where a linear score takes its extremes at a
+/// corner, and names_missing, type_missing each over [0, 1] at the end
+/// its weight favours or disfavours. What the question `q` itself rules
+/// out is left out: a question that names nothing lacks no names, one that
+/// asks for no kind of answer misses none, one without terms covers none.
+/// When both bounds are on one side of `accept_min`, the session need not
+/// be read to decide.
+pub fn acceptance_bounds(a: &AcceptorModel, f: &Features, q: &Question) -> (f64, f64) {
     let w = &a.weights;
     let mut lo = *f;
     let mut hi = *f;
-    for (weight, range, lo_x, hi_x) in [
-        (w.coverage, (0.0, 1.0), &mut lo.coverage, &mut hi.coverage),
-        (w.names_missing, (0.0, 1.0), &mut lo.names_missing, &mut hi.names_missing),
-        (w.type_missing, (0.0, 1.0), &mut lo.type_missing, &mut hi.type_missing),
-        (w.foreign_coverage, (0.0, f.foreign), &mut lo.foreign_coverage, &mut hi.foreign_coverage),
+    for (weight, possible, lo_x, hi_x) in [
+        (
+            w.names_missing,
+            !q.names.is_empty(),
+            &mut lo.names_missing,
+            &mut hi.names_missing,
+        ),
+        (
+            w.type_missing,
+            q.asks.is_some(),
+            &mut lo.type_missing,
+            &mut hi.type_missing,
+        ),
     ] {
-        let (low_end, high_end) = if weight >= 0.0 { range } else { (range.1, range.0) };
+        let (low_end, high_end) = match (possible, weight >= 0.0) {
+            (false, _) => (0.0, 0.0),
+            (true, true) => (0.0, 1.0),
+            (true, false) => (1.0, 0.0),
+        };
         *lo_x = low_end;
         *hi_x = high_end;
     }
-    (acceptance(a, &lo), acceptance(a, &hi))
+    let corners: &[(f64, f64)] = if q.terms.is_empty() {
+        &[(0.0, 0.0)]
+    } else {
+        &[(0.0, 0.0), (1.0, 0.0), (1.0, 1.0)]
+    };
+    let corners: Vec<(f64, f64)> = corners
+        .iter()
+        .map(|&(c, win)| {
+            let at = |g: &Features| Features {
+                coverage: c,
+                window_coverage: win,
+                foreign_coverage: f.foreign * c,
+                ..*g
+            };
+            (acceptance(a, &at(&lo)), acceptance(a, &at(&hi)))
+        })
+        .collect();
+    let low = corners.iter().map(|c| c.0).fold(f64::INFINITY, f64::min);
+    let high = corners
+        .iter()
+        .map(|c| c.1)
+        .fold(f64::NEG_INFINITY, f64::max);
+    (low, high)
 }
 
 /// Whether inject must read the best candidate's session to decide on
@@ -416,12 +493,16 @@ pub fn acceptance_bounds(a: &AcceptorModel, f: &Features) -> (f64, f64) {
 /// the whole list (the margin needs the second score), straddle
 /// `accept_min`. When false, the decision with no evidence read is the
 /// decision with any.
-pub fn needs_session(a: &AcceptorModel, scores: &[Scores], foreign: bool) -> bool {
+pub fn needs_session(a: &AcceptorModel, scores: &[Scores], foreign: bool, q: &Question) -> bool {
     if scores.is_empty() || !a.weights.reads_sessions() {
         return false;
     }
-    let blind = features(scores, &vec![SessionEvidence::default(); scores.len()], foreign);
-    let (lo, hi) = acceptance_bounds(a, &blind[0]);
+    let blind = features(
+        scores,
+        &vec![SessionEvidence::default(); scores.len()],
+        foreign,
+    );
+    let (lo, hi) = acceptance_bounds(a, &blind[0], q);
     lo < a.accept_min && hi >= a.accept_min
 }
 
@@ -485,6 +566,34 @@ mod tests {
         assert!(e.coverage > 0.0 && e.coverage < 1.0, "{e:?}");
         assert_eq!(e.names_missing, 0.5, "Mina is missing, Portland is there");
         assert!(e.type_missing);
+        // window coverage: the terms together in two consecutive turns, not scattered
+        let q = Question::new("What guitar did Mina buy in Portland?");
+        let together = [
+            turn("I went to Portland."),
+            turn("Mina bought a red guitar there!"),
+            turn("Nice."),
+        ];
+        let scattered = [
+            turn("Mina called."),
+            turn("Portland was rainy."),
+            turn("Weather again."),
+            turn("A guitar shop opened."),
+        ];
+        let (t, s) = (
+            session_evidence(&q, &together),
+            session_evidence(&q, &scattered),
+        );
+        assert!(
+            (t.coverage - s.coverage).abs() < 1e-9,
+            "both hold the same terms: {t:?} {s:?}"
+        );
+        assert!(t.window_coverage > s.window_coverage, "{t:?} {s:?}");
+        assert!(t.window_coverage <= t.coverage && s.window_coverage > 0.0);
+        assert_eq!(session_evidence(&q, &[]).window_coverage, 0.0);
+        assert_eq!(
+            session_evidence(&q, &[turn("Mina")]).window_coverage,
+            session_evidence(&q, &[turn("Mina")]).coverage
+        );
         // where: a place is a capitalised word other than the question's names
         let q = Question::new("Where does Mina live now?");
         assert!(!session_evidence(&q, &[turn("Mina lives in Portland now.")]).type_missing);
@@ -522,26 +631,98 @@ mod tests {
         let m = AcceptorModel {
             accept_min: 0.5,
             intercept: -1.0,
-            weights: Features { keyword: 6.0, coverage: -0.3, names_missing: -3.0, type_missing: -0.2, foreign_coverage: 1.0, ..Default::default() },
+            weights: Features {
+                keyword: 6.0,
+                coverage: -0.3,
+                names_missing: -3.0,
+                type_missing: -0.2,
+                foreign_coverage: 1.0,
+                window_coverage: 0.5,
+                ..Default::default()
+            },
         };
-        let base = Features { keyword: 0.4, foreign: 1.0, ..Default::default() };
-        let (lo, hi) = acceptance_bounds(&m, &base);
+        let base = Features {
+            keyword: 0.4,
+            foreign: 1.0,
+            ..Default::default()
+        };
+        // a question with terms, a name and a kind of answer: every evidence is possible
+        let q = Question::new("When did Mina move to Portland?");
+        let (lo, hi) = acceptance_bounds(&m, &base, &q);
         assert!(lo < hi);
         for cov in [0.0, 0.5, 1.0] {
             for names in [0.0, 0.5, 1.0] {
                 for ty in [0.0, 1.0] {
-                    let f = Features { coverage: cov, names_missing: names, type_missing: ty, foreign_coverage: cov, ..base };
-                    let p = acceptance(&m, &f);
-                    assert!(lo - 1e-12 <= p && p <= hi + 1e-12, "{lo} {p} {hi}");
+                    for win in [0.0, cov / 2.0, cov] {
+                        let f = Features {
+                            coverage: cov,
+                            names_missing: names,
+                            type_missing: ty,
+                            foreign_coverage: cov,
+                            window_coverage: win,
+                            ..base
+                        };
+                        let p = acceptance(&m, &f);
+                        assert!(lo - 1e-12 <= p && p <= hi + 1e-12, "{lo} {p} {hi}");
+                    }
                 }
             }
         }
-        // the extremes are reached: no names missing, the type there, full foreign coverage
-        let best = Features { coverage: 0.0, foreign_coverage: 1.0, ..base };
+        // the extremes are reached: no names missing, the type there, full coverage in two turns
+        let best = Features {
+            coverage: 1.0,
+            foreign_coverage: 1.0,
+            window_coverage: 1.0,
+            ..base
+        };
         assert!((acceptance(&m, &best) - hi).abs() < 1e-12);
+        // and no higher: two turns never hold more than the session (window 1 with coverage 0
+        // would be 0.3 higher, were the features free)
+        let m2 = AcceptorModel {
+            weights: Features {
+                coverage: -1.0,
+                window_coverage: 1.3,
+                foreign_coverage: 0.0,
+                ..m.weights
+            },
+            ..m
+        };
+        let (_, hi2) = acceptance_bounds(&m2, &base, &q);
+        let at = |c: f64, w: f64| {
+            acceptance(
+                &m2,
+                &Features {
+                    coverage: c,
+                    window_coverage: w,
+                    foreign_coverage: c,
+                    ..best
+                },
+            )
+        };
+        assert!(
+            (hi2 - at(1.0, 1.0)).abs() < 1e-12 && hi2 < at(0.0, 1.0),
+            "{hi2}"
+        );
         // a weak keyword score is out whatever the session holds
-        let (_, hi) = acceptance_bounds(&m, &Features { keyword: 0.05, ..Default::default() });
-        assert!(hi < 0.5, "{hi}");
+        let (_, hi_weak) = acceptance_bounds(
+            &m,
+            &Features {
+                keyword: 0.05,
+                ..Default::default()
+            },
+            &q,
+        );
+        assert!(hi_weak < 0.5, "{hi_weak}");
+        // what the question rules out narrows the bounds: no name to miss, no kind of answer
+        let plain = Question::new("tell me about the garden party");
+        let (lo_p, hi_p) = acceptance_bounds(&m, &base, &plain);
+        assert!(
+            lo_p > lo && (hi_p - hi).abs() < 1e-12,
+            "{lo} {lo_p} {hi} {hi_p}"
+        );
+        // nothing to cover either: one point, what the session cannot change
+        let (lo_e, hi_e) = acceptance_bounds(&m, &base, &Question::new("?"));
+        assert!((lo_e - hi_e).abs() < 1e-12 && (lo_e - acceptance(&m, &base)).abs() < 1e-12);
     }
 
     #[test]
@@ -554,8 +735,14 @@ mod tests {
             x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
             (x >> 11) as f64 / (1u64 << 53) as f64
         };
-        let mut skipped = 0;
+        // every evidence possible, and a question that can miss no name and no kind of answer
+        let questions = [
+            Question::new("When did Mina move to Portland?"),
+            Question::new("tell me about the garden party"),
+        ];
+        let mut skipped = [0; 2];
         for case in 0..4000 {
+            let (qi, q) = (case % 2, &questions[case % 2]);
             let n = 1 + case % 5;
             let mut scores: Vec<Scores> = (0..n)
                 .map(|_| {
@@ -565,26 +752,47 @@ mod tests {
                 .collect();
             scores.sort_by(|a, b| b.score.total_cmp(&a.score));
             for (m, foreign) in models.iter().zip([false, true]) {
-                if needs_session(m, &scores, foreign) {
+                if needs_session(m, &scores, foreign, q) {
                     continue;
                 }
-                skipped += 1;
+                skipped[qi] += 1;
                 let decide = |e: SessionEvidence| {
                     let mut ev = vec![SessionEvidence::default(); n];
                     ev[0] = e;
                     acceptance(m, &features(&scores, &ev, foreign)[0]) >= m.accept_min
                 };
                 let blind = decide(SessionEvidence::default());
+                // what the question can give: the plain one misses no name and no kind of answer
+                let (names, types): (&[f64], &[bool]) = if qi == 0 {
+                    (&[0.0, 1.0], &[false, true])
+                } else {
+                    (&[0.0], &[false])
+                };
                 for coverage in [0.0, 0.5, 1.0] {
-                    for names_missing in [0.0, 1.0] {
-                        for type_missing in [false, true] {
-                            let e = SessionEvidence { coverage, names_missing, type_missing };
-                            assert_eq!(decide(e), blind, "{scores:?} {e:?} foreign={foreign}");
+                    for &names_missing in names {
+                        for &type_missing in types {
+                            for window_coverage in [0.0, coverage / 2.0, coverage] {
+                                let e = SessionEvidence {
+                                    coverage,
+                                    names_missing,
+                                    type_missing,
+                                    window_coverage,
+                                };
+                                assert_eq!(decide(e), blind, "{scores:?} {e:?} foreign={foreign}");
+                            }
                         }
                     }
                 }
             }
         }
-        assert!(skipped > 1000, "most cases are decided by their scores: {skipped}");
+        // uniform random scores: many are far from accept_min either way
+        assert!(
+            skipped[0] > 100,
+            "some cases are decided by their scores alone: {skipped:?}"
+        );
+        assert!(
+            skipped[1] > skipped[0],
+            "a question that names nothing leaves less open: {skipped:?}"
+        );
     }
 }

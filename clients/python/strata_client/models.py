@@ -20,6 +20,7 @@ class AcceptorFeatures(TypedDict):
     score: float
     type_missing: float
     vector: float
+    window_coverage: NotRequired[float]
 
 
 class BatchReport(TypedDict):

@@ -503,6 +503,16 @@ export interface components {
              * @description The calibrated vector probability (0 when the vector search did not return it).
              */
             vector: number;
+            /**
+             * Format: double
+             * @description Share of the message's distinct analysed terms that the session's
+             *     best two consecutive turns hold together
+             *     (`crate::recall::evidence::SessionEvidence::window_coverage`): the
+             *     terms of a question about one thing meet in the turns that answer it,
+             *     where a session that only mentions them apart scatters them. 0 in a
+             *     config written before it existed (it weighs nothing then).
+             */
+            window_coverage?: number;
         };
         /** @description Result of [`Episodic::record_batch`]. */
         BatchReport: {

@@ -322,8 +322,8 @@ fn opening_interjection(first: &str, rest: &str) -> bool {
 /// The liked objects of a match in `sentence`: a quoted title, a name, or
 /// short lowercase phrases. A phrase ends at the first function word and
 /// keeps at most three words; a list goes on through commas, "and" and "or"
-/// while each item is a phrase of its own ("hiking, swimming and cycling":
-/// three). When the last item is a phrase whose last word is a plural head
+/// while each item is a phrase of its own ("hiking, swimming and cycling",
+/// "hiking, swimming, and cycling": three). When the last item is a phrase whose last word is a plural head
 /// and every other is one bare word ("action, sci-fi and horror movies"),
 /// the head belongs to each ("action movies", "sci-fi movies", "horror
 /// movies").
@@ -344,7 +344,9 @@ fn liked_objects(c: &regex::Captures, sentence: &str) -> Vec<(String, &'static s
         None => l.as_str().to_string(),
     };
     let mut items: Vec<String> = Vec::new();
-    for part in text.split(',').flat_map(|p| p.split(" and ")).flat_map(|p| p.split(" or ")) {
+    // the serial comma leaves an empty part before its "and" ("swimming, and cycling")
+    let parts = text.split(',').flat_map(|p| p.split(" and ")).flat_map(|p| p.split(" or "));
+    for part in parts.filter(|p| !p.trim().is_empty()) {
         let part = part.trim().trim_start_matches("and ").trim_start_matches("or ").trim();
         let Some(v) = value_phrase(part, 3) else { break };
         let whole = v.split(' ').count() == part.split_whitespace().count();
@@ -1886,9 +1888,10 @@ mod tests {
         assert!(!has(&went, "Sam", "visited", "Malmö") && has(&went, "Sam", "visited", "Oslo"), "{:?}", went.relations);
         let liked: Vec<&str> = ex.relations.iter().filter(|r| r.predicate == "likes").map(|r| r.target.as_str()).collect();
         assert_eq!(liked, ["action movies", "comedy movies"], "the head belongs to both conjuncts; a phrasal verb is no liked thing");
-        let lists = extract(&[turn("Sam", "I like action, sci-fi and horror movies. I enjoy hiking, swimming and cycling. I love jazz and classical music. I love hiking with friends and dogs.")]);
+        let lists = extract(&[turn("Sam", "I like action, sci-fi and horror movies. I enjoy hiking, swimming and cycling. I love jazz and classical music. I love hiking with friends and dogs. I love kayaking, skiing, and climbing.")]);
         let liked: Vec<&str> = lists.relations.iter().filter(|r| r.predicate == "likes").map(|r| r.target.as_str()).collect();
-        assert_eq!(liked, ["action movies", "sci-fi movies", "horror movies", "hiking", "swimming", "cycling", "jazz"], "{liked:?}");
+        let want = ["action movies", "sci-fi movies", "horror movies", "hiking", "swimming", "cycling", "jazz"];
+        assert_eq!(liked, [&want[..], &["kayaking", "skiing", "climbing"]].concat(), "the serial comma keeps the last item: {liked:?}");
         assert!(third_person_subject("My boss Linda is") && third_person_subject("so she's") && !third_person_subject("Honestly I") && !third_person_subject("Mom and I"));
         assert!(third_person_subject("My sister") && third_person_subject("My parents are") && third_person_subject("Linda's been") && third_person_subject("Emma"));
         assert!(!third_person_subject("Honestly, we") && !third_person_subject("Really"));
