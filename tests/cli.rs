@@ -134,6 +134,17 @@ fn import_reports_bad_lines_and_keeps_the_rest() {
         .unwrap();
     let inj: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(inj["trivial"], true);
+    // an empty inject says which gate kept memory quiet: the acceptor's judgement of the
+    // best candidate (not the fused score, which does not decide), or no candidate at all
+    let said = |user: &str, q: &str| {
+        let out = strata(&data).args(["inject", "--user", user, "--agent", "bot", "--session", "c", q]).output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let quiet = said("mina", "How do I fix a leaking kitchen faucet?");
+    assert!(quiet.starts_with("(nothing injected: memory is not sure enough") && quiet.contains("< accept_min"), "{quiet}");
+    assert!(quiet.contains("episode ep_") && !quiet.contains("min_score"), "{quiet}");
+    assert_eq!(said("nobody", "where did I move?").trim(), "(nothing injected: no candidate found)");
     let out = strata(&data).args(["prune", "--json"]).output().unwrap();
     assert!(out.status.success());
 }

@@ -82,12 +82,40 @@ pub(super) async fn expand(config: Config, scope: ScopeArgs, id: String, raw: bo
     Ok(ExitCode::SUCCESS)
 }
 
+/// The line `strata inject` prints when nothing went in: which gate kept
+/// memory quiet. With the acceptor on, the best candidate's acceptance
+/// against its model's `accept_min` (the fused score does not decide);
+/// without it, the top score against `min_score`.
+fn why_empty(r: &crate::episodic::InjectResult, acceptor: &crate::config::AcceptorConfig, min_score: f64) -> String {
+    let judged = r.explain.as_deref().unwrap_or_default().iter().find(|c| c.outcome == crate::episodic::CandidateOutcome::NotAccepted);
+    match judged {
+        Some(c) if acceptor.enabled => {
+            let foreign = c.features.is_some_and(|f| f.foreign > 0.0 || f.cross > 0.0);
+            let model = acceptor.model(foreign);
+            format!(
+                "(nothing injected: memory is not sure enough; the best candidate, episode {} at score {:.3}, has acceptance {:.3} < accept_min {:.2} of the {} model)",
+                c.id.short(),
+                c.score,
+                c.acceptance.unwrap_or(0.0),
+                model.accept_min,
+                if foreign { "foreign" } else { "English" }
+            )
+        }
+        _ if r.top_score == 0.0 => "(nothing injected: no candidate found)".to_string(),
+        _ => format!("(nothing injected: nothing above min_score {min_score:.2}; top score {:.3})", r.top_score),
+    }
+}
+
 /// `strata inject`: the Memory Context a message would get (L0).
 pub(super) async fn inject(config: Config, scope: ScopeArgs, session: String, message: String, json: bool) -> Result<ExitCode> {
     let scope = scope.scope()?;
     let session = SessionId::new(session)?;
+    let acceptor = config.recall.acceptor.clone();
+    let min_score = config.recall.min_score;
     let mem = open_for_reads(config).await?;
-    let r = mem.inject(&scope, &session, &message).await;
+    // explained, so an empty answer can say which gate kept memory quiet
+    let opts = crate::episodic::SearchOptions { explain: !json, ..Default::default() };
+    let r = mem.inject_with(&scope, &session, &message, opts).await;
     mem.shutdown().await?;
     let r = r?;
     if json {
@@ -95,7 +123,7 @@ pub(super) async fn inject(config: Config, scope: ScopeArgs, session: String, me
     } else if r.trivial {
         println!("(trivial message: nothing injected)");
     } else if r.injected == 0 {
-        println!("(nothing above min_score; top score {:.3})", r.top_score);
+        println!("{}", why_empty(&r, &acceptor, min_score));
     } else {
         print!("{}", r.section);
     }

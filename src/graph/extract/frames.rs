@@ -8,6 +8,11 @@
 //!   Shinsaibashi", "Nimbus Labs in Lisbon"). A person in a place ("Dana in
 //!   Boston") is where they were that day, not a fact, and is left alone.
 //!
+//! - "my X" with X a product, the whole noun phrase (what follows is
+//!   punctuation, the end or a function word, not a noun X would qualify):
+//!   `speaker -[owns]-> X` ("I took my Ferrari for a service", "my old
+//!   Pentax MX"; not "my Spotify playlist", nor the assistant's "my").
+//!
 //! A pair the frame relates loses its `mentioned_with` edge (a relation
 //! replaces the co-occurrence, as in the offline patterns).
 
@@ -29,6 +34,29 @@ fn located() -> &'static Regex {
         let name = super::offline::name_re();
         Regex::new(&format!(r"(?P<x>{name})\s+in\s+(?P<y>{name})")).expect("located-in regex")
     })
+}
+
+/// "my", up to two lowercase words ("old", "new"), then a name.
+fn owned() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    R.get_or_init(|| {
+        let name = super::offline::name_re();
+        Regex::new(&format!(r"\b[Mm]y\s+(?:[a-z][a-z\-]*\s+){{0,2}}(?P<x>{name})")).expect("owns regex")
+    })
+}
+
+/// True when `rest` (the text after a name) leaves the name a whole noun
+/// phrase: nothing, punctuation, or a function word next.
+fn ends_phrase(rest: &str) -> bool {
+    let next = rest.trim_start();
+    match next.chars().next() {
+        None => true,
+        Some(c) if !c.is_alphanumeric() => true,
+        Some(_) => {
+            let w: String = next.chars().take_while(|c| c.is_alphanumeric() || *c == '\'').collect();
+            super::offline::is_function_word(&w.to_lowercase())
+        }
+    }
 }
 
 /// The entity a capitalised span names: the whole span, else the longest
@@ -66,6 +94,18 @@ pub fn apply(turns: &[TranscriptTurn], ex: &mut Extraction) -> usize {
                 }
                 super::offline::relate(ex, x, "located_in", y, t.at);
                 pairs.push((identity_key(x), identity_key(y)));
+            }
+            if matches!(t.speaker.to_lowercase().as_str(), "assistant" | "system") {
+                continue;
+            }
+            for c in owned().captures_iter(sentence) {
+                let m = c.name("x").expect("x is in the pattern");
+                let Some((x, kx)) = entity_of(&kinds, m.as_str()) else { continue };
+                if kx != "product" || !kinds.contains_key(&identity_key(m.as_str())) || !ends_phrase(&sentence[m.end()..]) {
+                    continue;
+                }
+                super::offline::relate(ex, &t.speaker, "owns", x, t.at);
+                pairs.push((identity_key(&t.speaker), identity_key(x)));
             }
         }
     }
@@ -133,5 +173,39 @@ mod tests {
         // typed otherwise, the same words relate nothing
         let mut ex = Extraction { entities: vec![entity("Cross Hotel Osaka", "person"), entity("Shinsaibashi", "place")], relations: vec![] };
         assert_eq!(apply(&turns[..1], &mut ex), 0);
+    }
+
+    #[test]
+    fn my_product_is_owned_by_the_speaker() {
+        let said = |speaker: &str, text: &str| TranscriptTurn { speaker: speaker.into(), text: text.into(), at: None };
+        let mut ex = Extraction {
+            entities: vec![
+                entity("Ferrari", "product"),
+                entity("Pentax MX", "product"),
+                entity("Spotify", "product"),
+                entity("Sarah", "person"),
+                entity("Nimbus Labs", "organization"),
+                entity("Kindle", "product"),
+            ],
+            relations: vec![crate::graph::RelationMention {
+                source: "Calvin".into(),
+                predicate: "mentioned_with".into(),
+                target: "Ferrari".into(),
+                valid_from: None,
+            }],
+        };
+        let turns = [
+            said("Calvin", "I just took my Ferrari for a service and it was stressful."),
+            said("kenta", "Found my old Pentax MX in a box!"),
+            // a name that qualifies a noun, a person, an organisation: no ownership
+            said("kenta", "my Spotify playlist is a mess. My friend Sarah works at my Nimbus Labs office."),
+            // what the assistant says of itself is nobody's fact
+            said("assistant", "I keep my Kindle charged."),
+        ];
+        assert_eq!(apply(&turns, &mut ex), 2);
+        let owns: Vec<(&str, &str)> =
+            ex.relations.iter().filter(|r| r.predicate == "owns").map(|r| (r.source.as_str(), r.target.as_str())).collect();
+        assert_eq!(owns, [("Calvin", "Ferrari"), ("kenta", "Pentax MX")]);
+        assert!(ex.relations.iter().all(|r| r.predicate != "mentioned_with"), "the relation replaces the co-occurrence");
     }
 }

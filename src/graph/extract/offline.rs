@@ -389,6 +389,12 @@ const PHRASE_END: &[&str] = &[
     "has", "have", "had", "been", "be", "will", "would", "can", "could", "do", "did", "does", "not", "always",
     "even", "still", "already", "anymore",
 ];
+/// True for a word that ends a value phrase ([`PHRASE_END`]: articles,
+/// prepositions, pronouns, auxiliaries): a function word, not a noun.
+pub(super) fn is_function_word(w: &str) -> bool {
+    PHRASE_END.contains(&w)
+}
+
 /// First words that make a phrase no value ("I love that", "I love how ...", "I love being ...").
 const PHRASE_REJECT: &[&str] = &[
     "it", "that", "this", "you", "how", "what", "when", "where", "why", "to", "the", "a", "an", "my", "your",
