@@ -113,8 +113,9 @@ pub(super) async fn inject(config: Config, scope: ScopeArgs, session: String, me
     let acceptor = config.recall.acceptor.clone();
     let min_score = config.recall.min_score;
     let mem = open_for_reads(config).await?;
-    // explained, so an empty answer can say which gate kept memory quiet
-    let opts = crate::episodic::SearchOptions { explain: !json, ..Default::default() };
+    // explained, so an empty answer can say which gate kept memory quiet (and
+    // --json shows every judged candidate with its features)
+    let opts = crate::episodic::SearchOptions { explain: true, ..Default::default() };
     let r = mem.inject_with(&scope, &session, &message, opts).await;
     mem.shutdown().await?;
     let r = r?;
