@@ -679,15 +679,19 @@ impl Episodic {
             return Ok(HashMap::new());
         }
         let episodes = self.episodes(scope, &unmatched).await?;
-        let cross: HashMap<&EpisodeId, bool> = episodes
+        // each episode's language when it is another than the message's
+        let cross: HashMap<&EpisodeId, language::Language> = episodes
             .iter()
-            .map(|(id, e)| (id, language::cross_lingual(asked, language::identify_abstract(&e.abstract_))))
+            .filter_map(|(id, e)| {
+                let l = language::identify_abstract(&e.abstract_);
+                language::cross_lingual(asked, l).then_some((id, l))
+            })
             .collect();
-        let is_cross = |id: &EpisodeId| cross.get(id).copied().unwrap_or(false);
-        if !cross.values().any(|c| *c) {
+        if cross.is_empty() {
             return Ok(episodes);
         }
-        cross_lingual_rescore(fused, cfg.fusion, cfg.cross_lingual_calibration(), is_cross);
+        let language_of = |id: &EpisodeId| cross.get(id).map(|l| language::script_family(*l));
+        cross_lingual_rescore(fused, cfg.fusion, cfg.cross_lingual_calibration(), language_of);
         if let Some(own) = own {
             // the gate's message-only score: a cross-lingual episode's own
             // evidence is its vector

@@ -44,7 +44,11 @@ pub fn rows(line: &serde_json::Value) -> Result<Vec<(Vec<f64>, bool)>> {
             Some(FusedHit { episode_id: name.clone(), score: 0.0, keyword: None, vector: Some(c as f32), rank_key: 0.0, cross_lingual: None })
         })
         .collect();
-    let features = cross_lingual_features(&hits, |name| cross.contains(name));
+    // each cross-lingual candidate's script family (`"families"`, by session), the
+    // key inject compares rivals by; a line written before it existed puts them in one
+    let families = &line["families"];
+    let language_of = |name: &String| cross.contains(name).then(|| families[name.as_str()].as_str().unwrap_or("").to_string());
+    let features = cross_lingual_features(&hits, language_of);
     Ok(hits
         .iter()
         .zip(features)
@@ -103,6 +107,13 @@ mod tests {
         assert!(r[0].1 && !r[1].1);
         assert!((r[0].0[1] - 0.04).abs() < 1e-6, "the best leads the second by 0.04: {r:?}");
         assert!((r[1].0[1] + 0.04).abs() < 1e-6);
+        // b in another script family is no rival of a: a is lone, and d (the message's
+        // language, nearer) caps its margin at 0.84 - 0.90
+        let mut split = line.clone();
+        split["families"] = serde_json::json!({"a": "Hangul", "b": "Latin", "c": "Hangul", "d": "Latin"});
+        let r = rows(&split).unwrap();
+        let a = r.iter().find(|x| x.1).unwrap();
+        assert!((a.0[1] - (0.84 - 0.90)).abs() < 1e-6, "{r:?}");
         assert!(rows(&serde_json::json!({"candidates": {}, "gold": []})).is_err());
     }
 }

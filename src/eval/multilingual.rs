@@ -71,7 +71,7 @@ pub struct MultilingualArgs {
     /// Write every question's candidates with their raw retriever scores
     /// (JSON lines, see [`super::systems::candidate_features`]) to this file,
     /// each with `"language"` (the question's detected language, e.g. `"kor"`)
-    /// and `"languages"` (each candidate's, detected from its abstract as
+    /// and `"languages"` and `"families"` (each candidate's language code and script family, detected from its abstract as
     /// inject does; [`crate::recall::language`]): the cross-lingual
     /// calibration is fitted on them (`strata eval calibrate --features`).
     #[arg(long)]
@@ -321,6 +321,12 @@ pub async fn run(config: Config, args: MultilingualArgs) -> Result<()> {
                 row["language"] = json!(code(asked));
                 row["labelled_language"] = json!(q.language);
                 row["languages"] = json!(languages);
+                // the key inject compares cross-lingual rivals by (fusion::cross_lingual_features)
+                let families: BTreeMap<&str, String> = found
+                    .iter()
+                    .map(|(sid, l)| (*sid, crate::recall::language::script_family(*l).map(|f| format!("{f:?}")).unwrap_or_default()))
+                    .collect();
+                row["families"] = json!(families);
                 row["cross_lingual"] = json!(cross);
                 use std::io::Write;
                 writeln!(f, "{row}")?;

@@ -187,43 +187,50 @@ fn empty<K: DocKey>(id: &K) -> FusedHit<K> {
     }
 }
 
-/// The cross-lingual features of each candidate `is_cross` marks, from the
-/// cosines of all of them: `(cosine, margin)`, the margin being the best
-/// one's lead over the second (when it is alone, [`LONE_MARGIN`] or, if
-/// smaller, its lead over the nearest candidate in the message's own
-/// language, which may be negative) and, for every other,
-/// its (negative) distance to the best. Candidates without a cosine get
-/// none. Returned in `hits` order.
-pub fn cross_lingual_features<K>(hits: &[FusedHit<K>], is_cross: impl Fn(&K) -> bool) -> Vec<Option<(f64, f64)>> {
-    let mut cos: Vec<f64> = hits
+/// The cross-lingual features of each candidate `language_of` gives a
+/// language (`Some`: it is in another language than the message; any key
+/// that tells languages apart), from the cosines of all of them:
+/// `(cosine, margin)`. The best one's margin is its lead over the second
+/// best *of its own language* (inject keys them by script family, so
+/// that whatlang's unsure guesses do not split one language): cosines
+/// across a language pair have their own level (an English question sits
+/// nearer to any short Japanese turn than to a Spanish one), so only a
+/// rival of the same pair says whether it stands out. When it has none, [`LONE_MARGIN`] or, if smaller, its
+/// lead over the nearest candidate in the message's own language, which
+/// may be negative. Every other gets its (negative) distance to the best.
+/// Candidates without a cosine get none. Returned in `hits` order.
+pub fn cross_lingual_features<K, L: PartialEq>(
+    hits: &[FusedHit<K>],
+    language_of: impl Fn(&K) -> Option<L>,
+) -> Vec<Option<(f64, f64)>> {
+    let mut cos: Vec<(f64, L)> = hits
         .iter()
-        .filter(|h| is_cross(&h.episode_id))
-        .filter_map(|h| h.vector.map(f64::from))
+        .filter_map(|h| Some((f64::from(h.vector?), language_of(&h.episode_id)?)))
         .collect();
-    cos.sort_by(|a, b| b.total_cmp(a));
-    let best = cos.first().copied();
+    cos.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let best = cos.first().map(|c| c.0);
+    // the best one's rival: the next of its own language
+    let rival = cos.first().and_then(|(_, l)| cos.iter().skip(1).find(|(_, m)| m == l)).map(|c| c.0);
     // the closest candidate in the message's own language
     let same = hits
         .iter()
-        .filter(|h| !is_cross(&h.episode_id))
+        .filter(|h| language_of(&h.episode_id).is_none())
         .filter_map(|h| h.vector.map(f64::from))
         .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
-    let lead = match (cos.first(), cos.get(1), same) {
+    let lead = match (best, rival, same) {
         (Some(a), Some(b), _) => a - b,
-        // alone among the cross-lingual candidates, it has no rival to lead,
-        // so it gets LONE_MARGIN, but never more than its lead over the
-        // nearest candidate in the message's own language: a lone Korean
-        // session must not pass, on its vector alone, an English session
-        // nearer to an English question (tests/cli.rs)
+        // alone in its language among the cross-lingual candidates, it has no
+        // rival to lead, so it gets LONE_MARGIN, but never more than its lead
+        // over the nearest candidate in the message's own language: a lone
+        // Korean session must not pass, on its vector alone, an English
+        // session nearer to an English question (tests/cli.rs)
         (Some(a), None, Some(s)) => LONE_MARGIN.min(a - s),
         _ => LONE_MARGIN,
     };
     hits.iter()
         .map(|h| {
             let c = f64::from(h.vector?);
-            if !is_cross(&h.episode_id) {
-                return None;
-            }
+            language_of(&h.episode_id)?;
             let best = best?;
             Some((c, if c >= best { lead } else { c - best }))
         })
@@ -237,18 +244,18 @@ pub const LONE_MARGIN: f64 = 0.03;
 /// alone: BM25 cannot match across languages, so a missing keyword score is
 /// no evidence against them, and the weighted score (at most
 /// `vector_weight`, 0.3, below `min_score`) would never let one in. Each
-/// candidate `is_cross` marks gets `p = σ(slope·cosine + reference_slope·margin
+/// candidate `language_of` gives a language gets `p = σ(slope·cosine + reference_slope·margin
 /// + intercept)` from `cal` (`recall.cross_lingual_calibration`, fitted by
 /// `strata eval calibrate --cross-lingual`; features from
 /// [`cross_lingual_features`]) and keeps the larger of that and its fused
 /// score; the list is sorted again. Only ever raises a score.
-pub fn cross_lingual_rescore<K: DocKey>(
+pub fn cross_lingual_rescore<K: DocKey, L: PartialEq>(
     hits: &mut [FusedHit<K>],
     fusion: Fusion,
     cal: Calibration,
-    is_cross: impl Fn(&K) -> bool,
+    language_of: impl Fn(&K) -> Option<L>,
 ) {
-    let features = cross_lingual_features(hits, is_cross);
+    let features = cross_lingual_features(hits, language_of);
     for (h, f) in hits.iter_mut().zip(features) {
         if let Some((c, m)) = f {
             let p = cal.apply2(c, m);
@@ -307,7 +314,7 @@ mod tests {
         let cal = Calibration { slope: 35.8563, reference_slope: 80.0865, intercept: -31.3083 };
         // x and y are in another language; the best of them leads by 0.04
         let mut hits = vec![cand("same", 0.5, Some(0.90)), cand("x", 0.25, Some(0.86)), cand("y", 0.2, Some(0.82)), cand("z", 0.1, None)];
-        let cross = |k: &EpisodeId| *k == id("x") || *k == id("y") || *k == id("z");
+        let cross = |k: &EpisodeId| (*k == id("x") || *k == id("y") || *k == id("z")).then_some("ko");
         let f = cross_lingual_features(&hits, cross);
         assert_eq!(f[0], None, "same-language candidates get no features");
         let (c, m) = f[1].unwrap();
@@ -325,14 +332,29 @@ mod tests {
         assert_eq!(hits[1].cross_lingual, None);
         // a lone cross-lingual candidate gets LONE_MARGIN
         let lone = vec![cand("x", 0.0, Some(0.86))];
-        assert_eq!(cross_lingual_features(&lone, |_| true)[0], Some((0.8600000143051147, LONE_MARGIN)));
+        assert_eq!(cross_lingual_features(&lone, |_| Some("ko"))[0], Some((0.8600000143051147, LONE_MARGIN)));
         // ... or its lead over a nearer candidate in the message's language, when smaller
         let near = vec![cand("x", 0.0, Some(0.80)), cand("same", 0.07, Some(0.83))];
-        let f = cross_lingual_features(&near, |k| *k == id("x"));
+        let f = cross_lingual_features(&near, |k| (*k == id("x")).then_some("ko"));
         let (c, m) = f[0].unwrap();
         assert!((m - (c - 0.83)).abs() < 1e-6 && m < 0.0, "{f:?}");
         let far = vec![cand("x", 0.0, Some(0.82)), cand("same", 0.0, Some(0.75))];
-        assert_eq!(cross_lingual_features(&far, |k| *k == id("x"))[0].unwrap().1, LONE_MARGIN);
+        assert_eq!(cross_lingual_features(&far, |k| (*k == id("x")).then_some("ko"))[0].unwrap().1, LONE_MARGIN);
+        // the only Japanese session among Korean and Spanish ones leads no rival of its own
+        // language: lone, so the nearer session in the message's language caps its margin
+        // (before, its 0.03 lead over a Spanish session passed it for an English question
+        // about another English session; a new user's catch-all session)
+        let mixed = vec![cand("ja", 0.0, Some(0.825)), cand("en", 0.0, Some(0.832)), cand("ko", 0.0, Some(0.795)), cand("es", 0.0, Some(0.78))];
+        let lang = |k: &EpisodeId| [("ja", "ja"), ("ko", "ko"), ("es", "es")].into_iter().find(|(n, _)| *k == id(n)).map(|(_, l)| l);
+        let f = cross_lingual_features(&mixed, lang);
+        let (_, m) = f[0].unwrap();
+        assert!((m - (0.825 - 0.832)).abs() < 1e-6, "{f:?}");
+        assert!((f[2].unwrap().1 - (0.795 - 0.825)).abs() < 1e-6, "the others: distance to the best");
+        // a second Japanese session is a rival: the lead over it
+        let mut two = mixed.clone();
+        two.push(cand("ja2", 0.0, Some(0.80)));
+        let lang2 = |k: &EpisodeId| if *k == id("ja2") { Some("ja") } else { lang(k) };
+        assert!((cross_lingual_features(&two, lang2)[0].unwrap().1 - 0.025).abs() < 1e-6);
     }
 
     #[test]

@@ -119,6 +119,14 @@ fn family(s: Script) -> Script {
     }
 }
 
+/// The script family of a text's language (kana and Han are one; `None`
+/// without letters): what sets the level of cosines across a language
+/// pair ([`crate::recall::fusion::cross_lingual_features`] compares a
+/// cross-lingual candidate with rivals of its own family only).
+pub fn script_family(l: Language) -> Option<Script> {
+    l.script.map(family)
+}
+
 /// True when keyword evidence between texts of these languages cannot be
 /// expected: different script families, or two known, different languages.
 pub fn cross_lingual(a: Language, b: Language) -> bool {
