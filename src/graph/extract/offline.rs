@@ -1400,7 +1400,9 @@ pub fn extract(turns: &[TranscriptTurn]) -> Extraction {
 /// "Nora Lindqvist" finds, not two. "I'm X" counts only when X is two or
 /// three capitalised words or starts with a common given name
 /// ([`lexicon::GIVEN_NAMES`]: "I'm Korean" introduces no one), and the name
-/// must end the clause ("I'm Sam's mom" is not Sam).
+/// must end the clause ("I'm Sam's mom" is not Sam). Chat written in
+/// lowercase introduces with a lexicon given name alone ("hi i'm nora!",
+/// "my name is nora", "call me nora"; not "i'm tired", nor "call me maybe").
 fn self_introductions(turns: &[TranscriptTurn], out: &mut Extraction) {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
@@ -1410,6 +1412,11 @@ fn self_introductions(turns: &[TranscriptTurn], out: &mut Extraction) {
         ))
         .expect("self-introduction regex")
     });
+    static LOWER: OnceLock<Regex> = OnceLock::new();
+    let lower = LOWER.get_or_init(|| {
+        Regex::new(r"(?:^|[.!?,;]\s*|\b(?i:hi|hello|hey)\s+)(?i:i['’]m|i am|my (?:full |real |first )?name(?: is|['’]s)|call me)\s+(?P<n>\p{Ll}+)(?:\s*$|\s*[.!?,;:)]|\s+(?:and|from|here|btw|by the way)\b)")
+            .expect("lowercase self-introduction regex")
+    });
     let mut found: Vec<(String, String)> = Vec::new();
     for t in turns {
         let speaker: String = t.speaker.nfkc().collect();
@@ -1418,6 +1425,18 @@ fn self_introductions(turns: &[TranscriptTurn], out: &mut Extraction) {
             continue;
         }
         let text: String = t.text.nfkc().collect();
+        // chat written in lowercase ("hi i'm nora!", "my name is nora"): a given name
+        // from the lexicon, alone, written as a name
+        for c in lower.captures_iter(&text) {
+            let w = &c["n"];
+            if lexicon::contains(lexicon::GIVEN_NAMES, w) {
+                let mut cs = w.chars();
+                let n: String = cs.next().into_iter().flat_map(char::to_uppercase).chain(cs).collect();
+                if crate::graph::identity_key(&n) != crate::graph::identity_key(speaker) {
+                    found.push((n, speaker.to_string()));
+                }
+            }
+        }
         for c in re.captures_iter(&text) {
             let Some(n) = clean_name(&c["n"]) else { continue };
             let given = n.split(' ').next().is_some_and(|w| lexicon::contains(lexicon::GIVEN_NAMES, &w.to_lowercase()));
@@ -1865,6 +1884,15 @@ mod tests {
         assert!(!names.contains(&"Nora") && !names.contains(&"Nora Maria Lindqvist"), "one node: {names:?}");
         assert!(has(&ex, "u_4711", "works_at", "Blue Harbor Labs"), "{:?}", ex.relations);
         assert!(ex.relations.iter().all(|r| r.source != "Nora Lindqvist" && r.target != "Nora Lindqvist"), "{:?}", ex.relations);
+        // in lowercase chat: a given name alone, never a state or a phrase
+        let low = extract(&[
+            turn("u_9", "hi i'm nora! just moved here. i'm tired tbh"),
+            turn("u_9", "lol call me maybe. my name is nora btw"),
+        ]);
+        let me = low.entities.iter().find(|e| e.name == "u_9").expect("the user's node");
+        assert_eq!(me.aliases, ["Nora"], "{me:?}");
+        let names: Vec<&str> = low.entities.iter().map(|e| e.name.as_str()).collect();
+        assert!(!names.iter().any(|n| n.eq_ignore_ascii_case("tired") || n.eq_ignore_ascii_case("maybe") || *n == "Nora"), "{names:?}");
     }
 
     #[test]
