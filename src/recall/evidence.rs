@@ -288,7 +288,6 @@ fn has_answer(kind: AnswerType, lang: &str, sentence: &str, question_names: &[St
 
 /// What the session of `turns` holds of `q` (see [`SessionEvidence`]).
 pub fn session_evidence(q: &Question, turns: &[Turn<'_>]) -> SessionEvidence {
-    let mut held: HashSet<String> = HashSet::new();
     let mut lower_words: HashSet<String> = HashSet::new();
     let mut type_seen: Option<bool> = None;
     // the question terms of each turn, for the best window of two
@@ -307,7 +306,6 @@ pub fn session_evidence(q: &Question, turns: &[Turn<'_>]) -> SessionEvidence {
                     in_turn.insert(k.as_str());
                 }
             }
-            held.extend(terms.into_iter().filter(|x| q.terms.contains(x)));
             if let (true, Some((kind, lang)), Some(false) | None) = (relevant, q.asks.as_ref(), type_seen) {
                 if let Some(found) = has_answer(*kind, lang, sentence, &q.names) {
                     type_seen = Some(type_seen.unwrap_or(false) || found);
@@ -323,6 +321,8 @@ pub fn session_evidence(q: &Question, turns: &[Turn<'_>]) -> SessionEvidence {
             n as f64 / q.terms.len() as f64
         }
     };
+    // the session holds what any of its turns holds
+    let held: HashSet<&str> = per_turn.iter().flatten().copied().collect();
     let coverage = share(held.len());
     let window_coverage = share(match per_turn.len() {
         0 => 0,

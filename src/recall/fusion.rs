@@ -195,17 +195,20 @@ fn empty<K: DocKey>(id: &K) -> FusedHit<K> {
 /// that whatlang's unsure guesses do not split one language): cosines
 /// across a language pair have their own level (an English question sits
 /// nearer to any short Japanese turn than to a Spanish one), so only a
-/// rival of the same pair says whether it stands out. When it has none, [`LONE_MARGIN`] or, if smaller, its
-/// lead over the nearest candidate in the message's own language, which
-/// may be negative. Every other gets its (negative) distance to the best.
+/// rival of the same pair says whether it stands out. When it has none,
+/// [`LONE_MARGIN`] or, if smaller, its lead over the nearest candidate in
+/// the message's own language, which may be negative. Every other gets its (negative) distance to the best.
 /// Candidates without a cosine get none. Returned in `hits` order.
 pub fn cross_lingual_features<K, L: PartialEq>(
     hits: &[FusedHit<K>],
     language_of: impl Fn(&K) -> Option<L>,
 ) -> Vec<Option<(f64, f64)>> {
-    let mut cos: Vec<(f64, L)> = hits
+    // each candidate's language, asked once (None: the message's own)
+    let langs: Vec<Option<L>> = hits.iter().map(|h| language_of(&h.episode_id)).collect();
+    let mut cos: Vec<(f64, &L)> = hits
         .iter()
-        .filter_map(|h| Some((f64::from(h.vector?), language_of(&h.episode_id)?)))
+        .zip(&langs)
+        .filter_map(|(h, l)| Some((f64::from(h.vector?), l.as_ref()?)))
         .collect();
     cos.sort_by(|a, b| b.0.total_cmp(&a.0));
     let best = cos.first().map(|c| c.0);
@@ -214,8 +217,9 @@ pub fn cross_lingual_features<K, L: PartialEq>(
     // the closest candidate in the message's own language
     let same = hits
         .iter()
-        .filter(|h| language_of(&h.episode_id).is_none())
-        .filter_map(|h| h.vector.map(f64::from))
+        .zip(&langs)
+        .filter(|(_, l)| l.is_none())
+        .filter_map(|(h, _)| h.vector.map(f64::from))
         .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))));
     let lead = match (best, rival, same) {
         (Some(a), Some(b), _) => a - b,
@@ -228,9 +232,10 @@ pub fn cross_lingual_features<K, L: PartialEq>(
         _ => LONE_MARGIN,
     };
     hits.iter()
-        .map(|h| {
+        .zip(&langs)
+        .map(|(h, l)| {
             let c = f64::from(h.vector?);
-            language_of(&h.episode_id)?;
+            l.as_ref()?;
             let best = best?;
             Some((c, if c >= best { lead } else { c - best }))
         })

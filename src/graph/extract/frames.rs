@@ -134,6 +134,11 @@ mod tests {
         EntityMention { name: name.into(), kind: kind.into(), aliases: vec![] }
     }
 
+    /// The co-occurrence edge a frame's relation replaces.
+    fn mentioned_with(source: &str, target: &str) -> crate::graph::RelationMention {
+        crate::graph::RelationMention { source: source.into(), predicate: "mentioned_with".into(), target: target.into(), valid_from: None }
+    }
+
     fn located(ex: &Extraction) -> Vec<(String, String)> {
         ex.relations.iter().filter(|r| r.predicate == "located_in").map(|r| (r.source.clone(), r.target.clone())).collect()
     }
@@ -151,12 +156,7 @@ mod tests {
                 entity("Florence", "place"),
                 entity("Rome", "place"),
             ],
-            relations: vec![crate::graph::RelationMention {
-                source: "Shinsaibashi".into(),
-                predicate: "mentioned_with".into(),
-                target: "Cross Hotel Osaka".into(),
-                valid_from: None,
-            }],
+            relations: vec![mentioned_with("Shinsaibashi", "Cross Hotel Osaka")],
         };
         let turns = [
             turn("We stayed at Cross Hotel Osaka in Shinsaibashi, 3 nights."),
@@ -187,12 +187,7 @@ mod tests {
                 entity("Nimbus Labs", "organization"),
                 entity("Kindle", "product"),
             ],
-            relations: vec![crate::graph::RelationMention {
-                source: "Calvin".into(),
-                predicate: "mentioned_with".into(),
-                target: "Ferrari".into(),
-                valid_from: None,
-            }],
+            relations: vec![mentioned_with("Calvin", "Ferrari")],
         };
         let turns = [
             said("Calvin", "I just took my Ferrari for a service and it was stressful."),
